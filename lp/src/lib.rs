@@ -1,0 +1,41 @@
+//! The `dls` planner: divisible-load schedules for a master and p workers
+//! under the one-port model with return messages, after Beaumont, Marchal,
+//! Rehn and Robert, *FIFO scheduling of divisible loads with return messages
+//! under the one-port model* (LIP research report 2005-52).
+//!
+//! Pure and synchronous: no I/O, no threads, no serialisation. Callers
+//! convert their own types at the boundary.
+//!
+//! ```
+//! use dls_lp::{plan, Platform, Request, Strategy, Worker};
+//!
+//! let platform = Platform::new(vec![
+//!     Worker::new("fast", 0.01, 0.1, 0.005),
+//!     Worker::new("slow", 0.02, 0.3, 0.010),
+//! ])?;
+//! let p = plan(&platform, &Request::new(100, Strategy::Fifo))?;
+//! assert_eq!(p.loads.iter().sum::<u64>(), 100);
+//! assert!(p.optimal);
+//! assert!(p.makespan() >= p.makespan_rational());
+//! # Ok::<(), dls_lp::Error>(())
+//! ```
+//!
+//! Modules: [`platform`] (validated model), [`schedule`] (scenarios and
+//! timelines), [`lp`] (the reference LP for any pair of orders), [`fast`]
+//! (exact O(p)-per-pass FIFO and closed-form LIFO), [`rounding`] (whole
+//! units), [`plan`] (the strategies).
+
+pub mod error;
+pub mod fast;
+pub mod lp;
+pub mod plan;
+pub mod platform;
+pub mod rounding;
+pub mod schedule;
+pub mod tol;
+
+pub use error::{Error, Result};
+pub use plan::{plan, Plan, Request, Strategy};
+pub use platform::{Platform, Worker};
+pub use rounding::Rounding;
+pub use schedule::{Ports, Scenario, Timeline, WorkerTimes};

@@ -1,0 +1,389 @@
+//! Strategies: which scenario to use, its loads, and the integer plan.
+
+use crate::error::Result;
+use crate::platform::Platform;
+use crate::rounding::{self, Rounding};
+use crate::schedule::{Ports, Scenario, Timeline};
+use crate::tol::{LOAD_EPS, REL_TOL};
+use crate::{fast, lp};
+use std::fmt;
+use std::str::FromStr;
+
+/// How the planner picks the scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// Optimal FIFO with resource selection (Theorem 1).
+    Fifo,
+    /// Optimal LIFO: every worker, by non-decreasing `c + d`.
+    Lifo,
+    /// The report's FIFO heuristic INC_C: order by non-decreasing `c`.
+    IncC,
+    /// The report's FIFO heuristic INC_W: order by non-decreasing `w`.
+    IncW,
+    /// The better of `Fifo` and `Lifo`; for p ≤ 5 every pair of orders.
+    Best,
+}
+
+impl Strategy {
+    pub const ALL: [Strategy; 5] = [Strategy::Fifo, Strategy::Lifo, Strategy::IncC, Strategy::IncW, Strategy::Best];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Fifo => "fifo",
+            Strategy::Lifo => "lifo",
+            Strategy::IncC => "inc-c",
+            Strategy::IncW => "inc-w",
+            Strategy::Best => "best",
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Strategy {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        Strategy::ALL
+            .into_iter()
+            .find(|st| st.name() == s)
+            .ok_or_else(|| format!("unknown strategy {s:?}: expected one of fifo, lifo, inc-c, inc-w, best"))
+    }
+}
+
+/// Exhaustive search over every pair of orders runs up to this many workers.
+pub const EXHAUSTIVE_MAX_WORKERS: usize = 5;
+
+/// The FIFO local search (used when `d/c` differs between workers) stops
+/// after this many scenario evaluations.
+pub const LOCAL_SEARCH_BUDGET: usize = 2_000;
+
+/// What to plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    pub load: u64,
+    pub strategy: Strategy,
+    pub ports: Ports,
+    pub rounding: Rounding,
+}
+
+impl Request {
+    pub fn new(load: u64, strategy: Strategy) -> Self {
+        Request {
+            load,
+            strategy,
+            ports: Ports::One,
+            rounding: Rounding::Refined,
+        }
+    }
+}
+
+/// A complete plan: the scenario, rational and integer loads, and the
+/// timelines of both.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub strategy: Strategy,
+    pub ports: Ports,
+    pub load: u64,
+    /// Proven optimal within its class (FIFO for fifo/inc-c/inc-w, LIFO for
+    /// lifo, every pair of orders for best when searched exhaustively).
+    pub optimal: bool,
+    /// The orders the strategy chose, over every worker it considered
+    /// (including those the LP gave no load).
+    pub scenario: Scenario,
+    /// Rational loads, indexed like the platform.
+    pub alpha: Vec<f64>,
+    /// Whole units, indexed like the platform; they sum to `load`.
+    pub loads: Vec<u64>,
+    /// Timeline of `alpha`.
+    pub rational: Timeline,
+    /// Timeline of `loads`.
+    pub integer: Timeline,
+    /// Remarks for the user (bounds that bind, heuristics used, ...).
+    pub notes: Vec<String>,
+}
+
+impl Plan {
+    /// The send order restricted to workers with whole units.
+    pub fn send_order(&self) -> Vec<usize> {
+        self.scenario.send_order.iter().copied().filter(|&i| self.loads[i] > 0).collect()
+    }
+
+    /// The return order restricted to workers with whole units.
+    pub fn return_order(&self) -> Vec<usize> {
+        self.scenario.return_order.iter().copied().filter(|&i| self.loads[i] > 0).collect()
+    }
+
+    /// Makespan of the integer loads.
+    pub fn makespan(&self) -> f64 {
+        self.integer.makespan
+    }
+
+    /// Makespan of the rational loads.
+    pub fn makespan_rational(&self) -> f64 {
+        self.rational.makespan
+    }
+
+    /// Units per second of the rational plan.
+    pub fn throughput(&self) -> f64 {
+        self.load as f64 / self.rational.makespan
+    }
+}
+
+/// Rational solution of one scenario: loads, makespan (measured on its
+/// timeline), and whether the max_load bounds forced the LP path.
+#[derive(Debug, Clone)]
+pub struct Solved {
+    pub scenario: Scenario,
+    pub alpha: Vec<f64>,
+    pub makespan: f64,
+    pub bounded: bool,
+}
+
+fn fits(platform: &Platform, alpha: &[f64]) -> bool {
+    platform
+        .workers()
+        .iter()
+        .zip(alpha)
+        .all(|(w, &a)| a <= w.bound() * (1.0 + REL_TOL) + LOAD_EPS)
+}
+
+fn finish(platform: &Platform, scenario: Scenario, alpha: Vec<f64>, ports: Ports, bounded: bool) -> Solved {
+    let makespan = Timeline::build(platform, &scenario, &alpha, ports).makespan;
+    Solved {
+        scenario,
+        alpha,
+        makespan,
+        bounded,
+    }
+}
+
+/// Optimal loads for the FIFO scenario `order`: the fast path, or the LP when
+/// the fast path's loads break a `max_load` bound.
+pub fn solve_fifo(platform: &Platform, order: Vec<usize>, ports: Ports, load: u64) -> Result<Solved> {
+    let (alpha, _) = fast::fifo(platform, &order, ports, load as f64);
+    let scenario = Scenario::fifo(order);
+    if fits(platform, &alpha) {
+        return Ok(finish(platform, scenario, alpha, ports, false));
+    }
+    let (alpha, _) = lp::solve(platform, &scenario, ports, load as f64)?;
+    Ok(finish(platform, scenario, alpha, ports, true))
+}
+
+/// Optimal loads for the LIFO scenario `order` (sorted by `c + d`): the
+/// closed form, or the LP when it breaks a `max_load` bound.
+pub fn solve_lifo(platform: &Platform, order: Vec<usize>, ports: Ports, load: u64) -> Result<Solved> {
+    let (alpha, _) = fast::lifo(platform, &order, load as f64);
+    let scenario = Scenario::lifo(order);
+    if fits(platform, &alpha) {
+        return Ok(finish(platform, scenario, alpha, ports, false));
+    }
+    let (alpha, _) = lp::solve(platform, &scenario, ports, load as f64)?;
+    Ok(finish(platform, scenario, alpha, ports, true))
+}
+
+/// Optimal loads for any scenario, by the LP.
+pub fn solve_scenario(platform: &Platform, scenario: Scenario, ports: Ports, load: u64) -> Result<Solved> {
+    let (alpha, _) = lp::solve(platform, &scenario, ports, load as f64)?;
+    let bounded = platform.workers().iter().any(|w| w.max_load.is_some());
+    Ok(finish(platform, scenario, alpha, ports, bounded))
+}
+
+fn sorted_by(platform: &Platform, key: impl Fn(&crate::Worker) -> f64) -> Vec<usize> {
+    let wk = platform.workers();
+    let mut order: Vec<usize> = (0..wk.len()).collect();
+    order.sort_by(|&a, &b| key(&wk[a]).total_cmp(&key(&wk[b])).then(a.cmp(&b)));
+    order
+}
+
+/// Order by non-decreasing `c`.
+pub fn order_inc_c(platform: &Platform) -> Vec<usize> {
+    sorted_by(platform, |w| w.c)
+}
+
+/// Order by non-increasing `c` (Theorem 1 mirrored, for z > 1).
+pub fn order_dec_c(platform: &Platform) -> Vec<usize> {
+    sorted_by(platform, |w| -w.c)
+}
+
+/// Order by non-decreasing `w`.
+pub fn order_inc_w(platform: &Platform) -> Vec<usize> {
+    sorted_by(platform, |w| w.w)
+}
+
+/// Order by non-decreasing `c + d` (optimal LIFO).
+pub fn order_inc_cd(platform: &Platform) -> Vec<usize> {
+    sorted_by(platform, |w| w.c + w.d)
+}
+
+fn better(a: &Solved, b: &Solved) -> bool {
+    a.makespan < b.makespan * (1.0 - 1e-12)
+}
+
+/// FIFO when `d/c` differs between workers: start from the better of inc-c
+/// and dec-c, then apply improving adjacent swaps until none improves or the
+/// evaluation budget is spent. Never worse than inc-c.
+fn fifo_local_search(platform: &Platform, ports: Ports, load: u64) -> Result<Solved> {
+    let mut best = solve_fifo(platform, order_inc_c(platform), ports, load)?;
+    let dec = solve_fifo(platform, order_dec_c(platform), ports, load)?;
+    if better(&dec, &best) {
+        best = dec;
+    }
+    let mut evaluations = 2;
+    let p = platform.len();
+    let mut improved = true;
+    while improved && evaluations < LOCAL_SEARCH_BUDGET {
+        improved = false;
+        for k in 0..p.saturating_sub(1) {
+            if evaluations >= LOCAL_SEARCH_BUDGET {
+                break;
+            }
+            let mut order = best.scenario.send_order.clone();
+            order.swap(k, k + 1);
+            let cand = solve_fifo(platform, order, ports, load)?;
+            evaluations += 1;
+            if better(&cand, &best) {
+                best = cand;
+                improved = true;
+            }
+        }
+    }
+    Ok(best)
+}
+
+fn permutations(items: &[usize]) -> Vec<Vec<usize>> {
+    if items.len() <= 1 {
+        return vec![items.to_vec()];
+    }
+    let mut out = Vec::new();
+    for k in 0..items.len() {
+        let mut rest = items.to_vec();
+        let first = rest.remove(k);
+        for mut tail in permutations(&rest) {
+            tail.insert(0, first);
+            out.push(tail);
+        }
+    }
+    out
+}
+
+/// Every pair of orders (and, with two ports, every subset of workers: there
+/// a worker without load still constrains the LP, so it must be left out).
+pub fn exhaustive(platform: &Platform, ports: Ports, load: u64) -> Result<Solved> {
+    let p = platform.len();
+    let mut subsets: Vec<Vec<usize>> = Vec::new();
+    match ports {
+        Ports::One => subsets.push((0..p).collect()),
+        Ports::Two => {
+            for mask in 1u32..(1 << p) {
+                subsets.push((0..p).filter(|&i| mask & (1 << i) != 0).collect());
+            }
+        }
+    }
+    let mut best: Option<Solved> = None;
+    for set in subsets {
+        if let Some(cap) = set.iter().map(|&i| platform.workers()[i].max_load).try_fold(0u64, |a, b| b.map(|b| a + b)) {
+            if cap < load {
+                continue;
+            }
+        }
+        let perms = permutations(&set);
+        for s1 in &perms {
+            for s2 in &perms {
+                let scenario = Scenario {
+                    send_order: s1.clone(),
+                    return_order: s2.clone(),
+                };
+                let cand = solve_scenario(platform, scenario, ports, load)?;
+                if best.as_ref().is_none_or(|b| better(&cand, b)) {
+                    best = Some(cand);
+                }
+            }
+        }
+    }
+    best.ok_or_else(|| crate::Error::Solver("no scenario is feasible".into()))
+}
+
+/// Plan `req.load` units on `platform`.
+pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
+    platform.check_load(req.load)?;
+    let (ports, load) = (req.ports, req.load);
+    let z = platform.uniform_z();
+    let mut notes = Vec::new();
+    let (solved, mut optimal) = match req.strategy {
+        Strategy::Fifo => match z {
+            Some(z) => {
+                let order = if z <= 1.0 { order_inc_c(platform) } else { order_dec_c(platform) };
+                (solve_fifo(platform, order, ports, load)?, true)
+            }
+            None => {
+                notes.push(format!(
+                    "d/c differs between workers, so Theorem 1 does not apply: the FIFO order comes from a local search (adjacent swaps from inc-c/dec-c, at most {LOCAL_SEARCH_BUDGET} evaluations)"
+                ));
+                (fifo_local_search(platform, ports, load)?, false)
+            }
+        },
+        Strategy::IncC => (solve_fifo(platform, order_inc_c(platform), ports, load)?, z.is_some_and(|z| z <= 1.0)),
+        Strategy::IncW => (solve_fifo(platform, order_inc_w(platform), ports, load)?, false),
+        Strategy::Lifo => (solve_lifo(platform, order_inc_cd(platform), ports, load)?, true),
+        Strategy::Best => {
+            let mut best = plan_best_of(platform, ports, load, z, &mut notes)?;
+            let mut optimal = false;
+            if platform.len() <= EXHAUSTIVE_MAX_WORKERS {
+                let ex = exhaustive(platform, ports, load)?;
+                if better(&ex, &best) {
+                    notes.push("an exhaustive search over all pairs of orders beat both fifo and lifo".into());
+                    best = ex;
+                }
+                optimal = true;
+            }
+            (best, optimal)
+        }
+    };
+    if solved.bounded && req.strategy != Strategy::Best {
+        optimal = false;
+        notes.push("max_load bounds bind: loads come from the LP for this order; the order itself is not proven optimal under bounds".into());
+    }
+    let mut loads = rounding::paper(platform, &solved.scenario.send_order, &solved.alpha, load);
+    if req.rounding == Rounding::Refined {
+        rounding::refine(platform, &solved.scenario, ports, &solved.alpha, &mut loads);
+    }
+    let as_f64: Vec<f64> = loads.iter().map(|&l| l as f64).collect();
+    let integer = Timeline::build(platform, &solved.scenario, &as_f64, ports);
+    let rational = Timeline::build(platform, &solved.scenario, &solved.alpha, ports);
+    let left_out = solved.scenario.send_order.iter().filter(|&&i| solved.alpha[i] <= LOAD_EPS).count()
+        + (platform.len() - solved.scenario.send_order.len());
+    if left_out > 0 {
+        notes.push(format!("{left_out} worker(s) get no load: enrolling them would not shorten the schedule"));
+    }
+    Ok(Plan {
+        strategy: req.strategy,
+        ports,
+        load,
+        optimal,
+        scenario: solved.scenario,
+        alpha: solved.alpha,
+        loads,
+        rational,
+        integer,
+        notes,
+    })
+}
+
+fn plan_best_of(platform: &Platform, ports: Ports, load: u64, z: Option<f64>, notes: &mut Vec<String>) -> Result<Solved> {
+    let fifo = match z {
+        Some(z) => solve_fifo(platform, if z <= 1.0 { order_inc_c(platform) } else { order_dec_c(platform) }, ports, load)?,
+        None => fifo_local_search(platform, ports, load)?,
+    };
+    let lifo = solve_lifo(platform, order_inc_cd(platform), ports, load)?;
+    if better(&lifo, &fifo) {
+        notes.push("best: lifo beats fifo on this platform".into());
+        Ok(lifo)
+    } else {
+        notes.push("best: fifo is at least as good as lifo on this platform".into());
+        Ok(fifo)
+    }
+}

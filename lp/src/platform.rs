@@ -1,0 +1,135 @@
+//! The platform model: a master and p workers with linear costs.
+
+use crate::error::{Error, Result};
+use std::collections::HashSet;
+
+/// One worker of the star, with the paper's linear costs per load unit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Worker {
+    pub name: String,
+    /// Seconds for the master to send this worker one unit of load.
+    pub c: f64,
+    /// Seconds for this worker to compute one unit.
+    pub w: f64,
+    /// Seconds for this worker to return one unit's results.
+    pub d: f64,
+    /// The most units this worker's memory holds, if bounded.
+    pub max_load: Option<u64>,
+}
+
+impl Worker {
+    pub fn new(name: impl Into<String>, c: f64, w: f64, d: f64) -> Self {
+        Worker {
+            name: name.into(),
+            c,
+            w,
+            d,
+            max_load: None,
+        }
+    }
+
+    pub fn with_max_load(mut self, max_load: u64) -> Self {
+        self.max_load = Some(max_load);
+        self
+    }
+
+    /// The bound on this worker's load as a float (infinite when unbounded).
+    pub fn bound(&self) -> f64 {
+        self.max_load.map_or(f64::INFINITY, |b| b as f64)
+    }
+}
+
+/// A validated set of workers: finite positive `c` and `w`, finite
+/// non-negative `d`, unique non-empty names, `max_load` at least 1.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Platform {
+    workers: Vec<Worker>,
+}
+
+impl Platform {
+    pub fn new(workers: Vec<Worker>) -> Result<Self> {
+        if workers.is_empty() {
+            return Err(Error::EmptyPlatform);
+        }
+        let mut names = HashSet::new();
+        for (index, wk) in workers.iter().enumerate() {
+            if wk.name.trim().is_empty() {
+                return Err(Error::BadName {
+                    index,
+                    name: wk.name.clone(),
+                    problem: "empty",
+                });
+            }
+            if !names.insert(wk.name.as_str()) {
+                return Err(Error::BadName {
+                    index,
+                    name: wk.name.clone(),
+                    problem: "used by another worker",
+                });
+            }
+            let positive = "finite and > 0";
+            for (field, value, expected) in [
+                ("c", wk.c, positive),
+                ("w", wk.w, positive),
+                ("d", wk.d, "finite and >= 0"),
+            ] {
+                let ok = value.is_finite() && if field == "d" { value >= 0.0 } else { value > 0.0 };
+                if !ok {
+                    return Err(Error::BadCost {
+                        worker: wk.name.clone(),
+                        field,
+                        value,
+                        expected,
+                    });
+                }
+            }
+            if wk.max_load == Some(0) {
+                return Err(Error::BadMaxLoad {
+                    worker: wk.name.clone(),
+                    value: 0,
+                });
+            }
+        }
+        Ok(Platform { workers })
+    }
+
+    pub fn workers(&self) -> &[Worker] {
+        &self.workers
+    }
+
+    pub fn len(&self) -> usize {
+        self.workers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.workers.is_empty()
+    }
+
+    /// Total units the workers can hold, `None` when some worker is unbounded.
+    pub fn capacity(&self) -> Option<u64> {
+        self.workers
+            .iter()
+            .map(|w| w.max_load)
+            .try_fold(0u64, |acc, b| b.map(|b| acc.saturating_add(b)))
+    }
+
+    /// The common ratio z = d/c when every worker has the same one.
+    pub fn uniform_z(&self) -> Option<f64> {
+        let z0 = self.workers[0].d / self.workers[0].c;
+        self.workers
+            .iter()
+            .all(|w| crate::tol::close(w.d / w.c, z0, crate::tol::Z_REL_EPS))
+            .then_some(z0)
+    }
+
+    /// Check that `load` units fit under the bounds.
+    pub fn check_load(&self, load: u64) -> Result<()> {
+        if load == 0 {
+            return Err(Error::ZeroLoad);
+        }
+        match self.capacity() {
+            Some(capacity) if capacity < load => Err(Error::InfeasibleBounds { load, capacity }),
+            _ => Ok(()),
+        }
+    }
+}

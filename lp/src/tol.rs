@@ -1,0 +1,24 @@
+//! Every numeric tolerance of the planner, in one place.
+
+/// Relative tolerance under which two makespans (or throughputs) are equal.
+/// The LP solver works in f64 with its own pivoting tolerances around 1e-9;
+/// this is the precision the planner promises between its code paths.
+pub const REL_TOL: f64 = 1e-7;
+
+/// A rational load below this many units counts as "not enrolled".
+pub const LOAD_EPS: f64 = 1e-9;
+
+/// Idle time below this fraction of the makespan counts as none.
+pub const IDLE_REL_EPS: f64 = 1e-7;
+
+/// Two `d/c` ratios closer than this (relatively) count as the same `z`.
+pub const Z_REL_EPS: f64 = 1e-9;
+
+/// A rational load within this distance of an integer is that integer when
+/// rounding (so that 200.9999999999 is not floored to 200).
+pub const SNAP_EPS: f64 = 1e-6;
+
+/// Relative equality, with an absolute floor for values near zero.
+pub fn close(a: f64, b: f64, rel: f64) -> bool {
+    (a - b).abs() <= rel * a.abs().max(b.abs()).max(1e-12)
+}

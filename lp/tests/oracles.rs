@@ -1,0 +1,246 @@
+//! The planner against oracles: the LP, brute force over orders, the
+//! report's closed form and its participation experiment.
+
+mod common;
+use common::*;
+use dls_lp::plan::{order_inc_c, order_inc_cd};
+use dls_lp::{fast, lp, plan, Platform, Ports, Request, Rounding, Scenario, Strategy, Timeline, Worker};
+use rand::seq::SliceRandom;
+
+const REL: f64 = 1e-6;
+const M: f64 = 1000.0;
+
+/// The LP's own objective must match the timeline rebuilt from its loads.
+fn lp_makespan(p: &Platform, s: &Scenario, ports: Ports) -> f64 {
+    let (alpha, t) = lp::solve(p, s, ports, M).expect("LP solves");
+    let sum: f64 = alpha.iter().sum();
+    assert_close(sum, M, 1e-9, "LP loads sum to M");
+    let rebuilt = Timeline::build(p, s, &alpha, ports).makespan;
+    assert!(rebuilt <= t * (1.0 + 1e-7), "timeline {rebuilt} exceeds LP objective {t}");
+    assert_close(rebuilt, t, 1e-6, "LP objective vs rebuilt timeline");
+    rebuilt
+}
+
+fn fast_fifo_makespan(p: &Platform, order: &[usize], ports: Ports) -> f64 {
+    let (alpha, t) = fast::fifo(p, order, ports, M);
+    assert_close(alpha.iter().sum(), M, 1e-9, "fast loads sum to M");
+    let rebuilt = Timeline::build(p, &Scenario::fifo(order.to_vec()), &alpha, ports).makespan;
+    assert_close(rebuilt, t, 1e-9, "fast path makespan vs rebuilt timeline");
+    rebuilt
+}
+
+fn check_fast_vs_lp(family: Family, sizes: &[usize], cases: u64, shuffle: bool, ports: Ports) {
+    for &p in sizes {
+        for seed in 0..cases {
+            let mut r = rng(seed * 1000 + p as u64);
+            let platform = random_platform(&mut r, p, family);
+            let mut order = order_inc_c(&platform);
+            if shuffle {
+                order.shuffle(&mut r);
+            }
+            let f = fast_fifo_makespan(&platform, &order, ports);
+            let l = lp_makespan(&platform, &Scenario::fifo(order.clone()), ports);
+            assert_close(f, l, REL, &format!("{family:?} p={p} seed={seed} {ports:?} fast vs LP"));
+        }
+    }
+}
+
+#[test]
+fn fast_fifo_equals_lp_bus() {
+    check_fast_vs_lp(Family::Bus, &[1, 2, 3, 5, 8, 13], 60, true, Ports::One);
+}
+
+#[test]
+fn fast_fifo_equals_lp_star_z_below_one() {
+    check_fast_vs_lp(Family::Star(0.5), &[1, 2, 3, 5, 8, 13, 30], 80, false, Ports::One);
+    check_fast_vs_lp(Family::Star(0.1), &[2, 4, 9, 20], 80, true, Ports::One);
+}
+
+#[test]
+fn fast_fifo_equals_lp_star_z_above_one() {
+    check_fast_vs_lp(Family::Star(2.0), &[2, 3, 5, 8, 13, 30], 80, true, Ports::One);
+}
+
+#[test]
+fn fast_fifo_equals_lp_mixed_z_any_order() {
+    check_fast_vs_lp(Family::MixedZ, &[2, 3, 5, 8, 13, 30], 80, true, Ports::One);
+}
+
+#[test]
+fn fast_fifo_equals_lp_two_ports() {
+    check_fast_vs_lp(Family::Star(0.5), &[2, 3, 5, 8, 13], 60, true, Ports::Two);
+    check_fast_vs_lp(Family::MixedZ, &[2, 3, 5, 8], 60, true, Ports::Two);
+}
+
+#[test]
+fn lifo_closed_form_equals_lp() {
+    for (family, seeds) in [(Family::Star(0.5), 100), (Family::MixedZ, 100), (Family::Bus, 50)] {
+        for p in [1, 2, 4, 7, 15] {
+            for seed in 0..seeds {
+                let platform = random_platform(&mut rng(seed + 77 * p as u64), p, family);
+                let order = order_inc_cd(&platform);
+                let (alpha, t) = fast::lifo(&platform, &order, M);
+                let s = Scenario::lifo(order);
+                let rebuilt = Timeline::build(&platform, &s, &alpha, Ports::One).makespan;
+                assert_close(rebuilt, t, 1e-9, "LIFO closed form vs its timeline");
+                let l = lp_makespan(&platform, &s, Ports::One);
+                assert_close(t, l, REL, &format!("{family:?} p={p} seed={seed} LIFO closed form vs LP"));
+            }
+        }
+    }
+}
+
+/// Brute force: the best FIFO (or LIFO) over every order, each by the LP.
+fn brute(platform: &Platform, lifo: bool, ports: Ports) -> f64 {
+    permutations(platform.len())
+        .into_iter()
+        .map(|o| lp_makespan(platform, &if lifo { Scenario::lifo(o) } else { Scenario::fifo(o) }, ports))
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn rational(platform: &Platform, strategy: Strategy, ports: Ports) -> f64 {
+    let req = Request {
+        load: M as u64,
+        strategy,
+        ports,
+        rounding: Rounding::Paper,
+    };
+    plan(platform, &req).expect("plans").makespan_rational()
+}
+
+#[test]
+fn fifo_is_the_best_fifo_order_by_brute_force() {
+    for family in [Family::Star(0.5), Family::Star(0.2), Family::Star(2.0), Family::Star(1.0), Family::Bus] {
+        for p in 2..=5 {
+            for seed in 0..12 {
+                let platform = random_platform(&mut rng(seed * 31 + p as u64), p, family);
+                for ports in [Ports::One, Ports::Two] {
+                    let best = brute(&platform, false, ports);
+                    let ours = rational(&platform, Strategy::Fifo, ports);
+                    assert_close(ours, best, REL, &format!("{family:?} p={p} seed={seed} {ports:?} fifo vs brute force"));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn lifo_is_the_best_lifo_order_by_brute_force() {
+    for family in [Family::Star(0.5), Family::MixedZ, Family::Bus] {
+        for p in 2..=5 {
+            for seed in 0..12 {
+                let platform = random_platform(&mut rng(seed * 17 + p as u64), p, family);
+                let best = brute(&platform, true, Ports::One);
+                let ours = rational(&platform, Strategy::Lifo, Ports::One);
+                assert_close(ours, best, REL, &format!("{family:?} p={p} seed={seed} lifo vs brute force"));
+            }
+        }
+    }
+}
+
+#[test]
+fn mixed_z_fifo_never_worse_than_inc_c() {
+    for p in [2, 3, 5, 9, 20] {
+        for seed in 0..20 {
+            let platform = random_platform(&mut rng(seed * 5 + p as u64), p, Family::MixedZ);
+            let req = Request::new(M as u64, Strategy::Fifo);
+            let f = plan(&platform, &req).expect("plans");
+            assert!(!f.optimal, "Theorem 1 does not apply with mixed z");
+            let inc_c = lp_makespan(&platform, &Scenario::fifo(order_inc_c(&platform)), Ports::One);
+            assert!(f.makespan_rational() <= inc_c * (1.0 + REL), "p={p} seed={seed}: {} > inc-c {inc_c}", f.makespan_rational());
+        }
+    }
+}
+
+#[test]
+fn best_is_no_worse_than_any_pair_of_orders() {
+    for p in 2..=4 {
+        for seed in 0..4 {
+            let platform = random_platform(&mut rng(seed * 13 + p as u64), p, Family::MixedZ);
+            let perms = permutations(p);
+            let mut oracle = f64::INFINITY;
+            for s1 in &perms {
+                for s2 in &perms {
+                    let s = Scenario {
+                        send_order: s1.clone(),
+                        return_order: s2.clone(),
+                    };
+                    oracle = oracle.min(lp_makespan(&platform, &s, Ports::One));
+                }
+            }
+            let ours = rational(&platform, Strategy::Best, Ports::One);
+            assert_close(ours, oracle, REL, &format!("p={p} seed={seed} best vs all pairs"));
+            for st in [Strategy::Fifo, Strategy::Lifo] {
+                assert!(ours <= rational(&platform, st, Ports::One) * (1.0 + REL));
+            }
+        }
+    }
+}
+
+#[test]
+fn theorem_2_bus_closed_form() {
+    for p in [1, 2, 3, 6, 10, 25] {
+        for seed in 0..40 {
+            let mut r = rng(seed + 1000 * p as u64);
+            let platform = random_platform(&mut r, p, Family::Bus);
+            let wk = platform.workers();
+            let w: Vec<f64> = wk.iter().map(|x| x.w).collect();
+            let rho = fast::bus_throughput(wk[0].c, wk[0].d, &w);
+            let ours = rational(&platform, Strategy::Fifo, Ports::One);
+            assert_close(ours, M / rho, REL, &format!("p={p} seed={seed} fifo vs Theorem 2"));
+        }
+    }
+}
+
+#[test]
+fn theorem_2_bus_order_does_not_matter() {
+    let platform = random_platform(&mut rng(4), 6, Family::Bus);
+    let base = lp_makespan(&platform, &Scenario::fifo((0..6).collect()), Ports::One);
+    for o in permutations(6).into_iter().step_by(37) {
+        assert_close(lp_makespan(&platform, &Scenario::fifo(o), Ports::One), base, REL, "bus FIFO order");
+    }
+}
+
+/// Section 5.3.4: speeds (comm 10, 8, 8, x; comp 9, 9, 10, 1), z = 1/2, a
+/// unit's communication at speed 1 takes a tenth of its computation.
+fn participation_platform(x: f64) -> Platform {
+    let comm = [10.0, 8.0, 8.0, x];
+    let comp = [9.0, 9.0, 10.0, 1.0];
+    Platform::new(
+        (0..4)
+            .map(|i| {
+                let c = 0.1 / comm[i];
+                Worker::new(format!("P{}", i + 1), c, 1.0 / comp[i], 0.5 * c)
+            })
+            .collect(),
+    )
+    .expect("valid")
+}
+
+#[test]
+fn participation_experiment() {
+    let req = Request::new(1000, Strategy::Fifo);
+    let p1 = plan(&participation_platform(1.0), &req).expect("plans");
+    assert!(p1.alpha[3] < 1e-9, "x = 1: worker 4 must get no load, got {}", p1.alpha[3]);
+    assert_eq!(p1.loads[3], 0);
+    assert!(p1.alpha[..3].iter().all(|&a| a > 1.0));
+    let p3 = plan(&participation_platform(3.0), &req).expect("plans");
+    assert!(p3.alpha[3] > 1.0, "x = 3: worker 4 must get some load, got {}", p3.alpha[3]);
+    // Enrolling worker 4 with x = 3 is (slightly) better than leaving it out.
+    let three = Platform::new(participation_platform(3.0).workers()[..3].to_vec()).expect("valid");
+    assert!(p3.makespan_rational() < plan(&three, &req).expect("plans").makespan_rational());
+}
+
+#[test]
+fn fifo_has_at_most_one_idle_worker() {
+    for family in [Family::Star(0.5), Family::Star(3.0), Family::Bus] {
+        for p in [2, 4, 8, 16, 40] {
+            for seed in 0..30 {
+                let platform = random_platform(&mut rng(seed * 7 + p as u64), p, family);
+                let f = plan(&platform, &Request::new(M as u64, Strategy::Fifo)).expect("plans");
+                let idle = f.rational.idle_workers(&f.alpha);
+                assert!(idle <= 1, "{family:?} p={p} seed={seed}: {idle} idle workers");
+            }
+        }
+    }
+}
