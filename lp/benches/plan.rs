@@ -1,1 +1,64 @@
-fn main() {}
+//! Plan time: the reference LP against the exact fast paths.
+//!
+//! `cargo bench -p dls-lp --bench plan`
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use dls_lp::plan::{order_inc_c, order_inc_cd};
+use dls_lp::{fast, lp, plan, Platform, Ports, Request, Scenario, Strategy, Worker};
+use std::hint::black_box;
+use std::time::Duration;
+
+/// A deterministic star platform with z = 1/2 (no RNG: the bench must not
+/// depend on a random generator's version).
+fn platform(p: usize) -> Platform {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    };
+    Platform::new(
+        (0..p)
+            .map(|i| {
+                let c = 0.01 + next();
+                Worker::new(format!("w{i}"), c, 0.1 + 10.0 * next(), 0.5 * c)
+            })
+            .collect(),
+    )
+    .expect("valid platform")
+}
+
+/// The LP beyond this many workers takes minutes per solve; it is left out.
+const LP_MAX: usize = 1_000;
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("plan");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_millis(500));
+    for p in [10usize, 100, 1_000, 10_000] {
+        let pf = platform(p);
+        let order = order_inc_c(&pf);
+        g.bench_with_input(BenchmarkId::new("fifo-fast", p), &p, |b, _| {
+            b.iter(|| fast::fifo(black_box(&pf), black_box(&order), Ports::One, 1e6))
+        });
+        let lorder = order_inc_cd(&pf);
+        g.bench_with_input(BenchmarkId::new("lifo-closed-form", p), &p, |b, _| {
+            b.iter(|| fast::lifo(black_box(&pf), black_box(&lorder), 1e6))
+        });
+        g.bench_with_input(BenchmarkId::new("plan-fifo-refined", p), &p, |b, _| {
+            b.iter(|| plan(black_box(&pf), &Request::new(1_000_000, Strategy::Fifo)).expect("plans"))
+        });
+        if p <= LP_MAX {
+            let s = Scenario::fifo(order.clone());
+            g.bench_with_input(BenchmarkId::new("fifo-lp", p), &p, |b, _| {
+                b.iter(|| lp::solve(black_box(&pf), black_box(&s), Ports::One, 1e6).expect("LP"))
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

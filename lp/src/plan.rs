@@ -25,7 +25,13 @@ pub enum Strategy {
 }
 
 impl Strategy {
-    pub const ALL: [Strategy; 5] = [Strategy::Fifo, Strategy::Lifo, Strategy::IncC, Strategy::IncW, Strategy::Best];
+    pub const ALL: [Strategy; 5] = [
+        Strategy::Fifo,
+        Strategy::Lifo,
+        Strategy::IncC,
+        Strategy::IncW,
+        Strategy::Best,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -109,12 +115,22 @@ pub struct Plan {
 impl Plan {
     /// The send order restricted to workers with whole units.
     pub fn send_order(&self) -> Vec<usize> {
-        self.scenario.send_order.iter().copied().filter(|&i| self.loads[i] > 0).collect()
+        self.scenario
+            .send_order
+            .iter()
+            .copied()
+            .filter(|&i| self.loads[i] > 0)
+            .collect()
     }
 
     /// The return order restricted to workers with whole units.
     pub fn return_order(&self) -> Vec<usize> {
-        self.scenario.return_order.iter().copied().filter(|&i| self.loads[i] > 0).collect()
+        self.scenario
+            .return_order
+            .iter()
+            .copied()
+            .filter(|&i| self.loads[i] > 0)
+            .collect()
     }
 
     /// Makespan of the integer loads.
@@ -285,7 +301,11 @@ pub fn exhaustive(platform: &Platform, ports: Ports, load: u64) -> Result<Solved
     }
     let mut best: Option<Solved> = None;
     for set in subsets {
-        if let Some(cap) = set.iter().map(|&i| platform.workers()[i].max_load).try_fold(0u64, |a, b| b.map(|b| a + b)) {
+        if let Some(cap) = set
+            .iter()
+            .map(|&i| platform.workers()[i].max_load)
+            .try_fold(0u64, |a, b| b.map(|b| a + b))
+        {
             if cap < load {
                 continue;
             }
@@ -316,7 +336,11 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
     let (solved, mut optimal) = match req.strategy {
         Strategy::Fifo => match z {
             Some(z) => {
-                let order = if z <= 1.0 { order_inc_c(platform) } else { order_dec_c(platform) };
+                let order = if z <= 1.0 {
+                    order_inc_c(platform)
+                } else {
+                    order_dec_c(platform)
+                };
                 (solve_fifo(platform, order, ports, load)?, true)
             }
             None => {
@@ -326,7 +350,10 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
                 (fifo_local_search(platform, ports, load)?, false)
             }
         },
-        Strategy::IncC => (solve_fifo(platform, order_inc_c(platform), ports, load)?, z.is_some_and(|z| z <= 1.0)),
+        Strategy::IncC => (
+            solve_fifo(platform, order_inc_c(platform), ports, load)?,
+            z.is_some_and(|z| z <= 1.0),
+        ),
         Strategy::IncW => (solve_fifo(platform, order_inc_w(platform), ports, load)?, false),
         Strategy::Lifo => (solve_lifo(platform, order_inc_cd(platform), ports, load)?, true),
         Strategy::Best => {
@@ -354,10 +381,11 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
     let as_f64: Vec<f64> = loads.iter().map(|&l| l as f64).collect();
     let integer = Timeline::build(platform, &solved.scenario, &as_f64, ports);
     let rational = Timeline::build(platform, &solved.scenario, &solved.alpha, ports);
-    let left_out = solved.scenario.send_order.iter().filter(|&&i| solved.alpha[i] <= LOAD_EPS).count()
-        + (platform.len() - solved.scenario.send_order.len());
+    let left_out = loads.iter().filter(|&&l| l == 0).count();
     if left_out > 0 {
-        notes.push(format!("{left_out} worker(s) get no load: enrolling them would not shorten the schedule"));
+        notes.push(format!(
+            "{left_out} worker(s) get no load: enrolling them would not shorten the schedule"
+        ));
     }
     Ok(Plan {
         strategy: req.strategy,
@@ -373,9 +401,24 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
     })
 }
 
-fn plan_best_of(platform: &Platform, ports: Ports, load: u64, z: Option<f64>, notes: &mut Vec<String>) -> Result<Solved> {
+fn plan_best_of(
+    platform: &Platform,
+    ports: Ports,
+    load: u64,
+    z: Option<f64>,
+    notes: &mut Vec<String>,
+) -> Result<Solved> {
     let fifo = match z {
-        Some(z) => solve_fifo(platform, if z <= 1.0 { order_inc_c(platform) } else { order_dec_c(platform) }, ports, load)?,
+        Some(z) => solve_fifo(
+            platform,
+            if z <= 1.0 {
+                order_inc_c(platform)
+            } else {
+                order_dec_c(platform)
+            },
+            ports,
+            load,
+        )?,
         None => fifo_local_search(platform, ports, load)?,
     };
     let lifo = solve_lifo(platform, order_inc_cd(platform), ports, load)?;

@@ -23,7 +23,11 @@ pub fn paper(platform: &Platform, send_order: &[usize], alpha: &[f64], load: u64
         .iter()
         .map(|&a| {
             let r = a.round();
-            if (a - r).abs() <= SNAP_EPS { r.max(0.0) as u64 } else { a.floor().max(0.0) as u64 }
+            if (a - r).abs() <= SNAP_EPS {
+                r.max(0.0) as u64
+            } else {
+                a.floor().max(0.0) as u64
+            }
         })
         .collect();
     for (l, w) in loads.iter_mut().zip(wk) {
@@ -72,7 +76,7 @@ fn makespan(platform: &Platform, scenario: &Scenario, ports: Ports, loads: &[u64
 /// the most, plus the last to return (it sets the makespan).
 fn candidates(scenario: &Scenario, alpha: &[f64], loads: &[u64]) -> (Vec<usize>, Vec<usize>) {
     const ALL_BELOW: usize = 48;
-    const KEEP: usize = 24;
+    const KEEP: usize = 8;
     let members = &scenario.send_order;
     if members.len() <= ALL_BELOW {
         return (members.clone(), members.clone());
@@ -95,7 +99,13 @@ pub fn refine(platform: &Platform, scenario: &Scenario, ports: Ports, alpha: &[f
     let wk = platform.workers();
     let mut buf = Vec::with_capacity(loads.len());
     let mut current = makespan(platform, scenario, ports, loads, &mut buf);
-    let max_rounds = 4 * scenario.send_order.len().min(64) + 16;
+    // Each round costs (candidates² × p); on large platforms a few rounds fix
+    // the few units that matter and keep planning well under a second.
+    let max_rounds = if scenario.send_order.len() <= 48 {
+        4 * scenario.send_order.len() + 16
+    } else {
+        32
+    };
     for _ in 0..max_rounds {
         let (donors, receivers) = candidates(scenario, alpha, loads);
         let mut best: Option<(usize, usize, f64)> = None;

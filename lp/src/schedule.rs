@@ -134,7 +134,10 @@ impl Timeline {
             port_free = tm.return_end;
         }
         let makespan = times.iter().map(|t| t.return_end).fold(0.0, f64::max);
-        Timeline { workers: times, makespan }
+        Timeline {
+            workers: times,
+            makespan,
+        }
     }
 
     /// How many workers with a load wait (more than noise) before returning.

@@ -16,7 +16,10 @@ fn lp_makespan(p: &Platform, s: &Scenario, ports: Ports) -> f64 {
     let sum: f64 = alpha.iter().sum();
     assert_close(sum, M, 1e-9, "LP loads sum to M");
     let rebuilt = Timeline::build(p, s, &alpha, ports).makespan;
-    assert!(rebuilt <= t * (1.0 + 1e-7), "timeline {rebuilt} exceeds LP objective {t}");
+    assert!(
+        rebuilt <= t * (1.0 + 1e-7),
+        "timeline {rebuilt} exceeds LP objective {t}"
+    );
     assert_close(rebuilt, t, 1e-6, "LP objective vs rebuilt timeline");
     rebuilt
 }
@@ -84,7 +87,12 @@ fn lifo_closed_form_equals_lp() {
                 let rebuilt = Timeline::build(&platform, &s, &alpha, Ports::One).makespan;
                 assert_close(rebuilt, t, 1e-9, "LIFO closed form vs its timeline");
                 let l = lp_makespan(&platform, &s, Ports::One);
-                assert_close(t, l, REL, &format!("{family:?} p={p} seed={seed} LIFO closed form vs LP"));
+                assert_close(
+                    t,
+                    l,
+                    REL,
+                    &format!("{family:?} p={p} seed={seed} LIFO closed form vs LP"),
+                );
             }
         }
     }
@@ -94,7 +102,13 @@ fn lifo_closed_form_equals_lp() {
 fn brute(platform: &Platform, lifo: bool, ports: Ports) -> f64 {
     permutations(platform.len())
         .into_iter()
-        .map(|o| lp_makespan(platform, &if lifo { Scenario::lifo(o) } else { Scenario::fifo(o) }, ports))
+        .map(|o| {
+            lp_makespan(
+                platform,
+                &if lifo { Scenario::lifo(o) } else { Scenario::fifo(o) },
+                ports,
+            )
+        })
         .fold(f64::INFINITY, f64::min)
 }
 
@@ -110,14 +124,25 @@ fn rational(platform: &Platform, strategy: Strategy, ports: Ports) -> f64 {
 
 #[test]
 fn fifo_is_the_best_fifo_order_by_brute_force() {
-    for family in [Family::Star(0.5), Family::Star(0.2), Family::Star(2.0), Family::Star(1.0), Family::Bus] {
+    for family in [
+        Family::Star(0.5),
+        Family::Star(0.2),
+        Family::Star(2.0),
+        Family::Star(1.0),
+        Family::Bus,
+    ] {
         for p in 2..=5 {
             for seed in 0..12 {
                 let platform = random_platform(&mut rng(seed * 31 + p as u64), p, family);
                 for ports in [Ports::One, Ports::Two] {
                     let best = brute(&platform, false, ports);
                     let ours = rational(&platform, Strategy::Fifo, ports);
-                    assert_close(ours, best, REL, &format!("{family:?} p={p} seed={seed} {ports:?} fifo vs brute force"));
+                    assert_close(
+                        ours,
+                        best,
+                        REL,
+                        &format!("{family:?} p={p} seed={seed} {ports:?} fifo vs brute force"),
+                    );
                 }
             }
         }
@@ -132,7 +157,12 @@ fn lifo_is_the_best_lifo_order_by_brute_force() {
                 let platform = random_platform(&mut rng(seed * 17 + p as u64), p, family);
                 let best = brute(&platform, true, Ports::One);
                 let ours = rational(&platform, Strategy::Lifo, Ports::One);
-                assert_close(ours, best, REL, &format!("{family:?} p={p} seed={seed} lifo vs brute force"));
+                assert_close(
+                    ours,
+                    best,
+                    REL,
+                    &format!("{family:?} p={p} seed={seed} lifo vs brute force"),
+                );
             }
         }
     }
@@ -147,7 +177,11 @@ fn mixed_z_fifo_never_worse_than_inc_c() {
             let f = plan(&platform, &req).expect("plans");
             assert!(!f.optimal, "Theorem 1 does not apply with mixed z");
             let inc_c = lp_makespan(&platform, &Scenario::fifo(order_inc_c(&platform)), Ports::One);
-            assert!(f.makespan_rational() <= inc_c * (1.0 + REL), "p={p} seed={seed}: {} > inc-c {inc_c}", f.makespan_rational());
+            assert!(
+                f.makespan_rational() <= inc_c * (1.0 + REL),
+                "p={p} seed={seed}: {} > inc-c {inc_c}",
+                f.makespan_rational()
+            );
         }
     }
 }
@@ -197,7 +231,12 @@ fn theorem_2_bus_order_does_not_matter() {
     let platform = random_platform(&mut rng(4), 6, Family::Bus);
     let base = lp_makespan(&platform, &Scenario::fifo((0..6).collect()), Ports::One);
     for o in permutations(6).into_iter().step_by(37) {
-        assert_close(lp_makespan(&platform, &Scenario::fifo(o), Ports::One), base, REL, "bus FIFO order");
+        assert_close(
+            lp_makespan(&platform, &Scenario::fifo(o), Ports::One),
+            base,
+            REL,
+            "bus FIFO order",
+        );
     }
 }
 
@@ -221,11 +260,19 @@ fn participation_platform(x: f64) -> Platform {
 fn participation_experiment() {
     let req = Request::new(1000, Strategy::Fifo);
     let p1 = plan(&participation_platform(1.0), &req).expect("plans");
-    assert!(p1.alpha[3] < 1e-9, "x = 1: worker 4 must get no load, got {}", p1.alpha[3]);
+    assert!(
+        p1.alpha[3] < 1e-9,
+        "x = 1: worker 4 must get no load, got {}",
+        p1.alpha[3]
+    );
     assert_eq!(p1.loads[3], 0);
     assert!(p1.alpha[..3].iter().all(|&a| a > 1.0));
     let p3 = plan(&participation_platform(3.0), &req).expect("plans");
-    assert!(p3.alpha[3] > 1.0, "x = 3: worker 4 must get some load, got {}", p3.alpha[3]);
+    assert!(
+        p3.alpha[3] > 1.0,
+        "x = 3: worker 4 must get some load, got {}",
+        p3.alpha[3]
+    );
     // Enrolling worker 4 with x = 3 is (slightly) better than leaving it out.
     let three = Platform::new(participation_platform(3.0).workers()[..3].to_vec()).expect("valid");
     assert!(p3.makespan_rational() < plan(&three, &req).expect("plans").makespan_rational());

@@ -1,1 +1,11 @@
-fn main() {}
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    match dls_master::cli::run(dls_master::cli::Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! How a plan is shown: the JSON document of `dls plan --json` and a table.
+
+use dls_lp::{Plan, Platform, Ports};
+use serde::Serialize;
+use std::fmt::Write as _;
+
+#[derive(Debug, Serialize)]
+pub struct PlanJson {
+    pub strategy: String,
+    pub ports: u8,
+    pub load: u64,
+    pub optimal: bool,
+    /// Makespan of the integer loads, seconds.
+    pub makespan: f64,
+    /// Makespan of the LP's rational loads, seconds.
+    pub makespan_rational: f64,
+    /// Units per second of the rational plan.
+    pub throughput: f64,
+    pub send_order: Vec<String>,
+    pub return_order: Vec<String>,
+    pub workers: Vec<WorkerJson>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WorkerJson {
+    pub name: String,
+    pub alpha: f64,
+    pub load: u64,
+    pub send_start: f64,
+    pub send_end: f64,
+    pub compute_end: f64,
+    pub return_start: f64,
+    pub return_end: f64,
+    pub idle: f64,
+}
+
+impl PlanJson {
+    pub fn new(platform: &Platform, plan: &Plan) -> Self {
+        let names = |order: Vec<usize>| order.into_iter().map(|i| platform.workers()[i].name.clone()).collect();
+        PlanJson {
+            strategy: plan.strategy.name().into(),
+            ports: match plan.ports {
+                Ports::One => 1,
+                Ports::Two => 2,
+            },
+            load: plan.load,
+            optimal: plan.optimal,
+            makespan: plan.makespan(),
+            makespan_rational: plan.makespan_rational(),
+            throughput: plan.throughput(),
+            send_order: names(plan.send_order()),
+            return_order: names(plan.return_order()),
+            workers: platform
+                .workers()
+                .iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    let t = plan.integer.workers[i];
+                    WorkerJson {
+                        name: w.name.clone(),
+                        alpha: plan.alpha[i],
+                        load: plan.loads[i],
+                        send_start: t.send_start,
+                        send_end: t.send_end,
+                        compute_end: t.compute_end,
+                        return_start: t.return_start,
+                        return_end: t.return_end,
+                        idle: t.idle,
+                    }
+                })
+                .collect(),
+            notes: plan.notes.clone(),
+        }
+    }
+}
+
+/// A readable table of the plan, workers in send order, then those without load.
+pub fn table(platform: &Platform, plan: &Plan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "strategy {} ({} port{}), {} units, {}",
+        plan.strategy,
+        if plan.ports == Ports::One { 1 } else { 2 },
+        if plan.ports == Ports::One { "" } else { "s" },
+        plan.load,
+        if plan.optimal {
+            "optimal for its class"
+        } else {
+            "not proven optimal"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "makespan {:.6} s (rational {:.6} s, +{:.3}%), throughput {:.3} units/s",
+        plan.makespan(),
+        plan.makespan_rational(),
+        100.0 * (plan.makespan() / plan.makespan_rational() - 1.0),
+        plan.throughput()
+    );
+    let _ = writeln!(
+        out,
+        "{:<16} {:>12} {:>8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10}",
+        "worker", "alpha", "load", "send_start", "send_end", "compute_end", "return_start", "return_end", "idle"
+    );
+    let mut rows = plan.scenario.send_order.clone();
+    rows.extend((0..platform.len()).filter(|i| !plan.scenario.send_order.contains(i)));
+    for i in rows {
+        let t = plan.integer.workers[i];
+        let _ = writeln!(
+            out,
+            "{:<16} {:>12.3} {:>8} {:>12.6} {:>12.6} {:>12.6} {:>12.6} {:>12.6} {:>10.6}",
+            platform.workers()[i].name,
+            plan.alpha[i],
+            plan.loads[i],
+            t.send_start,
+            t.send_end,
+            t.compute_end,
+            t.return_start,
+            t.return_end,
+            t.idle
+        );
+    }
+    let order = |o: Vec<usize>| {
+        o.iter()
+            .map(|&i| platform.workers()[i].name.as_str())
+            .collect::<Vec<_>>()
+            .join(" → ")
+    };
+    let _ = writeln!(out, "send order:   {}", order(plan.send_order()));
+    let _ = writeln!(out, "return order: {}", order(plan.return_order()));
+    for n in &plan.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    out
+}

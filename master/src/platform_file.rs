@@ -1,0 +1,115 @@
+//! Platform files (TOML): one `[[worker]]` table per worker with its costs.
+//!
+//! ```toml
+//! [[worker]]
+//! name = "node1"
+//! c = 0.002      # seconds to send one unit
+//! w = 0.010      # seconds to compute one unit
+//! d = 0.001      # seconds to return one unit
+//! max_load = 400 # optional
+//! ```
+
+use anyhow::{bail, Context, Result};
+use dls_lp::{Platform, Worker};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerEntry {
+    pub name: String,
+    pub c: f64,
+    pub w: f64,
+    pub d: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_load: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct PlatformFile {
+    #[serde(default)]
+    pub worker: Vec<WorkerEntry>,
+}
+
+impl PlatformFile {
+    pub fn parse(text: &str, origin: &str) -> Result<Platform> {
+        let file: PlatformFile =
+            toml::from_str(text).with_context(|| format!("{origin}: not a valid platform file"))?;
+        if file.worker.is_empty() {
+            bail!("{origin}: no [[worker]] table: a platform file lists at least one worker");
+        }
+        file.into_platform()
+            .with_context(|| format!("{origin}: invalid platform"))
+    }
+
+    pub fn load(path: &Path) -> Result<Platform> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading platform file {}", path.display()))?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    pub fn into_platform(self) -> Result<Platform> {
+        let workers = self
+            .worker
+            .into_iter()
+            .map(|w| Worker {
+                name: w.name,
+                c: w.c,
+                w: w.w,
+                d: w.d,
+                max_load: w.max_load,
+            })
+            .collect();
+        Ok(Platform::new(workers)?)
+    }
+
+    pub fn from_platform(p: &Platform) -> Self {
+        PlatformFile {
+            worker: p
+                .workers()
+                .iter()
+                .map(|w| WorkerEntry {
+                    name: w.name.clone(),
+                    c: w.c,
+                    w: w.w,
+                    d: w.d,
+                    max_load: w.max_load,
+                })
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        format!("{:#}", PlatformFile::parse(text, "p.toml").expect_err("must fail"))
+    }
+
+    #[test]
+    fn parses_the_documented_example() {
+        let p = PlatformFile::parse(
+            "[[worker]]\nname = \"node1\"\nc = 0.002\nw = 0.010\nd = 0.001\nmax_load = 400\n\n[[worker]]\nname = \"n2\"\nc = 1\nw = 2\nd = 0\n",
+            "p.toml",
+        )
+        .expect("valid");
+        assert_eq!(p.len(), 2);
+        assert_eq!(p.workers()[0].max_load, Some(400));
+        assert_eq!(p.workers()[1].c, 1.0);
+    }
+
+    #[test]
+    fn errors_name_file_and_field() {
+        assert!(err("[[worker]]\nname = \"a\"\nw = 1\nd = 1\n").contains("missing field `c`"));
+        assert!(err("[[worker]]\nname = \"a\"\nc = 1\nw = 1\nd = 1\nspeed = 3\n").contains("unknown field `speed`"));
+        assert!(err("[[worker]]\nname = \"a\"\nc = -1\nw = 1\nd = 1\n").contains("`c` = -1"));
+        assert!(err("").contains("no [[worker]]"));
+        assert!(err("[[worker]\n").contains("p.toml"));
+        let dup = "[[worker]]\nname = \"a\"\nc = 1\nw = 1\nd = 1\n";
+        assert!(err(&format!("{dup}{dup}")).contains("used by another worker"));
+        assert!(err("[[worker]]\nname = \"a\"\nc = 1\nw = 1\nd = 1\nmax_load = -3\n").contains("max_load"));
+    }
+}

@@ -1,0 +1,172 @@
+//! `dls plan` as a user runs it: JSON shape, and one clear line on bad input.
+
+use std::io::Write;
+use std::process::Command;
+
+fn dls(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_dls"))
+        .args(args)
+        .output()
+        .expect("runs dls");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn platform_file(text: &str) -> tempfile_lite::TempFile {
+    tempfile_lite::TempFile::new(text)
+}
+
+/// A temp file that removes itself, without a dependency.
+mod tempfile_lite {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    pub struct TempFile(pub std::path::PathBuf);
+    static N: AtomicUsize = AtomicUsize::new(0);
+    impl TempFile {
+        pub fn new(text: &str) -> Self {
+            let path = std::env::temp_dir().join(format!(
+                "dls-plan-test-{}-{}.toml",
+                std::process::id(),
+                N.fetch_add(1, Ordering::SeqCst)
+            ));
+            std::fs::File::create(&path)
+                .and_then(|mut f| f.write_all(text.as_bytes()))
+                .expect("temp file");
+            TempFile(path)
+        }
+        pub fn path(&self) -> &str {
+            self.0.to_str().expect("utf-8 temp path")
+        }
+    }
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
+const TWO: &str =
+    "[[worker]]\nname = \"a\"\nc = 0.01\nw = 0.1\nd = 0.005\n[[worker]]\nname = \"b\"\nc = 0.02\nw = 0.2\nd = 0.01\n";
+
+#[test]
+fn json_has_the_documented_shape() {
+    let f = platform_file(TWO);
+    for strategy in ["fifo", "lifo", "inc-c", "inc-w", "best"] {
+        let (ok, out, err) = dls(&[
+            "plan",
+            "--platform",
+            f.path(),
+            "--load",
+            "100",
+            "--strategy",
+            strategy,
+            "--json",
+        ]);
+        assert!(ok, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("JSON on stdout");
+        assert_eq!(v["strategy"], strategy);
+        assert_eq!(v["ports"], 1);
+        assert_eq!(v["load"], 100);
+        assert!(v["optimal"].is_boolean());
+        let makespan = v["makespan"].as_f64().expect("makespan");
+        let rational = v["makespan_rational"].as_f64().expect("makespan_rational");
+        assert!(makespan >= rational * (1.0 - 1e-9));
+        let throughput = v["throughput"].as_f64().expect("throughput");
+        assert!((throughput * rational - 100.0).abs() < 1e-6);
+        let workers = v["workers"].as_array().expect("workers");
+        assert_eq!(workers.len(), 2);
+        let total: u64 = workers.iter().map(|w| w["load"].as_u64().expect("load")).sum();
+        assert_eq!(total, 100);
+        for key in [
+            "name",
+            "alpha",
+            "send_start",
+            "send_end",
+            "compute_end",
+            "return_start",
+            "return_end",
+            "idle",
+        ] {
+            assert!(workers[0].get(key).is_some(), "missing {key}");
+        }
+        let enrolled = workers.iter().filter(|w| w["load"].as_u64() > Some(0)).count();
+        assert_eq!(v["send_order"].as_array().expect("send_order").len(), enrolled);
+        assert_eq!(v["return_order"].as_array().expect("return_order").len(), enrolled);
+        // The last return ends at the makespan.
+        let last_end = workers
+            .iter()
+            .map(|w| w["return_end"].as_f64().expect("f64"))
+            .fold(0.0, f64::max);
+        assert!((last_end - makespan).abs() < 1e-9);
+    }
+    let (ok, out, _) = dls(&[
+        "plan",
+        "--platform",
+        f.path(),
+        "--load",
+        "100",
+        "--ports",
+        "2",
+        "--json",
+    ]);
+    assert!(ok);
+    assert!(out.contains("\"ports\": 2"));
+}
+
+#[test]
+fn table_lists_every_worker() {
+    let f = platform_file(TWO);
+    let (ok, out, _) = dls(&["plan", "--platform", f.path(), "--load", "100"]);
+    assert!(ok);
+    assert!(
+        out.contains("makespan")
+            && out.lines().any(|l| l.starts_with("a "))
+            && out.lines().any(|l| l.starts_with("b "))
+    );
+}
+
+fn fails_with(args: &[&str], needle: &str) {
+    let (ok, out, err) = dls(args);
+    assert!(!ok, "should fail: {args:?}");
+    assert!(out.is_empty(), "nothing on stdout on failure");
+    assert!(err.contains(needle), "{err:?} should mention {needle:?}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_input_gets_one_clear_error() {
+    let f = platform_file(TWO);
+    fails_with(&["plan", "--platform", f.path(), "--load", "0"], "at least one unit");
+    fails_with(
+        &["plan", "--platform", "/nonexistent/p.toml", "--load", "5"],
+        "/nonexistent/p.toml",
+    );
+    fails_with(&["plan", "--platform", f.path(), "--load", "-3"], "-3");
+    fails_with(&["plan", "--platform", f.path(), "--load", "5", "--ports", "3"], "3");
+    fails_with(
+        &["plan", "--platform", f.path(), "--load", "5", "--strategy", "random"],
+        "random",
+    );
+    let neg = platform_file("[[worker]]\nname = \"a\"\nc = -1\nw = 1\nd = 1\n");
+    fails_with(&["plan", "--platform", neg.path(), "--load", "5"], "`c` = -1");
+    let dup = platform_file(&format!("{TWO}[[worker]]\nname = \"a\"\nc = 1\nw = 1\nd = 1\n"));
+    fails_with(
+        &["plan", "--platform", dup.path(), "--load", "5"],
+        "used by another worker",
+    );
+    let broken = platform_file("[[worker]\nname=");
+    fails_with(
+        &["plan", "--platform", broken.path(), "--load", "5"],
+        "not a valid platform file",
+    );
+    let bounded = platform_file("[[worker]]\nname = \"a\"\nc = 1\nw = 1\nd = 1\nmax_load = 3\n");
+    fails_with(
+        &["plan", "--platform", bounded.path(), "--load", "5"],
+        "infeasible bounds",
+    );
+    let inf = platform_file("[[worker]]\nname = \"a\"\nc = inf\nw = 1\nd = 1\n");
+    fails_with(&["plan", "--platform", inf.path(), "--load", "5"], "`c` = inf");
+}
