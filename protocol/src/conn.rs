@@ -1,0 +1,166 @@
+//! `Connection`: the one owner of a stream's bytes. It keeps the read
+//! buffer and any half-read frame, so `read_frame` is cancel-safe (use it in
+//! `select!`), and it writes payloads straight from the caller's slice.
+//! It never opens a socket and never spawns: callers hand it a stream.
+
+use crate::error::{Error, Result};
+use crate::frame::{self, HANDSHAKE_MAX_FRAME};
+use crate::message::{Frame, Payload};
+use bytes::{Buf, BytesMut};
+use serde::{de::DeserializeOwned, Serialize};
+use std::marker::PhantomData;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+struct Partial<M> {
+    msg: M,
+    payload: Vec<f64>,
+    filled: usize,
+}
+
+/// A framed, typed connection: reads `In`, writes `Out`.
+pub struct Connection<S, In, Out> {
+    stream: S,
+    rbuf: BytesMut,
+    wbuf: Vec<u8>,
+    max_frame: u64,
+    partial: Option<Partial<In>>,
+    _out: PhantomData<fn(Out)>,
+}
+
+impl<S, In, Out> Connection<S, In, Out>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    In: DeserializeOwned + Payload,
+    Out: Serialize + Payload,
+{
+    /// A connection whose frames are limited to `HANDSHAKE_MAX_FRAME` until
+    /// `set_max_frame` raises it.
+    pub fn new(stream: S) -> Self {
+        Connection {
+            stream,
+            rbuf: BytesMut::with_capacity(16 * 1024),
+            wbuf: Vec::with_capacity(256),
+            max_frame: HANDSHAKE_MAX_FRAME,
+            partial: None,
+            _out: PhantomData,
+        }
+    }
+
+    pub fn set_max_frame(&mut self, max: u64) {
+        self.max_frame = max.min(frame::ABSOLUTE_MAX_FRAME);
+    }
+
+    pub fn max_frame(&self) -> u64 {
+        self.max_frame
+    }
+
+    pub fn get_ref(&self) -> &S {
+        &self.stream
+    }
+
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.stream
+    }
+
+    /// Read the next frame. `Ok(None)`: the peer closed cleanly between frames.
+    pub async fn read_frame(&mut self) -> Result<Option<Frame<In>>> {
+        self.read_frame_checked(|_| Ok(())).await
+    }
+
+    /// Like `read_frame`, but `check` sees every message before its payload
+    /// is allocated and may refuse it.
+    pub async fn read_frame_checked(&mut self, mut check: impl FnMut(&In) -> Result<()>) -> Result<Option<Frame<In>>> {
+        loop {
+            if let Some(p) = &mut self.partial {
+                let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut p.payload);
+                if p.filled < bytes.len() && !self.rbuf.is_empty() {
+                    let n = self.rbuf.len().min(bytes.len() - p.filled);
+                    bytes[p.filled..p.filled + n].copy_from_slice(&self.rbuf[..n]);
+                    self.rbuf.advance(n);
+                    p.filled += n;
+                }
+                if p.filled == bytes.len() {
+                    let Some(mut done) = self.partial.take() else {
+                        unreachable!("partial frame checked above")
+                    };
+                    frame::payload_to_host(&mut done.payload);
+                    return Ok(Some(Frame {
+                        msg: done.msg,
+                        payload: done.payload,
+                    }));
+                }
+                let n = self.stream.read(&mut bytes[p.filled..]).await?;
+                if n == 0 {
+                    return Err(Error::Truncated {
+                        got: p.filled,
+                        expected: bytes.len(),
+                    });
+                }
+                p.filled += n;
+                continue;
+            }
+            if let Some(head) = frame::parse_head::<In>(&self.rbuf, self.max_frame)? {
+                check(&head.msg)?;
+                self.rbuf.advance(head.head_bytes);
+                self.partial = Some(Partial {
+                    msg: head.msg,
+                    payload: vec![0.0; head.values],
+                    filled: 0,
+                });
+                continue;
+            }
+            if self.rbuf.capacity() - self.rbuf.len() < 4096 {
+                self.rbuf.reserve(16 * 1024);
+            }
+            if self.stream.read_buf(&mut self.rbuf).await? == 0 {
+                return if self.rbuf.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(Error::Truncated {
+                        got: self.rbuf.len(),
+                        expected: self.rbuf.len() + 1,
+                    })
+                };
+            }
+        }
+    }
+
+    /// Write a message with its payload, and flush.
+    pub async fn write_frame(&mut self, msg: &Out, payload: &[f64]) -> Result<()> {
+        let expected = msg.payload_len()?;
+        if expected != payload.len() as u64 {
+            return Err(Error::PayloadMismatch {
+                got: payload.len() as u64,
+                expected,
+            });
+        }
+        self.wbuf.clear();
+        frame::encode_head(msg, payload.len(), &mut self.wbuf)?;
+        if payload.is_empty() {
+            self.stream.write_all(&self.wbuf).await?;
+        } else {
+            self.stream.write_all(&self.wbuf).await?;
+            self.stream.write_all(&frame::payload_bytes(payload)).await?;
+        }
+        self.stream.flush().await?;
+        Ok(())
+    }
+
+    /// Write a message without payload.
+    pub async fn send(&mut self, msg: &Out) -> Result<()> {
+        self.write_frame(msg, &[]).await
+    }
+
+    /// Write raw bytes (tests of bad input only).
+    pub async fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {
+        self.stream.write_all(bytes).await?;
+        self.stream.flush().await?;
+        Ok(())
+    }
+
+    /// Close the write side.
+    pub async fn shutdown(&mut self) -> Result<()> {
+        self.stream.shutdown().await?;
+        Ok(())
+    }
+}

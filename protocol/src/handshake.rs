@@ -1,0 +1,182 @@
+//! The first frames both ways: version, role, and mutual proof of the token.
+//!
+//! ```text
+//! master → worker  Hello     { version, nonce_m }
+//! worker → master  Challenge { version, nonce_w, proof_w }   proof_w = HMAC(token, "worker" ‖ nonce_m ‖ nonce_w)
+//! master → worker  Auth      { proof_m, max_frame }          proof_m = HMAC(token, "master" ‖ nonce_w ‖ nonce_m)
+//! worker → master  Welcome   { capabilities }
+//! ```
+//! A worker without a token (only allowed on loopback, or with `--insecure`)
+//! sends no proof and accepts any master; a master with a token refuses such
+//! a worker. Every step is under one timeout.
+
+use crate::auth::{self, Role, Token};
+use crate::conn::Connection;
+use crate::error::{Error, Result};
+use crate::message::{Capabilities, ErrorCode, FromWorker, ToWorker, PROTOCOL_VERSION};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+fn peer_error(code: ErrorCode, message: String) -> Error {
+    Error::Remote { code, message }
+}
+
+/// The master's side. Returns the worker's capabilities; the connection's
+/// frame limit is `max_frame` afterwards.
+pub async fn master<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut Connection<S, FromWorker, ToWorker>,
+    token: Option<&Token>,
+    max_frame: u64,
+    timeout: Duration,
+) -> Result<Capabilities> {
+    let steps = async {
+        let nm = auth::nonce();
+        conn.send(&ToWorker::Hello {
+            version: PROTOCOL_VERSION,
+            nonce: nm,
+        })
+        .await?;
+        let (nw, proof) = match conn.read_frame().await?.map(|f| f.msg) {
+            Some(FromWorker::Challenge { version, nonce, proof }) => {
+                if version != PROTOCOL_VERSION {
+                    return Err(Error::Handshake(format!(
+                        "protocol version mismatch: worker speaks {version}, master {PROTOCOL_VERSION}"
+                    )));
+                }
+                (nonce, proof)
+            }
+            Some(FromWorker::Error { code, message }) => return Err(peer_error(code, message)),
+            Some(other) => return Err(Error::Handshake(format!("expected a challenge, got {other:?}"))),
+            None => {
+                return Err(Error::Handshake(
+                    "the worker closed the connection during the handshake".into(),
+                ))
+            }
+        };
+        if let Some(t) = token {
+            match proof {
+                Some(p) if auth::verify(t, Role::Worker, &nw, &nm, &p) => {}
+                Some(_) => {
+                    return Err(Error::Handshake(
+                        "the worker's token proof is wrong: the worker and the master use different tokens".into(),
+                    ))
+                }
+                None => {
+                    return Err(Error::Handshake(
+                        "the worker runs without a token (--insecure) but this master has one; refusing".into(),
+                    ))
+                }
+            }
+        }
+        conn.send(&ToWorker::Auth {
+            proof: token.map(|t| auth::prove(t, Role::Master, &nm, &nw)),
+            max_frame,
+        })
+        .await?;
+        conn.set_max_frame(max_frame);
+        match conn.read_frame().await?.map(|f| f.msg) {
+            Some(FromWorker::Welcome(caps)) => Ok(caps),
+            Some(FromWorker::Error { code, message }) => Err(peer_error(code, message)),
+            Some(other) => Err(Error::Handshake(format!("expected a welcome, got {other:?}"))),
+            None => Err(Error::Handshake(
+                "the worker closed the connection during the handshake".into(),
+            )),
+        }
+    };
+    tokio::time::timeout(timeout, steps)
+        .await
+        .map_err(|_| Error::Timeout(timeout, "the handshake"))?
+}
+
+/// The worker's side. On refusal it sends the master an error frame first.
+/// The connection's frame limit is the master's `max_frame` afterwards,
+/// capped at `frame_cap`.
+pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut Connection<S, ToWorker, FromWorker>,
+    token: Option<&Token>,
+    caps: &Capabilities,
+    frame_cap: u64,
+    timeout: Duration,
+) -> Result<()> {
+    let steps = async {
+        let nm = match conn.read_frame().await?.map(|f| f.msg) {
+            Some(ToWorker::Hello { version, nonce }) => {
+                if version != PROTOCOL_VERSION {
+                    let message =
+                        format!("protocol version mismatch: worker speaks {PROTOCOL_VERSION}, master {version}");
+                    return Err(Error::Refused {
+                        code: ErrorCode::VersionMismatch,
+                        message,
+                    });
+                }
+                nonce
+            }
+            Some(other) => {
+                return Err(Error::Refused {
+                    code: ErrorCode::UnexpectedMessage,
+                    message: format!("expected Hello as the first frame, got {}", variant(&other)),
+                })
+            }
+            None => {
+                return Err(Error::Handshake(
+                    "the master closed the connection during the handshake".into(),
+                ))
+            }
+        };
+        let nw = auth::nonce();
+        conn.send(&FromWorker::Challenge {
+            version: PROTOCOL_VERSION,
+            nonce: nw,
+            proof: token.map(|t| auth::prove(t, Role::Worker, &nw, &nm)),
+        })
+        .await?;
+        let (proof, max_frame) = match conn.read_frame().await?.map(|f| f.msg) {
+            Some(ToWorker::Auth { proof, max_frame }) => (proof, max_frame),
+            Some(other) => {
+                return Err(Error::Refused {
+                    code: ErrorCode::UnexpectedMessage,
+                    message: format!("expected Auth, got {}", variant(&other)),
+                })
+            }
+            None => {
+                return Err(Error::Handshake(
+                    "the master closed the connection during the handshake".into(),
+                ))
+            }
+        };
+        if let Some(t) = token {
+            let ok = proof.is_some_and(|p| auth::verify(t, Role::Master, &nm, &nw, &p));
+            if !ok {
+                return Err(Error::Refused {
+                    code: ErrorCode::Unauthorized,
+                    message: "unauthorized: wrong or missing token (set the same --token-file or DLS_TOKEN on master and worker)".into(),
+                });
+            }
+        }
+        conn.set_max_frame(max_frame.min(frame_cap));
+        conn.send(&FromWorker::Welcome(caps.clone())).await?;
+        Ok(())
+    };
+    let res = match tokio::time::timeout(timeout, steps).await {
+        Ok(r) => r,
+        Err(_) => Err(Error::Timeout(timeout, "the handshake")),
+    };
+    if let Err(e) = &res {
+        if let Some(code) = e.code() {
+            // Best effort: the peer may already be gone.
+            let _ = conn
+                .send(&FromWorker::Error {
+                    code,
+                    message: e.to_string(),
+                })
+                .await;
+        }
+    }
+    res
+}
+
+/// A message's variant name, without its contents (which may be large or secret).
+pub fn variant<M: std::fmt::Debug>(m: &M) -> String {
+    let s = format!("{m:?}");
+    s.split([' ', '(', '{']).next().unwrap_or("?").to_string()
+}

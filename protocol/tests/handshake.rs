@@ -1,0 +1,146 @@
+//! The handshake over an in-memory stream: tokens, versions, timeouts.
+
+use dls_protocol::handshake;
+use dls_protocol::*;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(5);
+
+fn caps() -> Capabilities {
+    Capabilities {
+        cores: 2,
+        threads: 1,
+        memory_limit: 1 << 30,
+        kernel: "test".into(),
+        emulated: false,
+    }
+}
+
+async fn run(master_token: Option<&str>, worker_token: Option<&str>) -> (Result<Capabilities>, Result<()>) {
+    let (a, b) = tokio::io::duplex(1 << 16);
+    let mt = master_token.and_then(Token::parse);
+    let wt = worker_token.and_then(Token::parse);
+    let mut w: Connection<_, ToWorker, FromWorker> = Connection::new(b);
+    let c = caps();
+    // The master's end closes as soon as its side is done, as a real master's would.
+    let master = async move {
+        let mut m: Connection<_, FromWorker, ToWorker> = Connection::new(a);
+        handshake::master(&mut m, mt.as_ref(), 1 << 20, T).await
+    };
+    tokio::join!(master, handshake::worker(&mut w, wt.as_ref(), &c, 1 << 30, T))
+}
+
+#[tokio::test]
+async fn same_token_succeeds_both_ways() {
+    let (m, w) = run(Some("s3cret\n"), Some("s3cret")).await;
+    assert_eq!(m.expect("master side"), caps());
+    w.expect("worker side");
+}
+
+#[tokio::test]
+async fn no_token_on_either_side_is_allowed() {
+    let (m, w) = run(None, None).await;
+    m.expect("master side");
+    w.expect("worker side");
+}
+
+#[tokio::test]
+async fn wrong_token_is_refused_on_both_sides() {
+    let (m, w) = run(Some("alpha"), Some("beta")).await;
+    // The master checks the worker's proof first and gives up.
+    let m = m.expect_err("master refuses").to_string();
+    assert!(m.contains("different tokens"), "{m}");
+    assert!(w.is_err());
+}
+
+#[tokio::test]
+async fn master_without_token_is_unauthorized() {
+    let (m, w) = run(None, Some("beta")).await;
+    let w = w.expect_err("worker refuses").to_string();
+    assert!(w.contains("unauthorized"), "{w}");
+    match m.expect_err("master is told") {
+        Error::Remote { code, message } => {
+            assert_eq!(code, ErrorCode::Unauthorized);
+            assert!(message.contains("token"));
+        }
+        other => panic!("expected a remote error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn worker_without_token_is_refused_by_a_master_with_one() {
+    let (m, _) = run(Some("alpha"), None).await;
+    assert!(m.expect_err("refused").to_string().contains("without a token"));
+}
+
+#[tokio::test]
+async fn version_mismatch_names_both_versions() {
+    let (a, b) = tokio::io::duplex(1 << 16);
+    let mut m: Connection<_, FromWorker, ToWorker> = Connection::new(a);
+    let mut w: Connection<_, ToWorker, FromWorker> = Connection::new(b);
+    let c = caps();
+    let master = async {
+        m.send(&ToWorker::Hello {
+            version: PROTOCOL_VERSION + 7,
+            nonce: [0; 32],
+        })
+        .await
+        .expect("sends");
+        m.read_frame().await.expect("reads").expect("a frame").msg
+    };
+    let (reply, res) = tokio::join!(master, handshake::worker(&mut w, None, &c, 1 << 30, T));
+    assert!(res.is_err());
+    match reply {
+        FromWorker::Error { code, message } => {
+            assert_eq!(code, ErrorCode::VersionMismatch);
+            assert!(message.contains(&PROTOCOL_VERSION.to_string()));
+            assert!(message.contains(&(PROTOCOL_VERSION + 7).to_string()));
+        }
+        other => panic!("expected an error frame, got {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_peer_times_out() {
+    let (_a, b) = tokio::io::duplex(1 << 16);
+    let mut w: Connection<_, ToWorker, FromWorker> = Connection::new(b);
+    let c = caps();
+    let res = handshake::worker(&mut w, None, &c, 1 << 30, Duration::from_secs(3)).await;
+    assert!(matches!(res, Err(Error::Timeout(..))), "{res:?}");
+}
+
+#[tokio::test]
+async fn read_frame_is_cancel_safe_and_reassembles_payloads() {
+    use tokio::io::AsyncWriteExt;
+    let (mut a, b) = tokio::io::duplex(64);
+    let mut w: Connection<_, ToWorker, FromWorker> = Connection::new(b);
+    w.set_max_frame(1 << 20);
+    let payload: Vec<f64> = (0..2 * 3 * 3 * 2).map(|i| i as f64 * 0.5).collect();
+    let frame = Frame::with_payload(
+        ToWorker::Assign {
+            job: JobId(3),
+            chunk: ChunkId(9),
+            n: 3,
+            k: 2,
+        },
+        payload,
+    );
+    let mut bytes = bytes::BytesMut::new();
+    frame::encode(&frame, &mut bytes).expect("encodes");
+    let writer = tokio::spawn(async move {
+        for piece in bytes.chunks(7) {
+            a.write_all(piece).await.expect("writes");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        a
+    });
+    // Poll with a short timeout again and again: cancelled reads lose nothing.
+    let got = loop {
+        if let Ok(r) = tokio::time::timeout(Duration::from_micros(300), w.read_frame()).await {
+            break r.expect("valid").expect("a frame");
+        }
+    };
+    assert_eq!(got, frame);
+    drop(writer.await.expect("writer"));
+    assert!(w.read_frame().await.expect("clean close").is_none());
+}
