@@ -76,7 +76,7 @@ pub fn parse_head<M: DeserializeOwned + Payload>(buf: &[u8], max_frame: u64) -> 
     }
     let payload_bytes = body_len - 4 - head_len as u64;
     let expected = msg.payload_len()?;
-    if payload_bytes % 8 != 0 || payload_bytes / 8 != expected {
+    if !payload_bytes.is_multiple_of(8) || payload_bytes / 8 != expected {
         return Err(Error::PayloadMismatch {
             got: payload_bytes / 8,
             expected,
