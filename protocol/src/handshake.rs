@@ -89,14 +89,16 @@ pub async fn master<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// The worker's side. On refusal it sends the master an error frame first.
-/// The connection's frame limit is the master's `max_frame` afterwards,
-/// capped at `frame_cap`.
+/// `admit` runs once the master is authenticated, before the welcome, and
+/// may still refuse it (a busy worker). The connection's frame limit is the
+/// master's `max_frame` afterwards, capped at `frame_cap`.
 pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
     conn: &mut Connection<S, ToWorker, FromWorker>,
     token: Option<&Token>,
     caps: &Capabilities,
     frame_cap: u64,
     timeout: Duration,
+    admit: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
     let steps = async {
         let nm = match conn.read_frame().await?.map(|f| f.msg) {
@@ -153,6 +155,7 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
                 });
             }
         }
+        admit()?;
         conn.set_max_frame(max_frame.min(frame_cap));
         conn.send(&FromWorker::Welcome(caps.clone())).await?;
         Ok(())

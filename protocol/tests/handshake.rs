@@ -27,7 +27,10 @@ async fn run(master_token: Option<&str>, worker_token: Option<&str>) -> (Result<
         let mut m: Connection<_, FromWorker, ToWorker> = Connection::new(a);
         handshake::master(&mut m, mt.as_ref(), 1 << 20, T).await
     };
-    tokio::join!(master, handshake::worker(&mut w, wt.as_ref(), &c, 1 << 30, T))
+    tokio::join!(
+        master,
+        handshake::worker(&mut w, wt.as_ref(), &c, 1 << 30, T, || Ok(()))
+    )
 }
 
 #[tokio::test]
@@ -88,7 +91,7 @@ async fn version_mismatch_names_both_versions() {
         .expect("sends");
         m.read_frame().await.expect("reads").expect("a frame").msg
     };
-    let (reply, res) = tokio::join!(master, handshake::worker(&mut w, None, &c, 1 << 30, T));
+    let (reply, res) = tokio::join!(master, handshake::worker(&mut w, None, &c, 1 << 30, T, || Ok(())));
     assert!(res.is_err());
     match reply {
         FromWorker::Error { code, message } => {
@@ -105,7 +108,7 @@ async fn a_silent_peer_times_out() {
     let (_a, b) = tokio::io::duplex(1 << 16);
     let mut w: Connection<_, ToWorker, FromWorker> = Connection::new(b);
     let c = caps();
-    let res = handshake::worker(&mut w, None, &c, 1 << 30, Duration::from_secs(3)).await;
+    let res = handshake::worker(&mut w, None, &c, 1 << 30, Duration::from_secs(3), || Ok(())).await;
     assert!(matches!(res, Err(Error::Timeout(..))), "{res:?}");
 }
 
@@ -143,4 +146,33 @@ async fn read_frame_is_cancel_safe_and_reassembles_payloads() {
     assert_eq!(got, frame);
     drop(writer.await.expect("writer"));
     assert!(w.read_frame().await.expect("clean close").is_none());
+}
+
+#[tokio::test]
+async fn a_refused_admission_reaches_the_master() {
+    let (a, b) = tokio::io::duplex(1 << 16);
+    let mut w: Connection<_, ToWorker, FromWorker> = Connection::new(b);
+    let c = caps();
+    let master = async move {
+        let mut m: Connection<_, FromWorker, ToWorker> = Connection::new(a);
+        handshake::master(&mut m, None, 1 << 20, T).await
+    };
+    let busy = || {
+        Err(Error::Refused {
+            code: ErrorCode::Busy,
+            message: "busy".into(),
+        })
+    };
+    let (m, w) = tokio::join!(master, handshake::worker(&mut w, None, &c, 1 << 30, T, busy));
+    assert!(w.is_err());
+    assert!(
+        matches!(
+            m,
+            Err(Error::Remote {
+                code: ErrorCode::Busy,
+                ..
+            })
+        ),
+        "{m:?}"
+    );
 }

@@ -1,0 +1,479 @@
+//! The daemon: accept masters, authenticate them, serve one at a time.
+//!
+//! Each connection runs in its own task. The handshake happens before the
+//! "one master at a time" slot is taken, so an unauthenticated or silent
+//! client can never keep a real master out; it only costs a connection slot
+//! until the handshake timeout. Within a session, computing happens on a
+//! blocking thread so the connection keeps answering heartbeats and grants.
+
+use crate::kernel;
+use crate::throttle::Throttled;
+use dls_protocol::handshake;
+use dls_protocol::{
+    Capabilities, ChunkId, Connection, Error, ErrorCode, Frame, FromWorker, JobId, Result, ToWorker, Token,
+};
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::task::JoinSet;
+use tracing::{debug, info, warn};
+
+/// A session refuses more chunks than this in flight (received and not yet
+/// returned), whatever their size: it bounds the compute queues.
+pub const MAX_IN_FLIGHT: usize = 1024;
+
+/// Everything the daemon is told at start.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Shared token; `None` accepts any master (loopback or `--insecure`).
+    pub token: Option<Token>,
+    /// Threads of the matrix kernel.
+    pub threads: usize,
+    /// Bytes of matrices (A, B, C) held at once.
+    pub memory_limit: u64,
+    /// Emulation: computing takes this many times longer (1 = off).
+    pub slowdown: f64,
+    /// Emulation: bytes per second each way on this worker's connection.
+    pub link_rate: Option<f64>,
+    pub handshake_timeout: Duration,
+    /// Connections open at once (authenticated or not); more are closed at once.
+    pub max_connections: usize,
+}
+
+impl Config {
+    pub fn new(threads: usize, memory_limit: u64) -> Self {
+        Config {
+            token: None,
+            threads,
+            memory_limit,
+            slowdown: 1.0,
+            link_rate: None,
+            handshake_timeout: Duration::from_secs(5),
+            max_connections: 32,
+        }
+    }
+
+    pub fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+            threads: self.threads as u32,
+            memory_limit: self.memory_limit,
+            kernel: kernel::KERNEL.into(),
+            emulated: self.slowdown != 1.0 || self.link_rate.is_some(),
+        }
+    }
+
+    /// Frames may be as large as the format allows once the master is
+    /// authenticated: every payload is checked against the memory limit
+    /// (`admit`) before it is allocated, which gives the master a clearer
+    /// error than a frame limit would.
+    fn frame_cap(&self) -> u64 {
+        dls_protocol::frame::ABSOLUTE_MAX_FRAME
+    }
+}
+
+/// Serve masters on `listener` until `shutdown` completes; then tell the
+/// current master goodbye and return.
+pub async fn serve(listener: TcpListener, cfg: Config, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+    let cfg = Arc::new(cfg);
+    let session_slot = Arc::new(Semaphore::new(1));
+    let conn_slots = Arc::new(Semaphore::new(cfg.max_connections));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let Ok(permit) = conn_slots.clone().try_acquire_owned() else {
+                        warn!(%peer, "too many connections; closing this one");
+                        continue;
+                    };
+                    let (cfg, slot, stop) = (cfg.clone(), session_slot.clone(), stop_rx.clone());
+                    tasks.spawn(async move {
+                        handle(stream, peer, cfg, slot, stop).await;
+                        drop(permit);
+                    });
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: back off, keep serving.
+                    warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+    info!("shutting down");
+    let _ = stop_tx.send(true);
+    let drained = tokio::time::timeout(Duration::from_secs(5), async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tasks.abort_all();
+    }
+    Ok(())
+}
+
+type WorkerConn = Connection<Throttled<TcpStream>, ToWorker, FromWorker>;
+
+async fn handle(
+    stream: TcpStream,
+    peer: SocketAddr,
+    cfg: Arc<Config>,
+    slot: Arc<Semaphore>,
+    stop: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let mut conn: WorkerConn = Connection::new(Throttled::new(stream, cfg.link_rate));
+    let caps = cfg.capabilities();
+    // The session slot is taken only once the master is authenticated.
+    let mut busy = None;
+    let admit = || {
+        busy = slot.try_acquire().ok();
+        match busy {
+            Some(_) => Ok(()),
+            None => Err(Error::Refused {
+                code: ErrorCode::Busy,
+                message: "this worker is busy serving another master; try again when that batch is done".into(),
+            }),
+        }
+    };
+    let shaken = handshake::worker(
+        &mut conn,
+        cfg.token.as_ref(),
+        &caps,
+        cfg.frame_cap(),
+        cfg.handshake_timeout,
+        admit,
+    )
+    .await;
+    if let Err(e) = shaken {
+        warn!(%peer, "handshake failed: {e}");
+        return;
+    }
+    info!(%peer, "master connected");
+    match Session::new(cfg).run(&mut conn, stop).await {
+        Ok(()) => info!(%peer, "master left"),
+        Err(e) => {
+            warn!(%peer, "session ended: {e}");
+            if let Some(code) = e.code() {
+                let _ = conn
+                    .send(&FromWorker::Error {
+                        code,
+                        message: e.to_string(),
+                    })
+                    .await;
+            }
+        }
+    }
+}
+
+enum Work {
+    Chunk { key: Key, n: u32, k: u32, ab: Vec<f64> },
+    Probe { n: u32, k: u32 },
+}
+
+enum Done {
+    Chunk {
+        key: Key,
+        n: u32,
+        k: u32,
+        c: Vec<f64>,
+        secs: f64,
+    },
+    Probe {
+        n: u32,
+        k: u32,
+        secs: f64,
+    },
+}
+
+type Key = (JobId, ChunkId);
+
+struct Computed {
+    n: u32,
+    k: u32,
+    c: Vec<f64>,
+}
+
+/// Bytes a chunk holds: A and B until computed, C until returned.
+fn ab_bytes(n: u32, k: u32) -> u64 {
+    16 * (n as u64) * (n as u64) * (k as u64)
+}
+
+fn c_bytes(n: u32, k: u32) -> u64 {
+    8 * (n as u64) * (n as u64) * (k as u64)
+}
+
+struct Session {
+    cfg: Arc<Config>,
+    /// Bytes of matrices held now.
+    held: u64,
+    /// Chunks received and not yet returned (or cancelled).
+    in_flight: HashSet<Key>,
+    /// Computed chunks waiting for their grant.
+    ready: HashMap<Key, Computed>,
+    /// Grants that came before the chunk was computed.
+    granted: HashSet<Key>,
+    cancelled: HashSet<JobId>,
+}
+
+enum Event {
+    Frame(Result<Option<Frame<ToWorker>>>),
+    Done(Option<Done>),
+    Stop,
+}
+
+enum Flow {
+    Continue,
+    Stop,
+}
+
+/// Refuse, before its payload is allocated, what would break the limits.
+fn admit(msg: &ToWorker, held: u64, limit: u64, in_flight: usize) -> Result<()> {
+    let (n, k, what) = match *msg {
+        ToWorker::Assign { n, k, chunk, .. } => (n, k, format!("chunk {}", chunk.0)),
+        ToWorker::ComputeProbe { n, k } => (n, k, "compute probe".to_string()),
+        ToWorker::Echo { len } | ToWorker::Pull { len } => {
+            return match len.checked_mul(8) {
+                Some(b) if held.saturating_add(b) <= limit => Ok(()),
+                _ => Err(Error::Refused {
+                    code: ErrorCode::MemoryLimit,
+                    message: format!("a probe of {len} values exceeds this worker's {limit}-byte memory limit"),
+                }),
+            }
+        }
+        _ => return Ok(()),
+    };
+    if in_flight >= MAX_IN_FLIGHT {
+        return Err(Error::Refused {
+            code: ErrorCode::MemoryLimit,
+            message: format!("{what}: {MAX_IN_FLIGHT} chunks are already in flight on this worker"),
+        });
+    }
+    let need = ab_bytes(n, k).checked_add(c_bytes(n, k));
+    match need {
+        Some(need) if held.saturating_add(need) <= limit => Ok(()),
+        _ => Err(Error::Refused {
+            code: ErrorCode::MemoryLimit,
+            message: format!(
+                "{what} of {k} products of size {n} needs {} bytes; this worker holds {held} of its {limit}-byte memory limit",
+                need.map_or("too many".to_string(), |b| b.to_string())
+            ),
+        }),
+    }
+}
+
+impl Session {
+    fn new(cfg: Arc<Config>) -> Self {
+        Session {
+            cfg,
+            held: 0,
+            in_flight: HashSet::new(),
+            ready: HashMap::new(),
+            granted: HashSet::new(),
+            cancelled: HashSet::new(),
+        }
+    }
+
+    async fn run(mut self, conn: &mut WorkerConn, mut stop: watch::Receiver<bool>) -> Result<()> {
+        // Unbounded, but never longer than MAX_IN_FLIGHT: `admit` refuses
+        // work beyond that, and each work item yields one `Done`.
+        let (work_tx, mut work_rx) = mpsc::unbounded_channel::<Work>();
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Done>();
+        let (threads, slowdown) = (self.cfg.threads, self.cfg.slowdown);
+        let computer = tokio::task::spawn_blocking(move || {
+            while let Some(work) = work_rx.blocking_recv() {
+                if done_tx.send(compute(work, threads, slowdown)).is_err() {
+                    break;
+                }
+            }
+        });
+        let result = loop {
+            let (held, limit, in_flight) = (self.held, self.cfg.memory_limit, self.in_flight.len());
+            let event = tokio::select! {
+                r = conn.read_frame_checked(|m| admit(m, held, limit, in_flight)) => Event::Frame(r),
+                d = done_rx.recv() => Event::Done(d),
+                _ = stop.changed() => Event::Stop,
+            };
+            let flow = match event {
+                Event::Frame(Ok(Some(frame))) => self.on_frame(conn, frame, &work_tx).await,
+                Event::Frame(Ok(None)) => Ok(Flow::Stop),
+                Event::Frame(Err(e)) => Err(e),
+                Event::Done(Some(done)) => self.on_done(conn, done).await,
+                Event::Done(None) => Err(Error::Refused {
+                    code: ErrorCode::Internal,
+                    message: "the compute thread stopped".into(),
+                }),
+                Event::Stop => {
+                    let _ = conn.send(&FromWorker::Bye).await;
+                    Ok(Flow::Stop)
+                }
+            };
+            match flow {
+                Ok(Flow::Continue) => {}
+                Ok(Flow::Stop) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        drop(work_tx);
+        // The thread finishes the product it is on, then sees the closed queue.
+        drop(computer);
+        result
+    }
+
+    async fn on_frame(
+        &mut self,
+        conn: &mut WorkerConn,
+        frame: Frame<ToWorker>,
+        work: &mpsc::UnboundedSender<Work>,
+    ) -> Result<Flow> {
+        let unexpected = |what: String| Error::Refused {
+            code: ErrorCode::UnexpectedMessage,
+            message: what,
+        };
+        match frame.msg {
+            ToWorker::Assign { job, chunk, n, k } => {
+                let key = (job, chunk);
+                if !self.in_flight.insert(key) {
+                    return Err(unexpected(format!("chunk {} of job {} assigned twice", chunk.0, job.0)));
+                }
+                self.cancelled.remove(&job);
+                self.held += ab_bytes(n, k) + c_bytes(n, k);
+                conn.send(&FromWorker::Received { job, chunk }).await?;
+                debug!(job = job.0, chunk = chunk.0, n, k, "received");
+                let _ = work.send(Work::Chunk {
+                    key,
+                    n,
+                    k,
+                    ab: frame.payload,
+                });
+            }
+            ToWorker::Grant { job, chunk } => {
+                let key = (job, chunk);
+                if let Some(done) = self.ready.remove(&key) {
+                    self.send_results(conn, key, done).await?;
+                } else if self.in_flight.contains(&key) {
+                    self.granted.insert(key);
+                } else {
+                    return Err(unexpected(format!(
+                        "grant for unknown chunk {} of job {}",
+                        chunk.0, job.0
+                    )));
+                }
+            }
+            ToWorker::Cancel { job } => {
+                self.cancelled.insert(job);
+                let keys: Vec<Key> = self.ready.keys().filter(|k| k.0 == job).copied().collect();
+                for key in keys {
+                    if let Some(done) = self.ready.remove(&key) {
+                        self.held = self.held.saturating_sub(c_bytes(done.n, done.k));
+                        self.in_flight.remove(&key);
+                    }
+                }
+                self.granted.retain(|k| k.0 != job);
+            }
+            ToWorker::Heartbeat { seq } => conn.send(&FromWorker::HeartbeatAck { seq }).await?,
+            ToWorker::Echo { len } => conn.send(&FromWorker::EchoAck { len }).await?,
+            ToWorker::Pull { len } => {
+                // `admit` checked len against the memory limit.
+                let data = vec![0.0; len as usize];
+                conn.write_frame(&FromWorker::PullData { len }, &data).await?;
+            }
+            ToWorker::ComputeProbe { n, k } => {
+                let _ = work.send(Work::Probe { n, k });
+            }
+            ToWorker::Bye => {
+                let _ = conn.send(&FromWorker::Bye).await;
+                return Ok(Flow::Stop);
+            }
+            other @ (ToWorker::Hello { .. } | ToWorker::Auth { .. }) => {
+                return Err(unexpected(format!(
+                    "{} after the handshake",
+                    handshake::variant(&other)
+                )));
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    async fn on_done(&mut self, conn: &mut WorkerConn, done: Done) -> Result<Flow> {
+        match done {
+            Done::Probe { n, k, secs } => conn.send(&FromWorker::ComputeDone { n, k, secs }).await?,
+            Done::Chunk { key, n, k, c, secs } => {
+                self.held = self.held.saturating_sub(ab_bytes(n, k));
+                if self.cancelled.contains(&key.0) {
+                    self.held = self.held.saturating_sub(c_bytes(n, k));
+                    self.in_flight.remove(&key);
+                    return Ok(Flow::Continue);
+                }
+                conn.send(&FromWorker::Ready {
+                    job: key.0,
+                    chunk: key.1,
+                    compute_secs: secs,
+                })
+                .await?;
+                let computed = Computed { n, k, c };
+                if self.granted.remove(&key) {
+                    self.send_results(conn, key, computed).await?;
+                } else {
+                    self.ready.insert(key, computed);
+                }
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    async fn send_results(&mut self, conn: &mut WorkerConn, key: Key, done: Computed) -> Result<()> {
+        conn.write_frame(
+            &FromWorker::Results {
+                job: key.0,
+                chunk: key.1,
+                n: done.n,
+                k: done.k,
+            },
+            &done.c,
+        )
+        .await?;
+        self.held = self.held.saturating_sub(c_bytes(done.n, done.k));
+        self.in_flight.remove(&key);
+        Ok(())
+    }
+}
+
+fn compute(work: Work, threads: usize, slowdown: f64) -> Done {
+    let t0 = Instant::now();
+    let done = match work {
+        Work::Chunk { key, n, k, ab } => {
+            let c = kernel::multiply_batch(&ab, n as usize, k as usize, threads);
+            drop(ab);
+            Done::Chunk {
+                key,
+                n,
+                k,
+                c,
+                secs: 0.0,
+            }
+        }
+        Work::Probe { n, k } => {
+            kernel::time_batch(n as usize, k as usize, threads);
+            Done::Probe { n, k, secs: 0.0 }
+        }
+    };
+    let real = t0.elapsed().as_secs_f64();
+    if slowdown > 1.0 {
+        std::thread::sleep(Duration::from_secs_f64(real * (slowdown - 1.0)));
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    match done {
+        Done::Chunk { key, n, k, c, .. } => Done::Chunk { key, n, k, c, secs },
+        Done::Probe { n, k, .. } => Done::Probe { n, k, secs },
+    }
+}

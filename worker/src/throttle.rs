@@ -1,0 +1,147 @@
+//! Link-rate emulation (`--link-rate`): a stream wrapper that spaces reads
+//! and writes so that, on average, they move no more than `rate` bytes per
+//! second. Emulation only, as the report does to make identical nodes look
+//! heterogeneous; off by default.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+/// At most this many bytes move between two pauses, so a large transfer is
+/// spread out evenly instead of arriving in one burst and then waiting.
+const SLICE: usize = 64 * 1024;
+
+#[derive(Default)]
+struct Pace {
+    next_free: Option<Instant>,
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl Pace {
+    fn wait(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(s) = &mut self.sleep {
+            ready!(s.as_mut().poll(cx));
+            self.sleep = None;
+        }
+        Poll::Ready(())
+    }
+
+    /// Account for `n` bytes just moved; the next operation waits until the
+    /// link would have carried them.
+    fn charge(&mut self, n: usize, rate: f64) {
+        let now = Instant::now();
+        let start = self.next_free.map_or(now, |t| t.max(now));
+        let next = start + std::time::Duration::from_secs_f64(n as f64 / rate);
+        self.next_free = Some(next);
+        if next > now {
+            self.sleep = Some(Box::pin(tokio::time::sleep_until(next)));
+        }
+    }
+}
+
+/// A stream, optionally throttled to `rate` bytes per second each way.
+pub struct Throttled<S> {
+    inner: S,
+    rate: Option<f64>,
+    read: Pace,
+    write: Pace,
+}
+
+impl<S> Throttled<S> {
+    /// `rate`: bytes per second, or `None` for no limit.
+    pub fn new(inner: S, rate: Option<f64>) -> Self {
+        Throttled {
+            inner,
+            rate: rate.filter(|r| r.is_finite() && *r > 0.0),
+            read: Pace::default(),
+            write: Pace::default(),
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Throttled<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let Some(rate) = this.rate else {
+            return Pin::new(&mut this.inner).poll_read(cx, buf);
+        };
+        ready!(this.read.wait(cx));
+        let max = buf.remaining().min(SLICE);
+        let dst = buf.initialize_unfilled_to(max);
+        let mut sub = ReadBuf::new(dst);
+        ready!(Pin::new(&mut this.inner).poll_read(cx, &mut sub))?;
+        let n = sub.filled().len();
+        buf.advance(n);
+        this.read.charge(n, rate);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Throttled<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        let Some(rate) = this.rate else {
+            return Pin::new(&mut this.inner).poll_write(cx, data);
+        };
+        ready!(this.write.wait(cx));
+        let n = ready!(Pin::new(&mut this.inner).poll_write(cx, &data[..data.len().min(SLICE)]))?;
+        this.write.charge(n, rate);
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test(start_paused = true)]
+    async fn reads_and_writes_follow_the_rate() {
+        let (a, b) = tokio::io::duplex(1 << 20);
+        // 1 MB/s: 500 kB take half a second each way (paused clock: exact).
+        let mut w = Throttled::new(a, Some(1e6));
+        let mut r = Throttled::new(b, Some(1e6));
+        let data = vec![7u8; 500_000];
+        let t0 = Instant::now();
+        let writer = async {
+            w.write_all(&data).await.expect("writes");
+            w.flush().await.expect("flushes");
+            t0.elapsed()
+        };
+        let reader = async {
+            let mut got = vec![0u8; data.len()];
+            r.read_exact(&mut got).await.expect("reads");
+            (got, t0.elapsed())
+        };
+        let (tw, (got, tr)) = tokio::join!(writer, reader);
+        assert_eq!(got, data);
+        // The last slice's pause comes after it is handed over, so the clock
+        // reads at least (bytes − last slice) / rate.
+        let floor = (500_000 - SLICE) as f64 / 1e6;
+        assert!(tw.as_secs_f64() >= floor && tw.as_secs_f64() <= 0.51, "{tw:?}");
+        assert!(tr.as_secs_f64() >= floor && tr.as_secs_f64() <= 0.51, "{tr:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_rate_is_no_delay() {
+        let (a, b) = tokio::io::duplex(1 << 20);
+        let mut w = Throttled::new(a, None);
+        let mut r = Throttled::new(b, Some(f64::NAN));
+        let t0 = Instant::now();
+        w.write_all(&[1u8; 100_000]).await.expect("writes");
+        let mut got = vec![0u8; 100_000];
+        r.read_exact(&mut got).await.expect("reads");
+        assert_eq!(t0.elapsed().as_secs_f64(), 0.0);
+    }
+}

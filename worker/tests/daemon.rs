@@ -1,0 +1,392 @@
+//! A real `dls-worker` process on 127.0.0.1, driven through the protocol.
+
+use dls_protocol::{
+    handshake, ChunkId, Connection, ErrorCode, Frame, FromWorker, JobId, ToWorker, Token, PROTOCOL_VERSION,
+};
+use dls_worker::kernel;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+const T: Duration = Duration::from_secs(20);
+
+struct Daemon {
+    child: Child,
+    addr: String,
+}
+
+impl Daemon {
+    fn start(extra: &[&str], token: Option<&str>) -> Daemon {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_dls-worker"));
+        cmd.args(["--listen", "127.0.0.1:0", "--threads", "1"])
+            .args(extra)
+            .env_remove("DLS_TOKEN")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if let Some(t) = token {
+            cmd.env("DLS_TOKEN", t);
+        }
+        let mut child = cmd.spawn().expect("starts dls-worker");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("reads the listening line");
+        let addr = line.trim().rsplit(' ').next().expect("an address").to_string();
+        assert!(line.starts_with("dls-worker listening on"), "{line:?}");
+        Daemon { child, addr }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+type Master = Connection<TcpStream, FromWorker, ToWorker>;
+
+async fn raw(addr: &str) -> Master {
+    let s = TcpStream::connect(addr).await.expect("connects");
+    s.set_nodelay(true).expect("nodelay");
+    Connection::new(s)
+}
+
+async fn master(addr: &str, token: Option<&str>) -> dls_protocol::Result<Master> {
+    let mut c = raw(addr).await;
+    let t = token.and_then(Token::parse);
+    handshake::master(&mut c, t.as_ref(), 1 << 30, T).await?;
+    Ok(c)
+}
+
+async fn next(c: &mut Master) -> FromWorker {
+    tokio::time::timeout(T, c.read_frame())
+        .await
+        .expect("in time")
+        .expect("valid frame")
+        .expect("a frame")
+        .msg
+}
+
+/// A chunk of k random products of size n, and the results a naive product gives.
+fn chunk(n: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
+    let nn = n * n;
+    let mut ab = vec![0.0; 2 * k * nn];
+    kernel::fill_random(&mut ab, seed);
+    let mut c = Vec::with_capacity(k * nn);
+    for i in 0..k {
+        c.extend(kernel::naive(
+            &ab[i * nn..(i + 1) * nn],
+            &ab[(k + i) * nn..(k + i + 1) * nn],
+            n,
+        ));
+    }
+    (ab, c)
+}
+
+fn assert_close(got: &[f64], want: &[f64], n: usize) {
+    assert_eq!(got.len(), want.len());
+    for (x, y) in got.iter().zip(want) {
+        assert!((x - y).abs() <= 1e-12 * n as f64, "{x} vs {y}");
+    }
+}
+
+/// One chunk end to end; results must not come before the grant.
+async fn good_chunk(c: &mut Master, job: u64, n: u32, k: u32) {
+    let (ab, want) = chunk(n as usize, k as usize, job * 7 + n as u64);
+    let (job, chunk_id) = (JobId(job), ChunkId(1));
+    c.write_frame(
+        &ToWorker::Assign {
+            job,
+            chunk: chunk_id,
+            n,
+            k,
+        },
+        &ab,
+    )
+    .await
+    .expect("sends");
+    assert_eq!(next(c).await, FromWorker::Received { job, chunk: chunk_id });
+    match next(c).await {
+        FromWorker::Ready {
+            job: j,
+            chunk: ch,
+            compute_secs,
+        } => {
+            assert_eq!((j, ch), (job, chunk_id));
+            assert!(compute_secs >= 0.0);
+        }
+        other => panic!("expected Ready, got {other:?}"),
+    }
+    // Nothing more until the grant.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), c.read_frame())
+            .await
+            .is_err(),
+        "results before the grant"
+    );
+    c.send(&ToWorker::Grant { job, chunk: chunk_id }).await.expect("grants");
+    let f = tokio::time::timeout(T, c.read_frame())
+        .await
+        .expect("in time")
+        .expect("valid")
+        .expect("frame");
+    assert_eq!(
+        f.msg,
+        FromWorker::Results {
+            job,
+            chunk: chunk_id,
+            n,
+            k
+        }
+    );
+    assert_close(&f.payload, &want, n as usize);
+}
+
+#[tokio::test]
+async fn results_only_after_the_grant() {
+    let d = Daemon::start(&[], None);
+    let mut c = master(&d.addr, None).await.expect("handshake");
+    good_chunk(&mut c, 1, 8, 3).await;
+    good_chunk(&mut c, 2, 65, 2).await;
+    // A grant that comes before the chunk is computed is honoured once it is.
+    let (ab, want) = chunk(120, 4, 5);
+    let (job, ch) = (JobId(3), ChunkId(9));
+    c.write_frame(
+        &ToWorker::Assign {
+            job,
+            chunk: ch,
+            n: 120,
+            k: 4,
+        },
+        &ab,
+    )
+    .await
+    .expect("sends");
+    c.send(&ToWorker::Grant { job, chunk: ch }).await.expect("grants");
+    assert_eq!(next(&mut c).await, FromWorker::Received { job, chunk: ch });
+    assert!(matches!(next(&mut c).await, FromWorker::Ready { .. }));
+    let f = tokio::time::timeout(T, c.read_frame())
+        .await
+        .expect("in time")
+        .expect("valid")
+        .expect("frame");
+    assert!(matches!(f.msg, FromWorker::Results { .. }));
+    assert_close(&f.payload, &want, 120);
+    // Calibration probes and heartbeats.
+    c.write_frame(&ToWorker::Echo { len: 1000 }, &vec![1.5; 1000])
+        .await
+        .expect("echo");
+    assert_eq!(next(&mut c).await, FromWorker::EchoAck { len: 1000 });
+    c.send(&ToWorker::Pull { len: 777 }).await.expect("pull");
+    let f = tokio::time::timeout(T, c.read_frame())
+        .await
+        .expect("in time")
+        .expect("valid")
+        .expect("frame");
+    assert_eq!((f.msg, f.payload.len()), (FromWorker::PullData { len: 777 }, 777));
+    c.send(&ToWorker::ComputeProbe { n: 32, k: 2 }).await.expect("probe");
+    assert!(matches!(next(&mut c).await, FromWorker::ComputeDone { n: 32, k: 2, secs } if secs > 0.0));
+    c.send(&ToWorker::Heartbeat { seq: 42 }).await.expect("heartbeat");
+    assert_eq!(next(&mut c).await, FromWorker::HeartbeatAck { seq: 42 });
+    c.send(&ToWorker::Bye).await.expect("bye");
+    assert_eq!(next(&mut c).await, FromWorker::Bye);
+}
+
+#[tokio::test]
+async fn a_second_master_is_told_busy() {
+    let d = Daemon::start(&[], None);
+    let first = master(&d.addr, None).await.expect("first master");
+    match master(&d.addr, None).await.map(|_| ()) {
+        Err(dls_protocol::Error::Remote {
+            code: ErrorCode::Busy,
+            message,
+        }) => assert!(message.contains("busy")),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    drop(first);
+    // Once the first leaves, the next master gets in.
+    let mut ok = None;
+    for _ in 0..50 {
+        if let Ok(c) = master(&d.addr, None).await {
+            ok = Some(c);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    good_chunk(&mut ok.expect("served after the first left"), 1, 4, 1).await;
+}
+
+/// Expect an error frame with `code`, then the connection's end.
+async fn expect_error(c: &mut Master, code: ErrorCode) -> String {
+    match tokio::time::timeout(T, c.read_frame()).await.expect("in time") {
+        Ok(Some(Frame {
+            msg: FromWorker::Error { code: got, message },
+            ..
+        })) => {
+            assert_eq!(got, code, "{message}");
+            message
+        }
+        other => panic!("expected an error frame {code:?}, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
+    let d = Daemon::start(&["--memory-limit", "1000000", "--handshake-timeout", "2"], Some("tok"));
+    let addr = d.addr.clone();
+
+    // Garbage bytes instead of a Hello.
+    let mut c = raw(&addr).await;
+    c.write_raw(&[5, 0, 0, 0, 1, 0, 0, 0, 0xEE]).await.expect("writes");
+    expect_error(&mut c, ErrorCode::Malformed).await;
+
+    // An absurd length prefix.
+    let mut c = raw(&addr).await;
+    c.write_raw(&[0xff, 0xff, 0xff, 0x7f]).await.expect("writes");
+    expect_error(&mut c, ErrorCode::FrameTooLarge).await;
+
+    // A wrong protocol version.
+    let mut c = raw(&addr).await;
+    c.send(&ToWorker::Hello {
+        version: PROTOCOL_VERSION + 1,
+        nonce: [1; 32],
+    })
+    .await
+    .expect("writes");
+    let m = expect_error(&mut c, ErrorCode::VersionMismatch).await;
+    assert!(m.contains(&(PROTOCOL_VERSION + 1).to_string()));
+
+    // A wrong token.
+    match master(&addr, Some("not-tok")).await.map(|_| ()) {
+        Err(e) => assert!(e.to_string().contains("different tokens"), "{e}"),
+        Ok(()) => panic!("a wrong token got in"),
+    }
+    // No token at all.
+    match master(&addr, None).await.map(|_| ()) {
+        Err(dls_protocol::Error::Remote {
+            code: ErrorCode::Unauthorized,
+            ..
+        }) => {}
+        other => panic!("expected Unauthorized, got {other:?}"),
+    }
+
+    // Half a handshake, then silence: the daemon drops it after its timeout,
+    // and meanwhile serves others.
+    let mut idle = raw(&addr).await;
+    idle.write_raw(&[40, 0, 0]).await.expect("writes");
+
+    // A truncated frame after the handshake.
+    let mut c = master(&addr, Some("tok")).await.expect("handshake");
+    let (ab, _) = chunk(4, 1, 1);
+    let mut frame = Vec::new();
+    dls_protocol::frame::encode_head(
+        &ToWorker::Assign {
+            job: JobId(1),
+            chunk: ChunkId(1),
+            n: 4,
+            k: 1,
+        },
+        ab.len(),
+        &mut frame,
+    )
+    .expect("encodes");
+    c.write_raw(&frame).await.expect("writes");
+    c.write_raw(&[0u8; 40]).await.expect("writes");
+    c.get_mut().shutdown().await.expect("half-closes");
+    drop(c);
+
+    // Dimensions that disagree with the payload.
+    let mut c = master(&addr, Some("tok")).await.expect("handshake");
+    let mut frame = Vec::new();
+    dls_protocol::frame::encode_head(
+        &ToWorker::Assign {
+            job: JobId(1),
+            chunk: ChunkId(1),
+            n: 4,
+            k: 1,
+        },
+        3,
+        &mut frame,
+    )
+    .expect("encodes");
+    frame.extend_from_slice(&[0u8; 24]);
+    c.write_raw(&frame).await.expect("writes");
+    expect_error(&mut c, ErrorCode::PayloadMismatch).await;
+
+    // A chunk above the memory limit (1 MB here: 10 products of 100×100 need 2.4 MB).
+    let mut c = master(&addr, Some("tok")).await.expect("handshake");
+    let big = vec![0.0; 2 * 10 * 100 * 100];
+    // The worker refuses on the header; it may close before we finish writing.
+    let _ = c
+        .write_frame(
+            &ToWorker::Assign {
+                job: JobId(1),
+                chunk: ChunkId(1),
+                n: 100,
+                k: 10,
+            },
+            &big,
+        )
+        .await;
+    let m = expect_error(&mut c, ErrorCode::MemoryLimit).await;
+    assert!(m.contains("memory limit"), "{m}");
+
+    // A grant for a chunk that does not exist.
+    let mut c = master(&addr, Some("tok")).await.expect("handshake");
+    c.send(&ToWorker::Grant {
+        job: JobId(9),
+        chunk: ChunkId(9),
+    })
+    .await
+    .expect("writes");
+    expect_error(&mut c, ErrorCode::UnexpectedMessage).await;
+
+    // And a good master is still served, with the idle half-handshake still open.
+    let mut c = master(&addr, Some("tok")).await.expect("handshake");
+    good_chunk(&mut c, 7, 16, 2).await;
+    drop(idle);
+}
+
+#[tokio::test]
+async fn slowdown_makes_computing_slower() {
+    let d = Daemon::start(&["--slowdown", "4"], None);
+    let mut c = master(&d.addr, None).await.expect("handshake");
+    c.send(&ToWorker::ComputeProbe { n: 200, k: 4 }).await.expect("probe");
+    let slow = match next(&mut c).await {
+        FromWorker::ComputeDone { secs, .. } => secs,
+        other => panic!("{other:?}"),
+    };
+    let fast = kernel::time_batch(200, 4, 1);
+    // 4× slower, with room for noise on a busy machine.
+    assert!(slow > 2.0 * fast, "slowdown 4: {slow} s vs {fast} s unslowed");
+}
+
+#[test]
+fn refuses_public_address_without_token_and_stops_on_sigterm() {
+    let out = Command::new(env!("CARGO_BIN_EXE_dls-worker"))
+        .args(["--listen", "0.0.0.0:0"])
+        .env_remove("DLS_TOKEN")
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("without a token"));
+
+    let mut d = Daemon::start(&[], None);
+    let pid = d.child.id().to_string();
+    let status = Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs");
+    assert!(status.success());
+    let mut waited = 0;
+    loop {
+        if let Some(st) = d.child.try_wait().expect("waits") {
+            assert!(st.success(), "exit status {st:?}");
+            break;
+        }
+        waited += 1;
+        assert!(waited < 100, "did not stop within 10 s of SIGTERM");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
