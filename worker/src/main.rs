@@ -152,7 +152,8 @@ fn bench(size: usize, threads: Option<usize>, json: bool) -> Result<()> {
         bail!("--size must be at least 1");
     }
     let threads = threads.unwrap_or_else(cores).max(1);
-    let gflops = kernel::gflops(size, threads);
+    let k = kernel::Kernel::new(threads).map_err(anyhow::Error::msg)?;
+    let gflops = kernel::gflops(&k, size);
     if json {
         println!(
             "{}",

@@ -79,6 +79,7 @@ impl Config {
 /// Serve masters on `listener` until `shutdown` completes; then tell the
 /// current master goodbye and return.
 pub async fn serve(listener: TcpListener, cfg: Config, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+    let kernel = Arc::new(kernel::Kernel::new(cfg.threads).map_err(std::io::Error::other)?);
     let cfg = Arc::new(cfg);
     let session_slot = Arc::new(Semaphore::new(1));
     let conn_slots = Arc::new(Semaphore::new(cfg.max_connections));
@@ -94,9 +95,9 @@ pub async fn serve(listener: TcpListener, cfg: Config, shutdown: impl Future<Out
                         warn!(%peer, "too many connections; closing this one");
                         continue;
                     };
-                    let (cfg, slot, stop) = (cfg.clone(), session_slot.clone(), stop_rx.clone());
+                    let (cfg, slot, stop, kernel) = (cfg.clone(), session_slot.clone(), stop_rx.clone(), kernel.clone());
                     tasks.spawn(async move {
-                        handle(stream, peer, cfg, slot, stop).await;
+                        handle(stream, peer, cfg, kernel, slot, stop).await;
                         drop(permit);
                     });
                 }
@@ -127,6 +128,7 @@ async fn handle(
     stream: TcpStream,
     peer: SocketAddr,
     cfg: Arc<Config>,
+    kernel: Arc<kernel::Kernel>,
     slot: Arc<Semaphore>,
     stop: watch::Receiver<bool>,
 ) {
@@ -159,7 +161,7 @@ async fn handle(
         return;
     }
     info!(%peer, "master connected");
-    match Session::new(cfg).run(&mut conn, stop).await {
+    match Session::new(cfg, kernel).run(&mut conn, stop).await {
         Ok(()) => info!(%peer, "master left"),
         Err(e) => {
             warn!(%peer, "session ended: {e}");
@@ -214,6 +216,7 @@ fn c_bytes(n: u32, k: u32) -> u64 {
 
 struct Session {
     cfg: Arc<Config>,
+    kernel: Arc<kernel::Kernel>,
     /// Bytes of matrices held now.
     held: u64,
     /// Chunks received and not yet returned (or cancelled).
@@ -272,9 +275,10 @@ fn admit(msg: &ToWorker, held: u64, limit: u64, in_flight: usize) -> Result<()> 
 }
 
 impl Session {
-    fn new(cfg: Arc<Config>) -> Self {
+    fn new(cfg: Arc<Config>, kernel: Arc<kernel::Kernel>) -> Self {
         Session {
             cfg,
+            kernel,
             held: 0,
             in_flight: HashSet::new(),
             ready: HashMap::new(),
@@ -288,10 +292,10 @@ impl Session {
         // work beyond that, and each work item yields one `Done`.
         let (work_tx, mut work_rx) = mpsc::unbounded_channel::<Work>();
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Done>();
-        let (threads, slowdown) = (self.cfg.threads, self.cfg.slowdown);
+        let (kernel, slowdown) = (self.kernel.clone(), self.cfg.slowdown);
         let computer = tokio::task::spawn_blocking(move || {
             while let Some(work) = work_rx.blocking_recv() {
-                if done_tx.send(compute(work, threads, slowdown)).is_err() {
+                if done_tx.send(compute(&kernel, work, slowdown)).is_err() {
                     break;
                 }
             }
@@ -448,11 +452,11 @@ impl Session {
     }
 }
 
-fn compute(work: Work, threads: usize, slowdown: f64) -> Done {
+fn compute(kernel: &kernel::Kernel, work: Work, slowdown: f64) -> Done {
     let t0 = Instant::now();
     let done = match work {
         Work::Chunk { key, n, k, ab } => {
-            let c = kernel::multiply_batch(&ab, n as usize, k as usize, threads);
+            let c = kernel.multiply_batch(&ab, n as usize, k as usize);
             drop(ab);
             Done::Chunk {
                 key,
@@ -463,7 +467,7 @@ fn compute(work: Work, threads: usize, slowdown: f64) -> Done {
             }
         }
         Work::Probe { n, k } => {
-            kernel::time_batch(n as usize, k as usize, threads);
+            kernel::time_batch(kernel, n as usize, k as usize);
             Done::Probe { n, k, secs: 0.0 }
         }
     };

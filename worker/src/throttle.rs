@@ -92,6 +92,24 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Throttled<S> {
         Poll::Ready(Ok(n))
     }
 
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        // Unthrottled, keep the socket's vectored write (header and payload
+        // in one segment); throttled, slices are paced one by one anyway.
+        if self.rate.is_none() {
+            return Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        }
+        let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| &b[..]);
+        self.poll_write(cx, first)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.rate.is_none() && self.inner.is_write_vectored()
+    }
+
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_flush(cx)
     }

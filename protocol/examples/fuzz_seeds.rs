@@ -1,0 +1,78 @@
+//! Write the fuzz corpus seeds: one valid frame of every message kind, plus
+//! a few broken ones. `cargo run -p dls-protocol --example fuzz_seeds`
+//! (writes protocol/fuzz/corpus/decode_frame/).
+
+use bytes::BytesMut;
+use dls_protocol::{frame, Capabilities, ChunkId, ErrorCode, Frame, FromWorker, JobId, ToWorker};
+use std::path::Path;
+
+fn main() -> std::io::Result<()> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/decode_frame");
+    std::fs::create_dir_all(&dir)?;
+    let (job, chunk) = (JobId(1), ChunkId(2));
+    let to: Vec<Frame<ToWorker>> = vec![
+        Frame::new(ToWorker::Hello {
+            version: 1,
+            nonce: [7; 32],
+        }),
+        Frame::new(ToWorker::Auth {
+            proof: Some([9; 32]),
+            max_frame: 1 << 20,
+        }),
+        Frame::with_payload(
+            ToWorker::Assign { job, chunk, n: 2, k: 1 },
+            (0..8).map(f64::from).collect(),
+        ),
+        Frame::new(ToWorker::Grant { job, chunk }),
+        Frame::new(ToWorker::Cancel { job }),
+        Frame::new(ToWorker::Heartbeat { seq: 3 }),
+        Frame::with_payload(ToWorker::Echo { len: 2 }, vec![1.0, 2.0]),
+        Frame::new(ToWorker::Pull { len: 4 }),
+        Frame::new(ToWorker::ComputeProbe { n: 8, k: 2 }),
+        Frame::new(ToWorker::Bye),
+    ];
+    let from: Vec<Frame<FromWorker>> = vec![
+        Frame::new(FromWorker::Challenge {
+            version: 1,
+            nonce: [1; 32],
+            proof: None,
+        }),
+        Frame::new(FromWorker::Welcome(Capabilities {
+            cores: 2,
+            threads: 2,
+            memory_limit: 1 << 30,
+            kernel: "k".into(),
+            emulated: false,
+        })),
+        Frame::new(FromWorker::Received { job, chunk }),
+        Frame::new(FromWorker::Ready {
+            job,
+            chunk,
+            compute_secs: 0.5,
+        }),
+        Frame::with_payload(FromWorker::Results { job, chunk, n: 1, k: 2 }, vec![3.0, 4.0]),
+        Frame::new(FromWorker::Error {
+            code: ErrorCode::Busy,
+            message: "busy".into(),
+        }),
+    ];
+    let mut n = 0;
+    let mut write = |bytes: &[u8]| -> std::io::Result<()> {
+        n += 1;
+        std::fs::write(dir.join(format!("seed-{n:02}")), bytes)
+    };
+    for f in &to {
+        let mut b = BytesMut::new();
+        frame::encode(f, &mut b).map_err(std::io::Error::other)?;
+        write(&b)?;
+    }
+    for f in &from {
+        let mut b = BytesMut::new();
+        frame::encode(f, &mut b).map_err(std::io::Error::other)?;
+        write(&b)?;
+    }
+    write(&[0xff, 0xff, 0xff, 0xff])?;
+    write(&[5, 0, 0, 0, 1, 0, 0, 0, 200])?;
+    println!("wrote {n} seeds to {}", dir.display());
+    Ok(())
+}

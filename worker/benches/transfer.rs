@@ -1,0 +1,118 @@
+//! Bulk path: master → worker chunks over loopback through `Connection`
+//! (header + raw f64 payload, decoded into a fresh `Vec<f64>`), against a
+//! plain TCP socket moving the same bytes, in the same run.
+//!
+//! `cargo bench -p dls-worker --bench transfer [-- ROUNDS]`
+//!
+//! Each round sends one 64 MiB chunk each way of doing it, alternating which
+//! goes first; a transfer ends when the receiver has every byte and says so
+//! (one-byte acknowledgement). Prints medians and their ratio.
+
+use dls_protocol::{ChunkId, Connection, FromWorker, JobId, ToWorker};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const N: u32 = 512;
+const K: u32 = 16; // 2 · 16 · 512² f64 = 64 MiB
+
+async fn pair() -> (TcpStream, TcpStream) {
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("binds");
+    let addr = l.local_addr().expect("addr");
+    let (a, b) = tokio::join!(TcpStream::connect(addr), l.accept());
+    let a = a.expect("connects");
+    let b = b.expect("accepts").0;
+    a.set_nodelay(true).expect("nodelay");
+    b.set_nodelay(true).expect("nodelay");
+    (a, b)
+}
+
+async fn raw_round(bytes: &[u8]) -> Duration {
+    let (mut tx, mut rx) = pair().await;
+    let len = bytes.len();
+    let reader = tokio::spawn(async move {
+        let mut buf = vec![0u8; len];
+        rx.read_exact(&mut buf).await.expect("reads");
+        rx.write_all(&[1]).await.expect("acks");
+        std::hint::black_box(buf);
+    });
+    let t = Instant::now();
+    tx.write_all(bytes).await.expect("writes");
+    let mut ack = [0u8];
+    tx.read_exact(&mut ack).await.expect("ack");
+    let d = t.elapsed();
+    reader.await.expect("reader");
+    d
+}
+
+async fn framed_round(payload: &[f64]) -> Duration {
+    let (tx, rx) = pair().await;
+    let mut master: Connection<_, FromWorker, ToWorker> = Connection::new(tx);
+    master.set_max_frame(1 << 32);
+    let reader = tokio::spawn(async move {
+        let mut worker: Connection<_, ToWorker, FromWorker> = Connection::new(rx);
+        worker.set_max_frame(1 << 32);
+        let f = worker.read_frame().await.expect("valid").expect("a frame");
+        let (job, chunk) = match f.msg {
+            ToWorker::Assign { job, chunk, .. } => (job, chunk),
+            other => panic!("{other:?}"),
+        };
+        worker.send(&FromWorker::Received { job, chunk }).await.expect("acks");
+        std::hint::black_box(f.payload);
+    });
+    let t = Instant::now();
+    master
+        .write_frame(
+            &ToWorker::Assign {
+                job: JobId(1),
+                chunk: ChunkId(1),
+                n: N,
+                k: K,
+            },
+            payload,
+        )
+        .await
+        .expect("writes");
+    let ack = master.read_frame().await.expect("valid").expect("ack");
+    let d = t.elapsed();
+    assert!(matches!(ack.msg, FromWorker::Received { .. }));
+    reader.await.expect("reader");
+    d
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let rounds: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(15);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let values = (2 * K * N * N) as usize;
+    let payload: Vec<f64> = (0..values).map(|i| i as f64).collect();
+    let bytes: Vec<u8> = payload.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mb = bytes.len() as f64 / 1e6;
+    let (mut raw, mut ours) = (Vec::new(), Vec::new());
+    rt.block_on(async {
+        // Warm up both paths once.
+        raw_round(&bytes).await;
+        framed_round(&payload).await;
+        for r in 0..rounds {
+            if r % 2 == 0 {
+                raw.push(mb / raw_round(&bytes).await.as_secs_f64());
+                ours.push(mb / framed_round(&payload).await.as_secs_f64());
+            } else {
+                ours.push(mb / framed_round(&payload).await.as_secs_f64());
+                raw.push(mb / raw_round(&bytes).await.as_secs_f64());
+            }
+        }
+    });
+    let (r, o) = (median(raw), median(ours));
+    println!("bulk transfer, {mb:.1} MB chunk, {rounds} rounds, medians:");
+    println!("  raw TCP          {r:8.0} MB/s");
+    println!("  dls Connection   {o:8.0} MB/s");
+    println!("  ratio            {:8.3}", o / r);
+}
