@@ -2,5 +2,6 @@
 //! [`dls_lp`], and (in later modules) runs batches on worker daemons.
 
 pub mod cli;
+pub mod executor;
 pub mod plan_report;
 pub mod platform_file;

@@ -1,0 +1,235 @@
+//! The one-port executor: a synchronous state machine that decides, from
+//! events, when to send the next chunk and when to grant a worker the port
+//! for its results. It knows nothing of sockets or clocks; the runtime feeds
+//! it events and carries out its commands, and tests drive it with a
+//! simulated platform.
+//!
+//! Rules (the report's model):
+//! - sends go back to back in send order, every chunk of a worker before the
+//!   next worker's; a send ends when the worker says it has the whole chunk;
+//! - returns go in return order; a worker is granted the port when it is its
+//!   turn, every chunk of it is computed, and the port is free (one port:
+//!   also every send is over); its chunks then return back to back;
+//! - one transfer at a time on the master's port (two ports: one send and
+//!   one return at a time).
+
+use dls_lp::Ports;
+use dls_protocol::ChunkId;
+use std::fmt;
+
+/// A contiguous range of products `[start, start + len)` for one worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunk {
+    pub worker: usize,
+    pub id: ChunkId,
+    pub start: usize,
+    pub len: usize,
+}
+
+/// What the runtime must do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// Send this chunk (A and B of its products).
+    Assign(Chunk),
+    /// Let this worker return this chunk's results.
+    Grant { worker: usize, chunk: ChunkId },
+}
+
+/// What the runtime saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// The worker has the whole chunk.
+    Received { worker: usize, chunk: ChunkId },
+    /// The worker computed the chunk.
+    Ready { worker: usize, chunk: ChunkId },
+    /// The master has the chunk's whole results.
+    Results { worker: usize, chunk: ChunkId },
+}
+
+/// An event the plan does not allow: the worker broke the protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unexpected(pub Event);
+
+impl fmt::Display for Unexpected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unexpected {:?} at this point of the schedule", self.0)
+    }
+}
+
+impl std::error::Error for Unexpected {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Pending,
+    Sending,
+    Sent,
+    Ready,
+    Returning,
+    Returned,
+}
+
+/// Split per-worker loads into chunks of at most `max_chunk` products,
+/// handing out product ranges in send order.
+pub fn chunks(send_order: &[usize], loads: &[u64], max_chunk: usize) -> Vec<Vec<Chunk>> {
+    let max_chunk = max_chunk.max(1);
+    let mut out = vec![Vec::new(); loads.len()];
+    let mut next = 0usize;
+    let mut id = 0u64;
+    for &w in send_order {
+        let mut left = loads[w] as usize;
+        while left > 0 {
+            let len = left.min(max_chunk);
+            out[w].push(Chunk {
+                worker: w,
+                id: ChunkId(id),
+                start: next,
+                len,
+            });
+            id += 1;
+            next += len;
+            left -= len;
+        }
+    }
+    out
+}
+
+pub struct Executor {
+    ports: Ports,
+    send_order: Vec<usize>,
+    return_order: Vec<usize>,
+    chunks: Vec<Vec<Chunk>>,
+    stage: Vec<Vec<Stage>>,
+    /// Position in `send_order` and chunk index of the next send.
+    send_pos: (usize, usize),
+    /// Position in `return_order` and chunk index of the next return.
+    return_pos: (usize, usize),
+    sending: bool,
+    returning: bool,
+}
+
+impl Executor {
+    /// Workers with no chunk are dropped from both orders.
+    pub fn new(ports: Ports, send_order: &[usize], return_order: &[usize], chunks: Vec<Vec<Chunk>>) -> Self {
+        let has = |w: &usize| !chunks[*w].is_empty();
+        let stage = chunks.iter().map(|c| vec![Stage::Pending; c.len()]).collect();
+        Executor {
+            ports,
+            send_order: send_order.iter().copied().filter(has).collect(),
+            return_order: return_order.iter().copied().filter(has).collect(),
+            chunks,
+            stage,
+            send_pos: (0, 0),
+            return_pos: (0, 0),
+            sending: false,
+            returning: false,
+        }
+    }
+
+    pub fn chunks(&self) -> &[Vec<Chunk>] {
+        &self.chunks
+    }
+
+    /// The first commands.
+    pub fn start(&mut self) -> Vec<Command> {
+        self.advance()
+    }
+
+    pub fn done(&self) -> bool {
+        self.return_pos.0 >= self.return_order.len()
+    }
+
+    fn all_sent(&self) -> bool {
+        self.send_pos.0 >= self.send_order.len()
+    }
+
+    fn find(&self, worker: usize, chunk: ChunkId) -> Option<usize> {
+        self.chunks.get(worker)?.iter().position(|c| c.id == chunk)
+    }
+
+    pub fn on_event(&mut self, ev: Event) -> Result<Vec<Command>, Unexpected> {
+        let bad = || Unexpected(ev);
+        let (worker, chunk) = match ev {
+            Event::Received { worker, chunk } | Event::Ready { worker, chunk } | Event::Results { worker, chunk } => {
+                (worker, chunk)
+            }
+        };
+        let j = self.find(worker, chunk).ok_or_else(bad)?;
+        let st = &mut self.stage[worker][j];
+        match ev {
+            Event::Received { .. } => {
+                if *st != Stage::Sending {
+                    return Err(bad());
+                }
+                *st = Stage::Sent;
+                self.sending = false;
+                let (p, c) = self.send_pos;
+                self.send_pos = if c + 1 < self.chunks[self.send_order[p]].len() { (p, c + 1) } else { (p + 1, 0) };
+            }
+            Event::Ready { .. } => {
+                if *st != Stage::Sent {
+                    return Err(bad());
+                }
+                *st = Stage::Ready;
+            }
+            Event::Results { .. } => {
+                if *st != Stage::Returning {
+                    return Err(bad());
+                }
+                *st = Stage::Returned;
+                self.returning = false;
+                let (p, c) = self.return_pos;
+                self.return_pos = if c + 1 < self.chunks[self.return_order[p]].len() {
+                    (p, c + 1)
+                } else {
+                    (p + 1, 0)
+                };
+            }
+        }
+        Ok(self.advance())
+    }
+
+    fn port_free_for_send(&self) -> bool {
+        match self.ports {
+            Ports::One => !self.sending && !self.returning,
+            Ports::Two => !self.sending,
+        }
+    }
+
+    fn port_free_for_return(&self) -> bool {
+        match self.ports {
+            // The report's model: every send precedes every return.
+            Ports::One => !self.sending && !self.returning && self.all_sent(),
+            Ports::Two => !self.returning,
+        }
+    }
+
+    fn advance(&mut self) -> Vec<Command> {
+        let mut out = Vec::new();
+        if !self.all_sent() && self.port_free_for_send() {
+            let (p, c) = self.send_pos;
+            let w = self.send_order[p];
+            self.stage[w][c] = Stage::Sending;
+            self.sending = true;
+            out.push(Command::Assign(self.chunks[w][c]));
+        }
+        if !self.done() && self.port_free_for_return() {
+            let (p, c) = self.return_pos;
+            let w = self.return_order[p];
+            // A worker's turn starts only when all its chunks are computed;
+            // within its turn the chunks follow each other.
+            let turn_ok = c > 0 || self.stage[w].iter().all(|s| *s == Stage::Ready);
+            if turn_ok && self.stage[w][c] == Stage::Ready {
+                self.stage[w][c] = Stage::Returning;
+                self.returning = true;
+                out.push(Command::Grant {
+                    worker: w,
+                    chunk: self.chunks[w][c].id,
+                });
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

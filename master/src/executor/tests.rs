@@ -1,0 +1,220 @@
+//! The executor against a simulated platform: every command and reply goes
+//! through the real codec, and the simulated run must reproduce the
+//! planner's timeline (an independent computation of the same schedule).
+
+use super::*;
+use bytes::BytesMut;
+use dls_lp::{plan, Platform, Request, Rounding, Strategy, Worker};
+use dls_protocol::{frame, Frame, FromWorker, JobId, ToWorker};
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// Through the codec and back; the message must survive unchanged.
+fn wire<M>(f: Frame<M>) -> Frame<M>
+where
+    M: serde::Serialize + serde::de::DeserializeOwned + dls_protocol::Payload + PartialEq + std::fmt::Debug + Clone,
+{
+    let mut buf = BytesMut::new();
+    frame::encode(&f, &mut buf).expect("encodes");
+    let back = frame::decode::<M>(&mut buf, 1 << 30).expect("decodes").expect("whole");
+    assert_eq!(back, f);
+    assert!(buf.is_empty(), "no stray bytes");
+    back
+}
+
+#[derive(Debug, PartialEq)]
+struct Timed(f64, u64, Event);
+impl Eq for Timed {}
+impl PartialOrd for Timed {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Timed {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // Earliest first; ties in order of scheduling.
+        o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
+    }
+}
+
+struct Run {
+    makespan: f64,
+    /// (start, end, is_send, worker) of every transfer.
+    transfers: Vec<(f64, f64, bool, usize)>,
+}
+
+/// Simulate the platform (n = 1 products, so payloads stay tiny on the wire).
+fn simulate(platform: &Platform, ports: Ports, send: &[usize], ret: &[usize], loads: &[u64], max_chunk: usize) -> Run {
+    let wk = platform.workers();
+    let mut ex = Executor::new(ports, send, ret, chunks(send, loads, max_chunk));
+    let job = JobId(7);
+    let mut queue = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut compute_free = vec![0.0f64; wk.len()];
+    let mut starts: std::collections::HashMap<(usize, ChunkId, bool), f64> = Default::default();
+    let mut transfers = Vec::new();
+    let mut now = 0.0;
+    let mut pending = ex.start();
+    let mut guard = 0;
+    loop {
+        for cmd in pending.drain(..) {
+            match cmd {
+                Command::Assign(ch) => {
+                    let msg = ToWorker::Assign {
+                        job,
+                        chunk: ch.id,
+                        n: 1,
+                        k: ch.len as u32,
+                    };
+                    let f = wire(Frame::with_payload(msg, vec![1.0; 2 * ch.len]));
+                    assert!(matches!(f.msg, ToWorker::Assign { .. }));
+                    let w = ch.worker;
+                    let received = now + ch.len as f64 * wk[w].c;
+                    starts.insert((w, ch.id, true), now);
+                    seq += 1;
+                    queue.push(Timed(received, seq, Event::Received { worker: w, chunk: ch.id }));
+                    let done = received.max(compute_free[w]) + ch.len as f64 * wk[w].w;
+                    compute_free[w] = done;
+                    seq += 1;
+                    queue.push(Timed(done, seq, Event::Ready { worker: w, chunk: ch.id }));
+                }
+                Command::Grant { worker, chunk } => {
+                    wire(Frame::new(ToWorker::Grant { job, chunk }));
+                    let len = ex.chunks()[worker].iter().find(|c| c.id == chunk).expect("known chunk").len;
+                    starts.insert((worker, chunk, false), now);
+                    seq += 1;
+                    queue.push(Timed(now + len as f64 * wk[worker].d, seq, Event::Results { worker, chunk }));
+                }
+            }
+        }
+        let Some(Timed(t, _, ev)) = queue.pop() else { break };
+        now = t;
+        // The worker's replies cross the wire too.
+        match ev {
+            Event::Received { worker, chunk } => {
+                wire(Frame::new(FromWorker::Received { job, chunk }));
+                transfers.push((starts[&(worker, chunk, true)], t, true, worker));
+            }
+            Event::Ready { chunk, .. } => {
+                wire(Frame::new(FromWorker::Ready { job, chunk, compute_secs: 0.0 }));
+            }
+            Event::Results { worker, chunk } => {
+                let len = ex.chunks()[worker].iter().find(|c| c.id == chunk).expect("known").len;
+                wire(Frame::with_payload(FromWorker::Results { job, chunk, n: 1, k: len as u32 }, vec![0.5; len]));
+                transfers.push((starts[&(worker, chunk, false)], t, false, worker));
+            }
+        }
+        pending = ex.on_event(ev).expect("the simulated worker follows the protocol");
+        guard += 1;
+        assert!(guard < 1_000_000);
+    }
+    assert!(ex.done(), "every chunk returned");
+    Run { makespan: now, transfers }
+}
+
+fn check_one_port(run: &Run, send: &[usize], ret: &[usize], loads: &[u64]) {
+    let mut t = run.transfers.clone();
+    t.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for pair in t.windows(2) {
+        assert!(pair[1].0 >= pair[0].1 - 1e-12, "transfers overlap: {:?} and {:?}", pair[0], pair[1]);
+    }
+    let order = |is_send: bool| {
+        let mut v: Vec<usize> = t.iter().filter(|x| x.2 == is_send).map(|x| x.3).collect();
+        v.dedup();
+        v
+    };
+    let enrolled = |o: &[usize]| o.iter().copied().filter(|&w| loads[w] > 0).collect::<Vec<_>>();
+    assert_eq!(order(true), enrolled(send));
+    assert_eq!(order(false), enrolled(ret));
+}
+
+fn platform() -> Platform {
+    Platform::new(vec![
+        Worker::new("a", 0.010, 0.20, 0.005),
+        Worker::new("b", 0.020, 0.10, 0.010),
+        Worker::new("c", 0.015, 0.40, 0.0075),
+        Worker::new("d", 0.200, 0.05, 0.100),
+    ])
+    .expect("valid")
+}
+
+#[test]
+fn simulated_run_reproduces_the_planned_timeline() {
+    let p = platform();
+    for strategy in [Strategy::Fifo, Strategy::Lifo, Strategy::IncC, Strategy::IncW, Strategy::Best] {
+        for load in [1u64, 3, 17, 200, 1000] {
+            let pl = plan(&p, &Request::new(load, strategy)).expect("plans");
+            let (send, ret) = (pl.scenario.send_order.clone(), pl.scenario.return_order.clone());
+            let run = simulate(&p, Ports::One, &send, &ret, &pl.loads, usize::MAX);
+            check_one_port(&run, &send, &ret, &pl.loads);
+            let want = pl.makespan();
+            assert!((run.makespan - want).abs() <= 1e-9 * want, "{strategy} M={load}: {} vs {want}", run.makespan);
+        }
+    }
+}
+
+#[test]
+fn chunking_never_finishes_later() {
+    let p = platform();
+    let pl = plan(&p, &Request::new(500, Strategy::Fifo)).expect("plans");
+    let (send, ret) = (pl.scenario.send_order.clone(), pl.scenario.return_order.clone());
+    for max_chunk in [1, 7, 50] {
+        let run = simulate(&p, Ports::One, &send, &ret, &pl.loads, max_chunk);
+        check_one_port(&run, &send, &ret, &pl.loads);
+        assert!(run.makespan <= pl.makespan() * (1.0 + 1e-9));
+    }
+}
+
+#[test]
+fn two_ports_overlap_sends_and_returns() {
+    let p = platform();
+    let req = Request {
+        load: 400,
+        strategy: Strategy::Fifo,
+        ports: Ports::Two,
+        rounding: Rounding::Refined,
+    };
+    let pl = plan(&p, &req).expect("plans");
+    let (send, ret) = (pl.scenario.send_order.clone(), pl.scenario.return_order.clone());
+    let run = simulate(&p, Ports::Two, &send, &ret, &pl.loads, usize::MAX);
+    assert!((run.makespan - pl.makespan()).abs() <= 1e-9 * pl.makespan());
+    // Never two sends or two returns at once.
+    for is_send in [true, false] {
+        let mut t: Vec<_> = run.transfers.iter().filter(|x| x.2 == is_send).collect();
+        t.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for pair in t.windows(2) {
+            assert!(pair[1].0 >= pair[0].1 - 1e-12);
+        }
+    }
+}
+
+#[test]
+fn chunks_cover_the_batch_once_in_send_order() {
+    let c = chunks(&[2, 0, 1], &[5, 0, 3], 2); // worker 0: 5 units, worker 2: 3
+    let flat: Vec<(usize, usize, usize)> = c.iter().flatten().map(|c| (c.worker, c.start, c.len)).collect();
+    assert_eq!(c[1].len(), 0);
+    let mut covered: Vec<usize> = c.iter().flatten().flat_map(|c| c.start..c.start + c.len).collect();
+    covered.sort_unstable();
+    assert_eq!(covered, (0..8).collect::<Vec<_>>());
+    // Worker 2 is sent first: it holds products 0..3.
+    assert!(flat.contains(&(2, 0, 2)) && flat.contains(&(2, 2, 1)));
+    let ids: std::collections::HashSet<_> = c.iter().flatten().map(|c| c.id).collect();
+    assert_eq!(ids.len(), 5);
+}
+
+#[test]
+fn protocol_violations_are_refused() {
+    let mut ex = Executor::new(Ports::One, &[0, 1], &[0, 1], chunks(&[0, 1], &[2, 2], 10));
+    let first = ex.start();
+    assert_eq!(first.len(), 1);
+    let c0 = ex.chunks()[0][0].id;
+    let c1 = ex.chunks()[1][0].id;
+    // Ready before Received, Results before Grant, unknown chunks.
+    assert!(ex.on_event(Event::Ready { worker: 0, chunk: c0 }).is_err());
+    assert!(ex.on_event(Event::Results { worker: 0, chunk: c0 }).is_err());
+    assert!(ex.on_event(Event::Received { worker: 1, chunk: c1 }).is_err());
+    assert!(ex.on_event(Event::Received { worker: 0, chunk: ChunkId(99) }).is_err());
+    assert!(ex.on_event(Event::Received { worker: 5, chunk: c0 }).is_err());
+    // The right one is accepted and leads to the next send.
+    assert_eq!(ex.on_event(Event::Received { worker: 0, chunk: c0 }).expect("ok"), vec![Command::Assign(ex.chunks()[1][0])]);
+}
