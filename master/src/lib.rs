@@ -3,5 +3,6 @@
 
 pub mod cli;
 pub mod executor;
+pub mod npy;
 pub mod plan_report;
 pub mod platform_file;

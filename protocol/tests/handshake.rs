@@ -176,3 +176,27 @@ async fn a_refused_admission_reaches_the_master() {
         "{m:?}"
     );
 }
+
+#[tokio::test]
+async fn payload_in_parts_arrives_whole() {
+    let (a, b) = tokio::io::duplex(97);
+    let mut m: Connection<_, FromWorker, ToWorker> = Connection::new(a);
+    let mut w: Connection<_, ToWorker, FromWorker> = Connection::new(b);
+    w.set_max_frame(1 << 20);
+    let a_part: Vec<f64> = (0..18).map(f64::from).collect();
+    let b_part: Vec<f64> = (100..118).map(f64::from).collect();
+    let msg = ToWorker::Assign {
+        job: JobId(1),
+        chunk: ChunkId(2),
+        n: 3,
+        k: 2,
+    };
+    let parts: [&[f64]; 3] = [&a_part, &[], &b_part];
+    let (sent, got) = tokio::join!(m.write_frame_parts(&msg, &parts), w.read_frame());
+    sent.expect("sends");
+    let got = got.expect("valid").expect("a frame");
+    assert_eq!(got.msg, msg);
+    assert_eq!(got.payload, [a_part, b_part].concat());
+    // A payload that disagrees with the message is refused before writing.
+    assert!(m.write_frame_parts(&msg, &[&[1.0]]).await.is_err());
+}

@@ -1,0 +1,188 @@
+//! NumPy `.npy` files of f64 matrices, shape (M, n, n), C order — the
+//! batch inputs A, B and the output C. Only what the runtime needs: a
+//! reader that names every mismatch and a writer.
+
+use anyhow::{bail, Context, Result};
+use std::io::{Read, Write};
+use std::path::Path;
+
+const MAGIC: &[u8] = b"\x93NUMPY";
+
+/// A batch of `m` square matrices of size `n`, row-major, back to back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Matrices {
+    pub m: usize,
+    pub n: usize,
+    pub data: Vec<f64>,
+}
+
+fn field<'a>(header: &'a str, key: &str) -> Option<&'a str> {
+    let at = header.find(&format!("'{key}'"))?;
+    let rest = header[at + key.len() + 2..].trim_start();
+    rest.strip_prefix(':').map(str::trim_start)
+}
+
+fn parse_header(header: &str, origin: &str) -> Result<Vec<usize>> {
+    let descr = field(header, "descr").with_context(|| format!("{origin}: header has no 'descr'"))?;
+    let descr = descr.split(['\'', '"']).nth(1).unwrap_or("");
+    if descr != "<f8" && !(descr == "=f8" && cfg!(target_endian = "little")) {
+        bail!("{origin}: dtype {descr:?} is not float64 ('<f8'); convert with numpy: a.astype('<f8')");
+    }
+    let fortran = field(header, "fortran_order").with_context(|| format!("{origin}: header has no 'fortran_order'"))?;
+    if fortran.starts_with("True") {
+        bail!("{origin}: the array is in Fortran order; save a C-ordered copy (numpy.ascontiguousarray)");
+    }
+    let shape = field(header, "shape").with_context(|| format!("{origin}: header has no 'shape'"))?;
+    let inner = shape
+        .strip_prefix('(')
+        .and_then(|s| s.split(')').next())
+        .with_context(|| format!("{origin}: unreadable shape {shape:?}"))?;
+    inner
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<usize>().with_context(|| format!("{origin}: unreadable shape entry {s:?}")))
+        .collect()
+}
+
+/// Read a (M, n, n) float64 array. `n`, when given, must match.
+pub fn read(path: &Path, n: Option<usize>) -> Result<Matrices> {
+    let origin = path.display().to_string();
+    let mut f = std::fs::File::open(path).with_context(|| format!("opening {origin}"))?;
+    let mut magic = [0u8; 8];
+    f.read_exact(&mut magic).with_context(|| format!("{origin}: too short to be a .npy file"))?;
+    if &magic[..6] != MAGIC {
+        bail!("{origin}: not a .npy file (bad magic)");
+    }
+    let header_len = match magic[6] {
+        1 => {
+            let mut b = [0u8; 2];
+            f.read_exact(&mut b)?;
+            u16::from_le_bytes(b) as usize
+        }
+        2 | 3 => {
+            let mut b = [0u8; 4];
+            f.read_exact(&mut b)?;
+            u32::from_le_bytes(b) as usize
+        }
+        v => bail!("{origin}: unsupported .npy version {v}"),
+    };
+    if header_len > 1 << 20 {
+        bail!("{origin}: header of {header_len} bytes is not plausible");
+    }
+    let mut header = vec![0u8; header_len];
+    f.read_exact(&mut header).with_context(|| format!("{origin}: truncated header"))?;
+    let header = String::from_utf8_lossy(&header);
+    let shape = parse_header(&header, &origin)?;
+    if shape.len() != 3 {
+        bail!("{origin}: shape {shape:?} has rank {}, expected 3: (M, n, n)", shape.len());
+    }
+    let (m, rows, cols) = (shape[0], shape[1], shape[2]);
+    if rows != cols {
+        bail!("{origin}: matrices of shape {rows}×{cols} are not square");
+    }
+    if let Some(n) = n {
+        if rows != n {
+            bail!("{origin}: matrices are {rows}×{rows}, but --size is {n}");
+        }
+    }
+    let count = m
+        .checked_mul(rows)
+        .and_then(|x| x.checked_mul(rows))
+        .with_context(|| format!("{origin}: shape {shape:?} is too large"))?;
+    let mut data = vec![0.0f64; count];
+    f.read_exact(bytemuck::cast_slice_mut(&mut data))
+        .with_context(|| format!("{origin}: holds fewer values than its shape {shape:?} says"))?;
+    if cfg!(target_endian = "big") {
+        for v in &mut data {
+            *v = f64::from_le_bytes(v.to_ne_bytes());
+        }
+    }
+    let mut extra = [0u8; 1];
+    if f.read(&mut extra)? != 0 {
+        bail!("{origin}: holds more bytes than its shape {shape:?} says");
+    }
+    Ok(Matrices { m, n: rows, data })
+}
+
+/// Write a (M, n, n) float64 array (format version 1.0).
+pub fn write(path: &Path, mats: &Matrices) -> Result<()> {
+    let origin = path.display().to_string();
+    let mut header = format!(
+        "{{'descr': '<f8', 'fortran_order': False, 'shape': ({}, {}, {}), }}",
+        mats.m, mats.n, mats.n
+    );
+    // Magic (6) + version (2) + length (2) + header + '\n' is a multiple of 64.
+    let total = 10 + header.len() + 1;
+    header.push_str(&" ".repeat((64 - total % 64) % 64));
+    header.push('\n');
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {origin}"))?);
+    f.write_all(MAGIC)?;
+    f.write_all(&[1, 0])?;
+    f.write_all(&(header.len() as u16).to_le_bytes())?;
+    f.write_all(header.as_bytes())?;
+    f.write_all(&dls_protocol::frame::payload_bytes(&mats.data))?;
+    f.flush().with_context(|| format!("writing {origin}"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(name: &str) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("dls-npy-{}-{name}", std::process::id()))
+    }
+
+    fn raw(path: &Path, header: &str, values: usize) {
+        let mut h = header.to_string();
+        let total = 10 + h.len() + 1;
+        h.push_str(&" ".repeat((64 - total % 64) % 64));
+        h.push('\n');
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend([1, 0]);
+        bytes.extend((h.len() as u16).to_le_bytes());
+        bytes.extend(h.as_bytes());
+        bytes.extend(vec![0u8; values * 8]);
+        std::fs::write(path, bytes).expect("writes");
+    }
+
+    #[test]
+    fn roundtrip() {
+        let p = tmp("rt.npy");
+        let m = Matrices {
+            m: 3,
+            n: 2,
+            data: (0..12).map(|i| i as f64 * 0.25).collect(),
+        };
+        write(&p, &m).expect("writes");
+        let bytes = std::fs::read(&p).expect("reads");
+        let header_end = 10 + u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+        assert_eq!(header_end % 64, 0, "header padded to 64 bytes as numpy does");
+        assert_eq!(read(&p, Some(2)).expect("reads"), m);
+        let _ = std::fs::remove_file(p);
+    }
+
+    fn fails(header: &str, values: usize, n: Option<usize>, needle: &str) {
+        let p = tmp(&format!("bad-{}.npy", needle.len()));
+        raw(&p, header, values);
+        let e = format!("{:#}", read(&p, n).expect_err("must fail"));
+        let _ = std::fs::remove_file(&p);
+        assert!(e.contains(needle), "{e:?} should mention {needle:?}");
+    }
+
+    #[test]
+    fn mismatches_are_named() {
+        fails("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 2), }", 2, None, "not float64");
+        fails("{'descr': '<f8', 'fortran_order': True, 'shape': (1, 2, 2), }", 4, None, "Fortran");
+        fails("{'descr': '<f8', 'fortran_order': False, 'shape': (4, 4), }", 16, None, "rank 2");
+        fails("{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 3), }", 6, None, "not square");
+        fails("{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 2), }", 4, Some(3), "--size is 3");
+        fails("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2, 2), }", 5, None, "fewer values");
+        fails("{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 2), }", 5, None, "more bytes");
+        let p = tmp("junk.npy");
+        std::fs::write(&p, b"hello world").expect("writes");
+        assert!(format!("{:#}", read(&p, None).expect_err("fails")).contains("not a .npy"));
+        let _ = std::fs::remove_file(p);
+    }
+}
