@@ -45,6 +45,19 @@ pub enum RoundingArg {
     Refined,
 }
 
+#[derive(Debug, clap::Args)]
+pub struct Workers {
+    /// Cluster file (TOML, one [[worker]] with name and address each).
+    #[arg(long, conflicts_with = "workers", required_unless_present = "workers")]
+    pub cluster: Option<PathBuf>,
+    /// Comma-separated host:port list instead of a cluster file.
+    #[arg(long)]
+    pub workers: Option<String>,
+    /// File holding the shared token (else the DLS_TOKEN environment variable).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Plan a load on a platform file: orders, loads and the predicted timeline.
@@ -66,10 +79,111 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Measure every worker (linearity test) and write a platform file.
+    Calibrate {
+        #[command(flatten)]
+        workers: Workers,
+        /// Matrix size n of a unit (one product).
+        #[arg(long, default_value_t = 128)]
+        size: usize,
+        /// Where to write the platform file.
+        #[arg(short = 'o', long)]
+        output: PathBuf,
+        /// Print the fits as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a batch of matrix products on the workers.
+    Run(Box<RunArgs>),
+    /// Draw an SVG Gantt chart of a trace written by `dls run --trace`.
+    Gantt {
+        trace: PathBuf,
+        #[arg(short = 'o', long)]
+        output: PathBuf,
+    },
+    /// Run the whole thing on this machine: 4 emulated workers, calibration,
+    /// one batch under several strategies, predicted against measured.
+    Demo {
+        /// Demo platform file [default: the built-in configs/demo.toml].
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Where to write demo-trace.json and demo-gantt.svg.
+        #[arg(long, default_value = ".")]
+        out_dir: PathBuf,
+        /// Print the comparison as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub workers: Workers,
+    /// Number of products M (inferred from --input when given).
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Matrix size n (inferred from --input when given).
+    #[arg(long)]
+    pub size: Option<usize>,
+    #[arg(long, value_enum, default_value = "fifo")]
+    pub strategy: StrategyArg,
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub ports: u8,
+    #[arg(long, value_enum, default_value = "refined")]
+    pub rounding: RoundingArg,
+    /// Platform file with the workers' costs [default: from the cluster file, else calibrate first].
+    #[arg(long)]
+    pub platform: Option<PathBuf>,
+    /// A and B as .npy files of shape (M, n, n), float64.
+    #[arg(long, num_args = 2, value_names = ["A.npy", "B.npy"])]
+    pub input: Option<Vec<PathBuf>>,
+    /// Write C as a .npy file of shape (M, n, n), in batch order.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Seed of the random inputs (and of the products chosen for --verify).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Products the master recomputes to check the results.
+    #[arg(long, default_value_t = 3)]
+    pub verify: usize,
+    /// Write a Chrome trace-event JSON file (Perfetto, chrome://tracing).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Write an SVG Gantt chart, measured above predicted.
+    #[arg(long)]
+    pub gantt: Option<PathBuf>,
+    /// Largest chunk sent at once, in MB of A and B.
+    #[arg(long, default_value_t = 256)]
+    pub chunk_mb: u64,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Runtime::new().context("starting the async runtime")
+}
+
+pub(crate) fn cluster_of(w: &Workers) -> Result<crate::cluster::Cluster> {
+    match (&w.cluster, &w.workers) {
+        (Some(path), _) => crate::cluster::Cluster::load(path),
+        (None, Some(list)) => crate::cluster::Cluster::from_list(list),
+        (None, None) => anyhow::bail!("give the workers with --cluster FILE or --workers host:port,..."),
+    }
 }
 
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Calibrate {
+            workers,
+            size,
+            output,
+            json,
+        } => crate::commands::calibrate(&workers, size, &output, json),
+        Command::Run(args) => crate::commands::run(&args),
+        Command::Gantt { trace, output } => crate::commands::gantt(&trace, &output),
+        Command::Demo { config, out_dir, json } => crate::commands::demo(config.as_deref(), &out_dir, json),
         Command::Plan {
             platform,
             load,

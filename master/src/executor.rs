@@ -163,7 +163,11 @@ impl Executor {
                 *st = Stage::Sent;
                 self.sending = false;
                 let (p, c) = self.send_pos;
-                self.send_pos = if c + 1 < self.chunks[self.send_order[p]].len() { (p, c + 1) } else { (p + 1, 0) };
+                self.send_pos = if c + 1 < self.chunks[self.send_order[p]].len() {
+                    (p, c + 1)
+                } else {
+                    (p + 1, 0)
+                };
             }
             Event::Ready { .. } => {
                 if *st != Stage::Sent {

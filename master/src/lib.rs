@@ -1,8 +1,18 @@
 //! The `dls` master: reads platform and cluster files, plans with
 //! [`dls_lp`], and (in later modules) runs batches on worker daemons.
 
+pub mod calibrate;
 pub mod cli;
+pub mod cluster;
+pub mod commands;
+pub mod demo;
 pub mod executor;
+pub mod gantt;
+pub mod link;
 pub mod npy;
 pub mod plan_report;
 pub mod platform_file;
+pub mod report;
+pub mod run;
+pub mod session;
+pub mod trace;

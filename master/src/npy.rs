@@ -41,7 +41,10 @@ fn parse_header(header: &str, origin: &str) -> Result<Vec<usize>> {
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<usize>().with_context(|| format!("{origin}: unreadable shape entry {s:?}")))
+        .map(|s| {
+            s.parse::<usize>()
+                .with_context(|| format!("{origin}: unreadable shape entry {s:?}"))
+        })
         .collect()
 }
 
@@ -50,7 +53,8 @@ pub fn read(path: &Path, n: Option<usize>) -> Result<Matrices> {
     let origin = path.display().to_string();
     let mut f = std::fs::File::open(path).with_context(|| format!("opening {origin}"))?;
     let mut magic = [0u8; 8];
-    f.read_exact(&mut magic).with_context(|| format!("{origin}: too short to be a .npy file"))?;
+    f.read_exact(&mut magic)
+        .with_context(|| format!("{origin}: too short to be a .npy file"))?;
     if &magic[..6] != MAGIC {
         bail!("{origin}: not a .npy file (bad magic)");
     }
@@ -71,11 +75,15 @@ pub fn read(path: &Path, n: Option<usize>) -> Result<Matrices> {
         bail!("{origin}: header of {header_len} bytes is not plausible");
     }
     let mut header = vec![0u8; header_len];
-    f.read_exact(&mut header).with_context(|| format!("{origin}: truncated header"))?;
+    f.read_exact(&mut header)
+        .with_context(|| format!("{origin}: truncated header"))?;
     let header = String::from_utf8_lossy(&header);
     let shape = parse_header(&header, &origin)?;
     if shape.len() != 3 {
-        bail!("{origin}: shape {shape:?} has rank {}, expected 3: (M, n, n)", shape.len());
+        bail!(
+            "{origin}: shape {shape:?} has rank {}, expected 3: (M, n, n)",
+            shape.len()
+        );
     }
     let (m, rows, cols) = (shape[0], shape[1], shape[2]);
     if rows != cols {
@@ -173,13 +181,48 @@ mod tests {
 
     #[test]
     fn mismatches_are_named() {
-        fails("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 2), }", 2, None, "not float64");
-        fails("{'descr': '<f8', 'fortran_order': True, 'shape': (1, 2, 2), }", 4, None, "Fortran");
-        fails("{'descr': '<f8', 'fortran_order': False, 'shape': (4, 4), }", 16, None, "rank 2");
-        fails("{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 3), }", 6, None, "not square");
-        fails("{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 2), }", 4, Some(3), "--size is 3");
-        fails("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2, 2), }", 5, None, "fewer values");
-        fails("{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 2), }", 5, None, "more bytes");
+        fails(
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 2), }",
+            2,
+            None,
+            "not float64",
+        );
+        fails(
+            "{'descr': '<f8', 'fortran_order': True, 'shape': (1, 2, 2), }",
+            4,
+            None,
+            "Fortran",
+        );
+        fails(
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (4, 4), }",
+            16,
+            None,
+            "rank 2",
+        );
+        fails(
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 3), }",
+            6,
+            None,
+            "not square",
+        );
+        fails(
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 2), }",
+            4,
+            Some(3),
+            "--size is 3",
+        );
+        fails(
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2, 2), }",
+            5,
+            None,
+            "fewer values",
+        );
+        fails(
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 2), }",
+            5,
+            None,
+            "more bytes",
+        );
         let p = tmp("junk.npy");
         std::fs::write(&p, b"hello world").expect("writes");
         assert!(format!("{:#}", read(&p, None).expect_err("fails")).contains("not a .npy"));

@@ -144,7 +144,11 @@ where
         }
         self.wbuf.clear();
         frame::encode_head(msg, values, &mut self.wbuf)?;
-        let bodies: Vec<_> = parts.iter().filter(|p| !p.is_empty()).map(|p| frame::payload_bytes(p)).collect();
+        let bodies: Vec<_> = parts
+            .iter()
+            .filter(|p| !p.is_empty())
+            .map(|p| frame::payload_bytes(p))
+            .collect();
         // Header and payload leave in vectored writes: a separate tiny header
         // segment costs about a tenth of loopback throughput.
         let mut slices: Vec<&[u8]> = Vec::with_capacity(1 + bodies.len());

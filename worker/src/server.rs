@@ -80,6 +80,7 @@ impl Config {
 /// current master goodbye and return.
 pub async fn serve(listener: TcpListener, cfg: Config, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
     let kernel = Arc::new(kernel::Kernel::new(cfg.threads).map_err(std::io::Error::other)?);
+    let reference = Arc::new(Reference::default());
     let cfg = Arc::new(cfg);
     let session_slot = Arc::new(Semaphore::new(1));
     let conn_slots = Arc::new(Semaphore::new(cfg.max_connections));
@@ -95,9 +96,10 @@ pub async fn serve(listener: TcpListener, cfg: Config, shutdown: impl Future<Out
                         warn!(%peer, "too many connections; closing this one");
                         continue;
                     };
-                    let (cfg, slot, stop, kernel) = (cfg.clone(), session_slot.clone(), stop_rx.clone(), kernel.clone());
+                    let (cfg, slot, stop) = (cfg.clone(), session_slot.clone(), stop_rx.clone());
+                    let (kernel, reference) = (kernel.clone(), reference.clone());
                     tasks.spawn(async move {
-                        handle(stream, peer, cfg, kernel, slot, stop).await;
+                        handle(stream, peer, cfg, kernel, reference, slot, stop).await;
                         drop(permit);
                     });
                 }
@@ -129,6 +131,7 @@ async fn handle(
     peer: SocketAddr,
     cfg: Arc<Config>,
     kernel: Arc<kernel::Kernel>,
+    reference: Arc<Reference>,
     slot: Arc<Semaphore>,
     stop: watch::Receiver<bool>,
 ) {
@@ -161,7 +164,7 @@ async fn handle(
         return;
     }
     info!(%peer, "master connected");
-    match Session::new(cfg, kernel).run(&mut conn, stop).await {
+    match Session::new(cfg, kernel, reference).run(&mut conn, stop).await {
         Ok(()) => info!(%peer, "master left"),
         Err(e) => {
             warn!(%peer, "session ended: {e}");
@@ -217,6 +220,7 @@ fn c_bytes(n: u32, k: u32) -> u64 {
 struct Session {
     cfg: Arc<Config>,
     kernel: Arc<kernel::Kernel>,
+    reference: Arc<Reference>,
     /// Bytes of matrices held now.
     held: u64,
     /// Chunks received and not yet returned (or cancelled).
@@ -275,10 +279,11 @@ fn admit(msg: &ToWorker, held: u64, limit: u64, in_flight: usize) -> Result<()> 
 }
 
 impl Session {
-    fn new(cfg: Arc<Config>, kernel: Arc<kernel::Kernel>) -> Self {
+    fn new(cfg: Arc<Config>, kernel: Arc<kernel::Kernel>, reference: Arc<Reference>) -> Self {
         Session {
             cfg,
             kernel,
+            reference,
             held: 0,
             in_flight: HashSet::new(),
             ready: HashMap::new(),
@@ -292,10 +297,10 @@ impl Session {
         // work beyond that, and each work item yields one `Done`.
         let (work_tx, mut work_rx) = mpsc::unbounded_channel::<Work>();
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Done>();
-        let (kernel, slowdown) = (self.kernel.clone(), self.cfg.slowdown);
+        let (kernel, slowdown, reference) = (self.kernel.clone(), self.cfg.slowdown, self.reference.clone());
         let computer = tokio::task::spawn_blocking(move || {
             while let Some(work) = work_rx.blocking_recv() {
-                if done_tx.send(compute(&kernel, work, slowdown)).is_err() {
+                if done_tx.send(compute(&kernel, &reference, work, slowdown)).is_err() {
                     break;
                 }
             }
@@ -452,30 +457,73 @@ impl Session {
     }
 }
 
-fn compute(kernel: &kernel::Kernel, work: Work, slowdown: f64) -> Done {
-    let t0 = Instant::now();
-    let done = match work {
-        Work::Chunk { key, n, k, ab } => {
-            let c = kernel.multiply_batch(&ab, n as usize, k as usize);
-            drop(ab);
-            Done::Chunk {
-                key,
-                n,
-                k,
-                c,
-                secs: 0.0,
-            }
+/// Emulation of a slower processor: after computing k products of size n,
+/// wait `(slowdown − 1) · k · t(n)`, where t(n) is this machine's time for
+/// one product measured once, unloaded (best of three short runs). Tying the
+/// wait to a reference rather than to the time just measured keeps the
+/// emulated speed steady when other processes share the cores: on a busy
+/// machine a measured time, and a wait proportional to it, would swing
+/// `slowdown`-fold.
+#[derive(Default)]
+pub struct Reference {
+    per_product: std::sync::Mutex<HashMap<u32, f64>>,
+}
+
+impl Reference {
+    fn seconds_per_product(&self, kernel: &kernel::Kernel, n: u32) -> f64 {
+        if let Some(&t) = self.per_product.lock().ok().and_then(|m| m.get(&n).copied()).as_ref() {
+            return t;
         }
-        Work::Probe { n, k } => {
-            kernel::time_batch(kernel, n as usize, k as usize);
-            Done::Probe { n, k, secs: 0.0 }
+        let one = kernel::time_batch(kernel, n as usize, 1).max(1e-7);
+        let k = ((2e-3 / one).ceil() as usize).clamp(1, 256);
+        let best = (0..3)
+            .map(|_| kernel::time_batch(kernel, n as usize, k))
+            .fold(f64::INFINITY, f64::min);
+        let t = best / k as f64;
+        if let Ok(mut m) = self.per_product.lock() {
+            m.insert(n, t);
         }
-    };
-    let real = t0.elapsed().as_secs_f64();
-    if slowdown > 1.0 {
-        std::thread::sleep(Duration::from_secs_f64(real * (slowdown - 1.0)));
+        t
     }
-    let secs = t0.elapsed().as_secs_f64();
+}
+
+/// Compute, then (emulation) wait as `Reference` says. The time reported is
+/// the kernel's plus the wait; a probe's random inputs are not counted.
+fn compute(kernel: &kernel::Kernel, reference: &Reference, work: Work, slowdown: f64) -> Done {
+    let (n, k) = match work {
+        Work::Chunk { n, k, .. } | Work::Probe { n, k } => (n, k),
+    };
+    let wait = if slowdown > 1.0 {
+        (slowdown - 1.0) * k as f64 * reference.seconds_per_product(kernel, n)
+    } else {
+        0.0
+    };
+    let (done, wall) = match work {
+        Work::Chunk { key, n, k, ab } => {
+            let t0 = Instant::now();
+            let c = kernel.multiply_batch(&ab, n as usize, k as usize);
+            let wall = t0.elapsed().as_secs_f64();
+            drop(ab);
+            (
+                Done::Chunk {
+                    key,
+                    n,
+                    k,
+                    c,
+                    secs: 0.0,
+                },
+                wall,
+            )
+        }
+        Work::Probe { n, k } => (
+            Done::Probe { n, k, secs: 0.0 },
+            kernel::time_batch(kernel, n as usize, k as usize),
+        ),
+    };
+    if wait > 0.0 {
+        std::thread::sleep(Duration::from_secs_f64(wait));
+    }
+    let secs = wall + wait;
     match done {
         Done::Chunk { key, n, k, c, .. } => Done::Chunk { key, n, k, c, secs },
         Done::Probe { n, k, .. } => Done::Probe { n, k, secs },

@@ -7,12 +7,21 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
-/// At most this many bytes move between two pauses, so a large transfer is
-/// spread out evenly instead of arriving in one burst and then waiting.
+/// At most this many bytes move between two checks of the pace.
 const SLICE: usize = 64 * 1024;
+
+/// Pause only once the link is this far behind: tokio's timer has a
+/// resolution of a millisecond, so pausing after every slice would cap the
+/// rate near one slice per millisecond whatever was asked.
+const MIN_PAUSE: Duration = Duration::from_millis(1);
+
+/// Credit kept after an over-long pause, so that the timer's overshoot does
+/// not lower the average rate.
+const CREDIT: Duration = Duration::from_millis(1);
 
 #[derive(Default)]
 struct Pace {
@@ -29,14 +38,16 @@ impl Pace {
         Poll::Ready(())
     }
 
-    /// Account for `n` bytes just moved; the next operation waits until the
-    /// link would have carried them.
+    /// Account for `n` bytes just moved; once the link is more than
+    /// `MIN_PAUSE` behind, the next operation waits until it would have
+    /// carried them.
     fn charge(&mut self, n: usize, rate: f64) {
         let now = Instant::now();
-        let start = self.next_free.map_or(now, |t| t.max(now));
-        let next = start + std::time::Duration::from_secs_f64(n as f64 / rate);
+        let floor = now.checked_sub(CREDIT).unwrap_or(now);
+        let start = self.next_free.map_or(now, |t| t.max(floor));
+        let next = start + Duration::from_secs_f64(n as f64 / rate);
         self.next_free = Some(next);
-        if next > now {
+        if next > now + MIN_PAUSE {
             self.sleep = Some(Box::pin(tokio::time::sleep_until(next)));
         }
     }
@@ -144,9 +155,10 @@ mod tests {
         };
         let (tw, (got, tr)) = tokio::join!(writer, reader);
         assert_eq!(got, data);
-        // The last slice's pause comes after it is handed over, so the clock
-        // reads at least (bytes − last slice) / rate.
-        let floor = (500_000 - SLICE) as f64 / 1e6;
+        // Pauses come after the bytes they pay for, and only once the link
+        // is MIN_PAUSE behind: the clock reads at least
+        // (bytes − one slice) / rate − MIN_PAUSE.
+        let floor = (500_000 - SLICE) as f64 / 1e6 - MIN_PAUSE.as_secs_f64();
         assert!(tw.as_secs_f64() >= floor && tw.as_secs_f64() <= 0.51, "{tw:?}");
         assert!(tr.as_secs_f64() >= floor && tr.as_secs_f64() <= 0.51, "{tr:?}");
     }

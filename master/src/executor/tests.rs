@@ -72,18 +72,40 @@ fn simulate(platform: &Platform, ports: Ports, send: &[usize], ret: &[usize], lo
                     let received = now + ch.len as f64 * wk[w].c;
                     starts.insert((w, ch.id, true), now);
                     seq += 1;
-                    queue.push(Timed(received, seq, Event::Received { worker: w, chunk: ch.id }));
+                    queue.push(Timed(
+                        received,
+                        seq,
+                        Event::Received {
+                            worker: w,
+                            chunk: ch.id,
+                        },
+                    ));
                     let done = received.max(compute_free[w]) + ch.len as f64 * wk[w].w;
                     compute_free[w] = done;
                     seq += 1;
-                    queue.push(Timed(done, seq, Event::Ready { worker: w, chunk: ch.id }));
+                    queue.push(Timed(
+                        done,
+                        seq,
+                        Event::Ready {
+                            worker: w,
+                            chunk: ch.id,
+                        },
+                    ));
                 }
                 Command::Grant { worker, chunk } => {
                     wire(Frame::new(ToWorker::Grant { job, chunk }));
-                    let len = ex.chunks()[worker].iter().find(|c| c.id == chunk).expect("known chunk").len;
+                    let len = ex.chunks()[worker]
+                        .iter()
+                        .find(|c| c.id == chunk)
+                        .expect("known chunk")
+                        .len;
                     starts.insert((worker, chunk, false), now);
                     seq += 1;
-                    queue.push(Timed(now + len as f64 * wk[worker].d, seq, Event::Results { worker, chunk }));
+                    queue.push(Timed(
+                        now + len as f64 * wk[worker].d,
+                        seq,
+                        Event::Results { worker, chunk },
+                    ));
                 }
             }
         }
@@ -96,11 +118,23 @@ fn simulate(platform: &Platform, ports: Ports, send: &[usize], ret: &[usize], lo
                 transfers.push((starts[&(worker, chunk, true)], t, true, worker));
             }
             Event::Ready { chunk, .. } => {
-                wire(Frame::new(FromWorker::Ready { job, chunk, compute_secs: 0.0 }));
+                wire(Frame::new(FromWorker::Ready {
+                    job,
+                    chunk,
+                    compute_secs: 0.0,
+                }));
             }
             Event::Results { worker, chunk } => {
                 let len = ex.chunks()[worker].iter().find(|c| c.id == chunk).expect("known").len;
-                wire(Frame::with_payload(FromWorker::Results { job, chunk, n: 1, k: len as u32 }, vec![0.5; len]));
+                wire(Frame::with_payload(
+                    FromWorker::Results {
+                        job,
+                        chunk,
+                        n: 1,
+                        k: len as u32,
+                    },
+                    vec![0.5; len],
+                ));
                 transfers.push((starts[&(worker, chunk, false)], t, false, worker));
             }
         }
@@ -109,14 +143,22 @@ fn simulate(platform: &Platform, ports: Ports, send: &[usize], ret: &[usize], lo
         assert!(guard < 1_000_000);
     }
     assert!(ex.done(), "every chunk returned");
-    Run { makespan: now, transfers }
+    Run {
+        makespan: now,
+        transfers,
+    }
 }
 
 fn check_one_port(run: &Run, send: &[usize], ret: &[usize], loads: &[u64]) {
     let mut t = run.transfers.clone();
     t.sort_by(|a, b| a.0.total_cmp(&b.0));
     for pair in t.windows(2) {
-        assert!(pair[1].0 >= pair[0].1 - 1e-12, "transfers overlap: {:?} and {:?}", pair[0], pair[1]);
+        assert!(
+            pair[1].0 >= pair[0].1 - 1e-12,
+            "transfers overlap: {:?} and {:?}",
+            pair[0],
+            pair[1]
+        );
     }
     let order = |is_send: bool| {
         let mut v: Vec<usize> = t.iter().filter(|x| x.2 == is_send).map(|x| x.3).collect();
@@ -141,14 +183,24 @@ fn platform() -> Platform {
 #[test]
 fn simulated_run_reproduces_the_planned_timeline() {
     let p = platform();
-    for strategy in [Strategy::Fifo, Strategy::Lifo, Strategy::IncC, Strategy::IncW, Strategy::Best] {
+    for strategy in [
+        Strategy::Fifo,
+        Strategy::Lifo,
+        Strategy::IncC,
+        Strategy::IncW,
+        Strategy::Best,
+    ] {
         for load in [1u64, 3, 17, 200, 1000] {
             let pl = plan(&p, &Request::new(load, strategy)).expect("plans");
             let (send, ret) = (pl.scenario.send_order.clone(), pl.scenario.return_order.clone());
             let run = simulate(&p, Ports::One, &send, &ret, &pl.loads, usize::MAX);
             check_one_port(&run, &send, &ret, &pl.loads);
             let want = pl.makespan();
-            assert!((run.makespan - want).abs() <= 1e-9 * want, "{strategy} M={load}: {} vs {want}", run.makespan);
+            assert!(
+                (run.makespan - want).abs() <= 1e-9 * want,
+                "{strategy} M={load}: {} vs {want}",
+                run.makespan
+            );
         }
     }
 }
@@ -213,8 +265,16 @@ fn protocol_violations_are_refused() {
     assert!(ex.on_event(Event::Ready { worker: 0, chunk: c0 }).is_err());
     assert!(ex.on_event(Event::Results { worker: 0, chunk: c0 }).is_err());
     assert!(ex.on_event(Event::Received { worker: 1, chunk: c1 }).is_err());
-    assert!(ex.on_event(Event::Received { worker: 0, chunk: ChunkId(99) }).is_err());
+    assert!(ex
+        .on_event(Event::Received {
+            worker: 0,
+            chunk: ChunkId(99)
+        })
+        .is_err());
     assert!(ex.on_event(Event::Received { worker: 5, chunk: c0 }).is_err());
     // The right one is accepted and leads to the next send.
-    assert_eq!(ex.on_event(Event::Received { worker: 0, chunk: c0 }).expect("ok"), vec![Command::Assign(ex.chunks()[1][0])]);
+    assert_eq!(
+        ex.on_event(Event::Received { worker: 0, chunk: c0 }).expect("ok"),
+        vec![Command::Assign(ex.chunks()[1][0])]
+    );
 }

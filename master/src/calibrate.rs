@@ -1,0 +1,293 @@
+//! Calibration: the report's linearity test (section 5.2) for every worker.
+//! For several probe sizes the master times sending k units (2·k·n² values),
+//! computing k products (the worker's own timing) and returning k units
+//! (k·n² values); a least-squares line through (k, seconds) gives the cost
+//! per unit (its slope), the latency (its intercept) and R².
+//!
+//! Workers are probed one after the other, so that, as in a run, the
+//! master's port serves one transfer at a time.
+
+use crate::link::Link;
+use anyhow::{anyhow, bail, Context, Result};
+use dls_lp::{Platform, Worker};
+use dls_protocol::{FromWorker, ToWorker};
+use std::time::{Duration, Instant};
+
+/// A least-squares line `seconds = intercept + slope · units`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Fit {
+    pub slope: f64,
+    pub intercept: f64,
+    pub r2: f64,
+}
+
+/// Ordinary least squares; R² is 1 for a perfect line (and for fewer than
+/// three points, where it says nothing).
+pub fn fit(points: &[(f64, f64)]) -> Fit {
+    let n = points.len() as f64;
+    if points.is_empty() {
+        return Fit {
+            slope: 0.0,
+            intercept: 0.0,
+            r2: 0.0,
+        };
+    }
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let syy: f64 = points.iter().map(|p| (p.1 - my).powi(2)).sum();
+    if sxx == 0.0 {
+        // One size only: a line through the origin.
+        return Fit {
+            slope: my / mx.max(f64::MIN_POSITIVE),
+            intercept: 0.0,
+            r2: 1.0,
+        };
+    }
+    let slope = sxy / sxx;
+    let intercept = my - slope * mx;
+    let r2 = if syy == 0.0 { 1.0 } else { (sxy * sxy) / (sxx * syy) };
+    Fit { slope, intercept, r2 }
+}
+
+/// One worker's measurements and fits.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct WorkerCalibration {
+    pub name: String,
+    pub send: Fit,
+    pub compute: Fit,
+    #[serde(rename = "return")]
+    pub ret: Fit,
+    /// (units, send s, compute s, return s), medians per size.
+    pub samples: Vec<(u64, f64, f64, f64)>,
+    /// Products of size n that fit in the worker's memory limit.
+    pub max_load: u64,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Calibration {
+    pub size: usize,
+    pub workers: Vec<WorkerCalibration>,
+}
+
+/// What to probe.
+#[derive(Debug, Clone, Copy)]
+pub struct CalibrateOptions {
+    /// Matrix size n of a unit.
+    pub size: usize,
+    /// Largest probe, in bytes sent.
+    pub max_probe_bytes: u64,
+    /// Repetitions per size (the median is kept).
+    pub reps: usize,
+    /// Longest wait for any one answer.
+    pub timeout: Duration,
+}
+
+impl CalibrateOptions {
+    pub fn new(size: usize) -> Self {
+        CalibrateOptions {
+            size,
+            max_probe_bytes: 32 << 20,
+            reps: 3,
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The smallest positive cost the planner is given, where a fit says zero
+/// or less (a cost too small to measure).
+const MIN_COST: f64 = 1e-9;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+async fn answer(link: &mut Link, t: Duration, what: &str) -> Result<dls_protocol::Frame<FromWorker>> {
+    let name = link.name.clone();
+    match tokio::time::timeout(t, link.conn.read_frame()).await {
+        Err(_) => Err(anyhow!("worker {name:?}: no answer to the {what} within {t:?}")),
+        Ok(Err(e)) => Err(anyhow!("worker {name:?}: {what}: {e}")),
+        Ok(Ok(None)) => Err(anyhow!("worker {name:?} closed the connection during the {what}")),
+        Ok(Ok(Some(f))) => match f.msg {
+            FromWorker::Error { code, message } => {
+                Err(anyhow!("worker {name:?} refused the {what}: {code:?}: {message}"))
+            }
+            _ => Ok(f),
+        },
+    }
+}
+
+/// Probe one worker.
+pub async fn calibrate_worker(link: &mut Link, opts: &CalibrateOptions) -> Result<WorkerCalibration> {
+    let n = opts.size;
+    if n == 0 {
+        bail!("the matrix size must be at least 1");
+    }
+    let nn = (n * n) as u64;
+    let max_load = link.caps.max_products(n as u32);
+    if max_load == 0 {
+        bail!(
+            "worker {:?}: its memory limit of {} bytes cannot hold one product of size {n}",
+            link.name,
+            link.caps.memory_limit
+        );
+    }
+    let by_bytes = (opts.max_probe_bytes / (16 * nn)).max(1);
+    let max_units = by_bytes.min(32).min(max_load / 2).max(1);
+    let mut sizes = vec![1u64];
+    while sizes[sizes.len() - 1] * 2 <= max_units {
+        sizes.push(sizes[sizes.len() - 1] * 2);
+    }
+    let buf = vec![0.0f64; (2 * nn * max_units) as usize];
+    let mut samples = Vec::new();
+    for &k in &sizes {
+        let (mut s, mut c, mut r) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..opts.reps.max(1) {
+            let len = 2 * nn * k;
+            let t0 = Instant::now();
+            link.conn
+                .write_frame(&ToWorker::Echo { len }, &buf[..len as usize])
+                .await
+                .with_context(|| format!("worker {:?}: sending a probe", link.name))?;
+            match answer(link, opts.timeout, "send probe").await?.msg {
+                FromWorker::EchoAck { len: l } if l == len => s.push(t0.elapsed().as_secs_f64()),
+                other => bail!("worker {:?}: unexpected answer to a send probe: {other:?}", link.name),
+            }
+            link.conn
+                .send(&ToWorker::ComputeProbe {
+                    n: n as u32,
+                    k: k as u32,
+                })
+                .await?;
+            match answer(link, opts.timeout, "compute probe").await?.msg {
+                FromWorker::ComputeDone { secs, .. } => c.push(secs),
+                other => bail!(
+                    "worker {:?}: unexpected answer to a compute probe: {other:?}",
+                    link.name
+                ),
+            }
+            let len = nn * k;
+            let t0 = Instant::now();
+            link.conn.send(&ToWorker::Pull { len }).await?;
+            let f = answer(link, opts.timeout, "return probe").await?;
+            match f.msg {
+                FromWorker::PullData { len: l } if l == len && f.payload.len() as u64 == len => {
+                    r.push(t0.elapsed().as_secs_f64())
+                }
+                other => bail!("worker {:?}: unexpected answer to a return probe: {other:?}", link.name),
+            }
+        }
+        samples.push((k, median(s), median(c), median(r)));
+    }
+    let line =
+        |f: fn(&(u64, f64, f64, f64)) -> f64| fit(&samples.iter().map(|s| (s.0 as f64, f(s))).collect::<Vec<_>>());
+    let (send, compute, ret) = (line(|s| s.1), line(|s| s.2), line(|s| s.3));
+    let mut warnings = Vec::new();
+    for (what, f) in [("send", &send), ("compute", &compute), ("return", &ret)] {
+        if f.slope <= 0.0 {
+            warnings.push(format!(
+                "{what}: cost per unit measured as {:.3e} s; too small to measure, using {MIN_COST:e} s",
+                f.slope
+            ));
+        } else {
+            if sizes.len() >= 3 && f.r2 < 0.95 {
+                warnings.push(format!("{what}: the linear model fits poorly (R² = {:.3})", f.r2));
+            }
+            if f.intercept > f.slope {
+                warnings.push(format!(
+                    "{what}: latency {:.3e} s exceeds the cost of one unit ({:.3e} s): plans will be optimistic for small loads",
+                    f.intercept, f.slope
+                ));
+            }
+        }
+    }
+    Ok(WorkerCalibration {
+        name: link.name.clone(),
+        send,
+        compute,
+        ret,
+        samples,
+        max_load,
+        warnings,
+    })
+}
+
+/// Probe every worker in turn.
+pub async fn calibrate(links: &mut [Link], opts: &CalibrateOptions) -> Result<Calibration> {
+    let mut workers = Vec::with_capacity(links.len());
+    for link in links.iter_mut() {
+        workers.push(calibrate_worker(link, opts).await?);
+    }
+    Ok(Calibration {
+        size: opts.size,
+        workers,
+    })
+}
+
+impl Calibration {
+    /// The platform: per-unit slopes, memory bounds as `max_load`.
+    pub fn platform(&self) -> Result<Platform> {
+        let workers = self
+            .workers
+            .iter()
+            .map(|w| Worker {
+                name: w.name.clone(),
+                c: w.send.slope.max(MIN_COST),
+                w: w.compute.slope.max(MIN_COST),
+                d: w.ret.slope.max(MIN_COST),
+                max_load: Some(w.max_load),
+            })
+            .collect();
+        Ok(Platform::new(workers)?)
+    }
+
+    /// A platform file, with the fits as comments.
+    pub fn to_toml(&self) -> Result<String> {
+        let mut out = format!(
+            "# Written by `dls calibrate` for matrices of size {n}×{n}: one unit is one product\n\
+             # (A and B sent, C returned). c, w, d are the slopes (seconds per unit) of\n\
+             # least-squares lines through the probes; intercepts are latencies.\n",
+            n = self.size
+        );
+        for w in &self.workers {
+            out.push_str(&format!(
+                "# {}: send {:.3e} s/unit + {:.3e} s (R² {:.4}); compute {:.3e} + {:.3e} (R² {:.4}); return {:.3e} + {:.3e} (R² {:.4})\n",
+                w.name,
+                w.send.slope,
+                w.send.intercept,
+                w.send.r2,
+                w.compute.slope,
+                w.compute.intercept,
+                w.compute.r2,
+                w.ret.slope,
+                w.ret.intercept,
+                w.ret.r2
+            ));
+        }
+        out.push('\n');
+        let file = crate::platform_file::PlatformFile::from_platform(&self.platform()?);
+        out.push_str(&toml::to_string(&file)?);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn least_squares_against_closed_forms() {
+        let f = fit(&[(1.0, 3.0), (2.0, 5.0), (4.0, 9.0)]);
+        assert!((f.slope - 2.0).abs() < 1e-12 && (f.intercept - 1.0).abs() < 1e-12 && (f.r2 - 1.0).abs() < 1e-12);
+        // Points (0,0), (1,1), (2,1): slope 1/2, intercept 1/6, R² = 3/4.
+        let f = fit(&[(0.0, 0.0), (1.0, 1.0), (2.0, 1.0)]);
+        assert!((f.slope - 0.5).abs() < 1e-12);
+        assert!((f.intercept - 1.0 / 6.0).abs() < 1e-12);
+        assert!((f.r2 - 0.75).abs() < 1e-12);
+        let f = fit(&[(4.0, 2.0), (4.0, 2.0)]);
+        assert_eq!((f.slope, f.intercept), (0.5, 0.0));
+    }
+}

@@ -1,0 +1,216 @@
+//! `dls demo`: the whole runtime on one machine. Four worker daemons start
+//! in this process on loopback, made unequal by emulated link rates and
+//! slowdowns (`configs/demo.toml`); the master calibrates them, runs the
+//! same batch under several strategies, and compares what each plan
+//! predicted with what happened.
+
+use crate::calibrate::{self, CalibrateOptions};
+use crate::cluster::{Cluster, WorkerSpec};
+use crate::link::{self, Timeouts};
+use crate::run::Batch;
+use crate::session::{self, RunConfig};
+use anyhow::{bail, Context, Result};
+use dls_lp::Strategy;
+use serde::Deserialize;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The default platform, built in.
+pub const DEFAULT_CONFIG: &str = include_str!("../../configs/demo.toml");
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DemoWorker {
+    pub name: String,
+    /// MB/s each way.
+    pub link_rate: f64,
+    pub slowdown: f64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DemoConfig {
+    pub size: usize,
+    pub batch: usize,
+    #[serde(default)]
+    pub seed: u64,
+    pub strategies: Vec<String>,
+    pub worker: Vec<DemoWorker>,
+}
+
+impl DemoConfig {
+    pub fn parse(text: &str, origin: &str) -> Result<DemoConfig> {
+        let c: DemoConfig = toml::from_str(text).with_context(|| format!("{origin}: not a valid demo file"))?;
+        if c.worker.is_empty() {
+            bail!("{origin}: no [[worker]]");
+        }
+        if c.size == 0 || c.batch == 0 {
+            bail!("{origin}: size and batch must be at least 1");
+        }
+        for w in &c.worker {
+            if !(w.link_rate.is_finite() && w.link_rate > 0.0) {
+                bail!(
+                    "{origin}: worker {:?}: link_rate must be a positive number of MB/s",
+                    w.name
+                );
+            }
+            if !(w.slowdown.is_finite() && w.slowdown >= 1.0) {
+                bail!("{origin}: worker {:?}: slowdown must be at least 1", w.name);
+            }
+        }
+        for s in &c.strategies {
+            s.parse::<Strategy>()
+                .map_err(anyhow::Error::msg)
+                .with_context(|| origin.to_string())?;
+        }
+        Ok(c)
+    }
+}
+
+/// One line of the comparison.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DemoRow {
+    pub strategy: String,
+    pub enrolled: Vec<String>,
+    pub predicted: f64,
+    pub measured: f64,
+    pub ratio: f64,
+    pub verified: usize,
+}
+
+/// Run the demo; write `demo-trace.json` and `demo-gantt.svg` (of the first
+/// strategy) into `out_dir`. Returns the comparison rows and the printed text.
+pub async fn run(cfg: &DemoConfig, out_dir: &Path, mut say: impl FnMut(&str)) -> Result<Vec<DemoRow>> {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut daemons = Vec::new();
+    let mut specs = Vec::new();
+    for w in &cfg.worker {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .context("binding a loopback port")?;
+        let addr = listener.local_addr()?;
+        let mut wc = dls_worker::Config::new(1, 2 << 30);
+        wc.link_rate = Some(w.link_rate * 1e6);
+        wc.slowdown = w.slowdown;
+        let mut stop = stop_rx.clone();
+        daemons.push(tokio::spawn(dls_worker::serve(listener, wc, async move {
+            let _ = stop.changed().await;
+        })));
+        specs.push(WorkerSpec {
+            name: w.name.clone(),
+            address: addr.to_string(),
+            c: None,
+            w: None,
+            d: None,
+            max_load: None,
+        });
+        say(&format!(
+            "started worker {} on {addr} (link {} MB/s, slowdown {}×)",
+            w.name, w.link_rate, w.slowdown
+        ));
+    }
+    let result = async {
+        let cluster = Cluster { worker: specs };
+        let mut links = link::connect_all(&cluster, None, Timeouts::default()).await?;
+        say(&format!(
+            "calibrating {} workers with {}×{} matrices ...",
+            links.len(),
+            cfg.size,
+            cfg.size
+        ));
+        let cal = calibrate::calibrate(&mut links, &CalibrateOptions::new(cfg.size)).await?;
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "{:<6} {:>12} {:>12} {:>12}   (seconds per product; R² send/compute/return)",
+            "worker", "c", "w", "d"
+        );
+        for w in &cal.workers {
+            let _ = writeln!(
+                t,
+                "{:<6} {:>12.3e} {:>12.3e} {:>12.3e}   ({:.3}/{:.3}/{:.3})",
+                w.name, w.send.slope, w.compute.slope, w.ret.slope, w.send.r2, w.compute.r2, w.ret.r2
+            );
+            for warn in &w.warnings {
+                let _ = writeln!(t, "  warning: {}: {warn}", w.name);
+            }
+        }
+        say(t.trim_end());
+        let platform = cal.platform()?;
+        let batch = Batch::random(cfg.batch, cfg.size, cfg.seed);
+        let mut rows = Vec::new();
+        for (k, s) in cfg.strategies.iter().enumerate() {
+            let strategy: Strategy = s.parse().map_err(anyhow::Error::msg)?;
+            let rc = RunConfig {
+                strategy,
+                verify: 3,
+                seed: cfg.seed,
+                ..RunConfig::default()
+            };
+            let (back, done) = session::run_batch(links, &platform, &batch, &rc, k as u64 + 1, |_| {}).await;
+            links = back;
+            let done = done.with_context(|| format!("running the batch under {strategy}"))?;
+            let r = &done.report;
+            say(&format!(
+                "{strategy:<6} predicted {:.4} s, measured {:.4} s (×{:.3}), workers {}",
+                r.predicted_makespan,
+                r.measured_makespan,
+                r.ratio,
+                r.send_order.join(" ")
+            ));
+            if k == 0 {
+                let trace = out_dir.join("demo-trace.json");
+                let gantt = out_dir.join("demo-gantt.svg");
+                done.trace.write(&trace)?;
+                let title = format!(
+                    "dls demo: {} products of {}×{}, {strategy}",
+                    cfg.batch, cfg.size, cfg.size
+                );
+                std::fs::write(&gantt, crate::gantt::svg(&done.trace, &title))
+                    .with_context(|| format!("writing {}", gantt.display()))?;
+            }
+            rows.push(DemoRow {
+                strategy: strategy.name().into(),
+                enrolled: r.send_order.clone(),
+                predicted: r.predicted_makespan,
+                measured: r.measured_makespan,
+                ratio: r.ratio,
+                verified: r.verified,
+            });
+        }
+        link::close_all(&mut links).await;
+        Ok(rows)
+    }
+    .await;
+    let _ = stop_tx.send(true);
+    for d in daemons {
+        let _ = d.await;
+    }
+    result
+}
+
+/// The comparison table, normalised as the report's figures are (by the
+/// first strategy's prediction).
+pub fn table(rows: &[DemoRow]) -> String {
+    let mut s = String::new();
+    let base = rows.first().map_or(1.0, |r| r.predicted);
+    let _ = writeln!(
+        s,
+        "{:<8} {:>11} {:>11} {:>10} {:>12} {:>12}  workers",
+        "strategy", "predicted", "measured", "meas/pred", "pred/fifo", "meas/fifo"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:<8} {:>10.4}s {:>10.4}s {:>10.3} {:>12.3} {:>12.3}  {}",
+            r.strategy,
+            r.predicted,
+            r.measured,
+            r.ratio,
+            r.predicted / base,
+            r.measured / base,
+            r.enrolled.join(" ")
+        );
+    }
+    s
+}

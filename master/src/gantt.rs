@@ -1,0 +1,193 @@
+//! SVG Gantt charts of a trace, like the report's Figure 9: one row for the
+//! master's port and one per worker; measured above, predicted below, on
+//! one time axis. Sends are white, computing dark grey, returns pale grey,
+//! idle time hatched.
+
+use crate::trace::{Trace, MEASURED_PID, PREDICTED_PID};
+use std::fmt::Write as _;
+
+const ROW: f64 = 22.0;
+const LABEL: f64 = 130.0;
+const WIDTH: f64 = 1000.0;
+const GAP: f64 = 36.0;
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn style(cat: &str) -> &'static str {
+    match cat {
+        "send" => "fill:#ffffff;stroke:#000",
+        "compute" => "fill:#444444;stroke:#000",
+        "return" => "fill:#bbbbbb;stroke:#000",
+        _ => "fill:url(#idle);stroke:#999",
+    }
+}
+
+/// A time step of 1, 2 or 5 × 10^k giving about 10 ticks.
+fn tick_step(span: f64) -> f64 {
+    let raw = (span / 10.0).max(1e-9);
+    let mag = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag)
+}
+
+pub fn svg(trace: &Trace, title: &str) -> String {
+    let end_us = trace.spans.iter().map(|s| s.ts + s.dur).fold(0.0, f64::max).max(1.0);
+    let end = end_us / 1e6;
+    let rows = trace.tracks.len() as f64;
+    let section = rows * ROW + GAP;
+    let height = 40.0 + 2.0 * section + 50.0;
+    let x = |t_us: f64| LABEL + (t_us / end_us) * (WIDTH - LABEL - 20.0);
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif" font-size="12">
+<defs><pattern id="idle" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#fff8d0"/><line x1="0" y1="0" x2="0" y2="6" stroke="#d0a000" stroke-width="2"/></pattern></defs>
+<rect width="100%" height="100%" fill="white"/>
+<text x="10" y="20" font-size="15" font-weight="bold">{}</text>
+"##,
+        escape(title)
+    );
+    for (k, (pid, label)) in [(MEASURED_PID, "measured"), (PREDICTED_PID, "predicted")]
+        .iter()
+        .enumerate()
+    {
+        let top = 40.0 + k as f64 * section;
+        let makespan = trace
+            .spans
+            .iter()
+            .filter(|s| s.pid == *pid)
+            .map(|s| s.ts + s.dur)
+            .fold(0.0, f64::max)
+            / 1e6;
+        let _ = writeln!(
+            out,
+            r#"<text x="10" y="{}" font-weight="bold">{label} (makespan {makespan:.4} s)</text>"#,
+            top + 4.0
+        );
+        for (i, name) in trace.tracks.iter().enumerate() {
+            let y = top + 10.0 + i as f64 * ROW;
+            let _ = writeln!(out, r#"<text x="10" y="{}">{}</text>"#, y + ROW * 0.7, escape(name));
+            let _ = writeln!(
+                out,
+                r##"<line x1="{LABEL}" y1="{}" x2="{}" y2="{}" stroke="#eee"/>"##,
+                y + ROW - 1.0,
+                WIDTH - 20.0,
+                y + ROW - 1.0
+            );
+        }
+        for s in trace.spans.iter().filter(|s| s.pid == *pid) {
+            let y = top + 10.0 + s.tid as f64 * ROW + 2.0;
+            let w = (x(s.ts + s.dur) - x(s.ts)).max(0.5);
+            let who = s.args.get("worker").and_then(|v| v.as_str()).unwrap_or("");
+            let _ = writeln!(
+                out,
+                r#"<rect x="{:.2}" y="{y:.2}" width="{w:.2}" height="{}" style="{}"><title>{} {}: {:.6} s – {:.6} s</title></rect>"#,
+                x(s.ts),
+                ROW - 6.0,
+                style(&s.cat),
+                escape(&s.cat),
+                escape(who),
+                s.ts / 1e6,
+                (s.ts + s.dur) / 1e6
+            );
+        }
+    }
+    // Time axis.
+    let axis_y = 40.0 + 2.0 * section;
+    let _ = writeln!(
+        out,
+        r##"<line x1="{LABEL}" y1="{axis_y}" x2="{}" y2="{axis_y}" stroke="#000"/>"##,
+        WIDTH - 20.0
+    );
+    let step = tick_step(end);
+    let mut t = 0.0;
+    while t <= end * 1.0001 {
+        let px = x(t * 1e6);
+        let _ = writeln!(
+            out,
+            r##"<line x1="{px:.2}" y1="{axis_y}" x2="{px:.2}" y2="{}" stroke="#000"/><text x="{px:.2}" y="{}" text-anchor="middle">{}</text>"##,
+            axis_y + 5.0,
+            axis_y + 18.0,
+            format_tick(t, step)
+        );
+        t += step;
+    }
+    let _ = writeln!(
+        out,
+        r#"<text x="{}" y="{}" text-anchor="end">seconds</text>"#,
+        WIDTH - 20.0,
+        axis_y + 34.0
+    );
+    // Legend.
+    let ly = axis_y + 30.0;
+    for (i, (cat, label)) in [
+        ("send", "send"),
+        ("compute", "compute"),
+        ("return", "return"),
+        ("idle", "idle"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let lx = LABEL + i as f64 * 110.0;
+        let _ = writeln!(
+            out,
+            r#"<rect x="{lx}" y="{}" width="14" height="12" style="{}"/><text x="{}" y="{}">{label}</text>"#,
+            ly - 10.0,
+            style(cat),
+            lx + 18.0,
+            ly
+        );
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+fn format_tick(t: f64, step: f64) -> String {
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    format!("{t:.decimals$}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::Span;
+
+    #[test]
+    fn draws_every_span_once() {
+        let s = |pid, tid, cat: &str, ts, dur| Span {
+            name: cat.into(),
+            cat: cat.into(),
+            ph: "X".into(),
+            ts,
+            dur,
+            pid,
+            tid,
+            args: serde_json::json!({"worker": "w<1>"}),
+        };
+        let trace = Trace {
+            spans: vec![
+                s(1, 1, "send", 0.0, 100.0),
+                s(1, 1, "compute", 100.0, 900.0),
+                s(1, 1, "return", 1000.0, 50.0),
+                s(2, 1, "send", 0.0, 90.0),
+            ],
+            tracks: vec!["master port".into(), "w<1>".into()],
+        };
+        let svg = svg(&trace, "t & t");
+        assert_eq!(svg.matches("<rect x=").count(), 4 + 4, "4 spans + 4 legend boxes");
+        assert!(svg.contains("w&lt;1&gt;") && svg.contains("t &amp; t"));
+        assert!(svg.contains("makespan 0.0011 s") && svg.contains("makespan 0.0001 s"));
+        assert_eq!(tick_step(1.0), 0.1);
+        assert_eq!(tick_step(7.0), 1.0);
+        assert_eq!(tick_step(0.013), 0.002);
+    }
+}

@@ -1,0 +1,95 @@
+//! Connections from the master to its workers.
+
+use crate::cluster::Cluster;
+use anyhow::{anyhow, Context, Result};
+use dls_protocol::{handshake, Capabilities, Connection, FromWorker, ToWorker, Token};
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+pub type WorkerConn = Connection<TcpStream, FromWorker, ToWorker>;
+
+/// An authenticated connection to one worker.
+pub struct Link {
+    pub name: String,
+    pub address: String,
+    pub caps: Capabilities,
+    pub conn: WorkerConn,
+}
+
+/// Timeouts of the master's network waits.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub handshake: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(5),
+            handshake: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Frames the master sends or accepts: large enough for any chunk it makes.
+pub const MAX_FRAME: u64 = dls_protocol::frame::ABSOLUTE_MAX_FRAME;
+
+/// The token from `--token-file`, else `DLS_TOKEN`, else none (the same two
+/// ways `dls-worker` takes it).
+pub fn load_token(file: Option<&std::path::Path>) -> Result<Option<Token>> {
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading token file {}", path.display()))?;
+        return Token::parse(&text)
+            .map(Some)
+            .with_context(|| format!("token file {} is empty", path.display()));
+    }
+    match std::env::var("DLS_TOKEN") {
+        Ok(v) => Ok(Some(Token::parse(&v).context("DLS_TOKEN is set but empty")?)),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Connect to one worker and authenticate.
+pub async fn connect(name: &str, address: &str, token: Option<&Token>, t: Timeouts) -> Result<Link> {
+    let stream = tokio::time::timeout(t.connect, TcpStream::connect(address))
+        .await
+        .map_err(|_| anyhow!("worker {name:?} at {address}: no answer within {:?}", t.connect))?
+        .with_context(|| format!("worker {name:?} at {address}: cannot connect (is dls-worker running there?)"))?;
+    stream.set_nodelay(true)?;
+    let mut conn = Connection::new(stream);
+    let caps = handshake::master(&mut conn, token, MAX_FRAME, t.handshake)
+        .await
+        .with_context(|| format!("worker {name:?} at {address}"))?;
+    Ok(Link {
+        name: name.to_string(),
+        address: address.to_string(),
+        caps,
+        conn,
+    })
+}
+
+/// Connect to every worker of the cluster, all at once. The first failure
+/// (in cluster order) is the error.
+pub async fn connect_all(cluster: &Cluster, token: Option<&Token>, t: Timeouts) -> Result<Vec<Link>> {
+    let mut set = tokio::task::JoinSet::new();
+    for (i, w) in cluster.worker.iter().enumerate() {
+        let (name, address, token) = (w.name.clone(), w.address.clone(), token.cloned());
+        set.spawn(async move { (i, connect(&name, &address, token.as_ref(), t).await) });
+    }
+    let mut out: Vec<Option<Result<Link>>> = (0..cluster.worker.len()).map(|_| None).collect();
+    while let Some(joined) = set.join_next().await {
+        let (i, r) = joined.context("a connection task failed")?;
+        out[i] = Some(r);
+    }
+    out.into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(anyhow!("a connection task vanished"))))
+        .collect()
+}
+
+/// Say goodbye to every worker (best effort).
+pub async fn close_all(links: &mut [Link]) {
+    for l in links {
+        let _ = l.conn.send(&ToWorker::Bye).await;
+    }
+}

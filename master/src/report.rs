@@ -1,0 +1,159 @@
+//! The summary of a run: predicted against measured, worker by worker.
+
+use crate::run::{Measured, Outcome};
+use dls_lp::{Plan, Platform, WorkerTimes};
+use serde::Serialize;
+use std::fmt::Write as _;
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Times {
+    pub send_start: f64,
+    pub send_end: f64,
+    pub compute_end: f64,
+    pub return_start: f64,
+    pub return_end: f64,
+    pub idle: f64,
+}
+
+impl From<&WorkerTimes> for Times {
+    fn from(t: &WorkerTimes) -> Self {
+        Times {
+            send_start: t.send_start,
+            send_end: t.send_end,
+            compute_end: t.compute_end,
+            return_start: t.return_start,
+            return_end: t.return_end,
+            idle: t.idle,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerReport {
+    pub name: String,
+    pub load: u64,
+    pub predicted: Times,
+    pub measured: Times,
+    /// Seconds the worker said it spent computing.
+    pub compute_secs: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    pub strategy: String,
+    pub ports: u8,
+    pub load: u64,
+    pub size: usize,
+    pub optimal: bool,
+    pub send_order: Vec<String>,
+    pub return_order: Vec<String>,
+    pub predicted_makespan: f64,
+    pub measured_makespan: f64,
+    /// measured / predicted.
+    pub ratio: f64,
+    /// Products recomputed by the master that matched.
+    pub verified: usize,
+    pub max_abs_error: f64,
+    pub workers: Vec<WorkerReport>,
+    pub notes: Vec<String>,
+}
+
+impl RunReport {
+    pub fn new(
+        platform: &Platform,
+        plan: &Plan,
+        measured: &Measured,
+        size: usize,
+        verified: (usize, f64),
+    ) -> RunReport {
+        let names = |o: Vec<usize>| o.into_iter().map(|i| platform.workers()[i].name.clone()).collect();
+        let predicted = plan.makespan();
+        RunReport {
+            strategy: plan.strategy.name().into(),
+            ports: if plan.ports == dls_lp::Ports::One { 1 } else { 2 },
+            load: plan.load,
+            size,
+            optimal: plan.optimal,
+            send_order: names(plan.send_order()),
+            return_order: names(plan.return_order()),
+            predicted_makespan: predicted,
+            measured_makespan: measured.makespan,
+            ratio: measured.makespan / predicted,
+            verified: verified.0,
+            max_abs_error: verified.1,
+            workers: platform
+                .workers()
+                .iter()
+                .enumerate()
+                .map(|(i, w)| WorkerReport {
+                    name: w.name.clone(),
+                    load: plan.loads[i],
+                    predicted: Times::from(&plan.integer.workers[i]),
+                    measured: Times::from(&measured.workers[i]),
+                    compute_secs: measured.compute_secs[i],
+                })
+                .collect(),
+            notes: plan.notes.clone(),
+        }
+    }
+
+    pub fn from_outcome(
+        platform: &Platform,
+        plan: &Plan,
+        out: &Outcome,
+        size: usize,
+        verified: (usize, f64),
+    ) -> RunReport {
+        RunReport::new(platform, plan, &out.measured, size, verified)
+    }
+
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{} products of size {}×{}, strategy {} ({} port{})",
+            self.load,
+            self.size,
+            self.size,
+            self.strategy,
+            self.ports,
+            if self.ports == 1 { "" } else { "s" }
+        );
+        let _ = writeln!(
+            s,
+            "{:<14} {:>6}  {:>19}  {:>19}  {:>19}  {:>8}",
+            "worker", "load", "send (pred/meas)", "compute (pred/meas)", "return (pred/meas)", "idle"
+        );
+        for w in &self.workers {
+            if w.load == 0 {
+                let _ = writeln!(s, "{:<14} {:>6}  (not enrolled)", w.name, 0);
+                continue;
+            }
+            let (p, m) = (&w.predicted, &w.measured);
+            let _ = writeln!(
+                s,
+                "{:<14} {:>6}  {:>9.4}/{:<9.4}  {:>9.4}/{:<9.4}  {:>9.4}/{:<9.4}  {:>8.4}",
+                w.name,
+                w.load,
+                p.send_end - p.send_start,
+                m.send_end - m.send_start,
+                p.compute_end - p.send_end,
+                m.compute_end - m.send_end,
+                p.return_end - p.return_start,
+                m.return_end - m.return_start,
+                m.idle
+            );
+        }
+        let _ = writeln!(
+            s,
+            "makespan: predicted {:.4} s, measured {:.4} s, measured/predicted {:.3}",
+            self.predicted_makespan, self.measured_makespan, self.ratio
+        );
+        let _ = writeln!(
+            s,
+            "verified {} product(s), largest |error| {:.3e}",
+            self.verified, self.max_abs_error
+        );
+        s
+    }
+}

@@ -1,0 +1,217 @@
+//! Traces for Gantt analysis, in Chrome's trace-event format (opens in
+//! Perfetto and chrome://tracing): complete events (`"ph": "X"`) with `ts`
+//! and `dur` in microseconds. Process 1 holds what was measured, process 2
+//! what the plan predicted (`"args": {"predicted": true}`); in each, thread
+//! 0 is the master's port and thread i+1 is worker i.
+
+use crate::run::Measured;
+use anyhow::{Context, Result};
+use dls_lp::{Plan, WorkerTimes};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+pub const MEASURED_PID: u32 = 1;
+pub const PREDICTED_PID: u32 = 2;
+
+/// One complete event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Span {
+    pub name: String,
+    /// `send`, `compute`, `return` or `idle`.
+    pub cat: String,
+    pub ph: String,
+    /// Microseconds from the start of the run.
+    pub ts: f64,
+    pub dur: f64,
+    pub pid: u32,
+    pub tid: u32,
+    pub args: Value,
+}
+
+/// A whole trace: the spans and the track names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    pub spans: Vec<Span>,
+    /// Track names, index = tid (0 = master port).
+    pub tracks: Vec<String>,
+}
+
+fn span(pid: u32, tid: u32, cat: &str, worker: &str, start: f64, end: f64, extra: Value) -> Span {
+    let mut args = json!({ "worker": worker });
+    if let (Some(a), Some(e)) = (args.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            a.insert(k.clone(), v.clone());
+        }
+    }
+    Span {
+        name: if tid == 0 {
+            format!("{cat} {worker}")
+        } else {
+            cat.to_string()
+        },
+        cat: cat.to_string(),
+        ph: "X".into(),
+        ts: start * 1e6,
+        dur: ((end - start) * 1e6).max(0.0),
+        pid,
+        tid,
+        args,
+    }
+}
+
+fn worker_spans(pid: u32, names: &[String], times: &[WorkerTimes], loads: &[u64], extra: &Value) -> Vec<Span> {
+    let mut out = Vec::new();
+    for (i, t) in times.iter().enumerate() {
+        if loads[i] == 0 {
+            continue;
+        }
+        let tid = i as u32 + 1;
+        let mut x = extra.clone();
+        if let Some(o) = x.as_object_mut() {
+            o.insert("load".into(), json!(loads[i]));
+        }
+        let w = &names[i];
+        out.push(span(pid, tid, "send", w, t.send_start, t.send_end, x.clone()));
+        out.push(span(pid, tid, "compute", w, t.send_end, t.compute_end, x.clone()));
+        if t.return_start > t.compute_end {
+            out.push(span(pid, tid, "idle", w, t.compute_end, t.return_start, x.clone()));
+        }
+        out.push(span(pid, tid, "return", w, t.return_start, t.return_end, x));
+    }
+    out
+}
+
+impl Trace {
+    /// Measured and predicted side by side.
+    pub fn new(names: &[String], plan: &Plan, measured: &Measured) -> Trace {
+        let mut spans = Vec::new();
+        let measured_extra = json!({ "predicted": false });
+        spans.extend(worker_spans(
+            MEASURED_PID,
+            names,
+            &measured.workers,
+            &plan.loads,
+            &measured_extra,
+        ));
+        for t in &measured.transfers {
+            let cat = if t.send { "send" } else { "return" };
+            spans.push(span(
+                MEASURED_PID,
+                0,
+                cat,
+                &names[t.worker],
+                t.start,
+                t.end,
+                json!({ "predicted": false }),
+            ));
+        }
+        let predicted = json!({ "predicted": true });
+        spans.extend(worker_spans(
+            PREDICTED_PID,
+            names,
+            &plan.integer.workers,
+            &plan.loads,
+            &predicted,
+        ));
+        for (i, t) in plan.integer.workers.iter().enumerate() {
+            if plan.loads[i] > 0 {
+                spans.push(span(
+                    PREDICTED_PID,
+                    0,
+                    "send",
+                    &names[i],
+                    t.send_start,
+                    t.send_end,
+                    predicted.clone(),
+                ));
+                spans.push(span(
+                    PREDICTED_PID,
+                    0,
+                    "return",
+                    &names[i],
+                    t.return_start,
+                    t.return_end,
+                    predicted.clone(),
+                ));
+            }
+        }
+        let mut tracks = vec!["master port".to_string()];
+        tracks.extend(names.iter().cloned());
+        Trace { spans, tracks }
+    }
+
+    pub fn to_json(&self) -> Value {
+        let mut events: Vec<Value> = Vec::new();
+        for (pid, label) in [(MEASURED_PID, "measured"), (PREDICTED_PID, "predicted")] {
+            events.push(json!({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": label}}));
+            events.push(json!({"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}}));
+            for (tid, name) in self.tracks.iter().enumerate() {
+                events.push(json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}));
+                events.push(json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}}));
+            }
+        }
+        events.extend(
+            self.spans
+                .iter()
+                .map(|s| serde_json::to_value(s).unwrap_or(Value::Null)),
+        );
+        json!({ "traceEvents": events, "displayTimeUnit": "ms" })
+    }
+
+    pub fn write(&self, path: &std::path::Path) -> Result<()> {
+        let text = serde_json::to_string(&self.to_json())?;
+        std::fs::write(path, text).with_context(|| format!("writing trace {}", path.display()))
+    }
+
+    /// Read a trace this module wrote (or any with the same conventions).
+    pub fn read(path: &std::path::Path) -> Result<Trace> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading trace {origin}"))?;
+        let v: Value = serde_json::from_str(&text).with_context(|| format!("{origin}: not JSON"))?;
+        let events = v
+            .get("traceEvents")
+            .and_then(Value::as_array)
+            .with_context(|| format!("{origin}: no traceEvents array: not a Chrome trace"))?;
+        let mut tracks: Vec<String> = Vec::new();
+        let mut spans = Vec::new();
+        for e in events {
+            match e.get("ph").and_then(Value::as_str) {
+                Some("M") if e.get("name").and_then(Value::as_str) == Some("thread_name") => {
+                    let tid = e.get("tid").and_then(Value::as_u64).unwrap_or(0) as usize;
+                    let name = e
+                        .pointer("/args/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("?")
+                        .to_string();
+                    if tracks.len() <= tid {
+                        tracks.resize(tid + 1, String::new());
+                    }
+                    tracks[tid] = name;
+                }
+                Some("X") => {
+                    let s: Span =
+                        serde_json::from_value(e.clone()).with_context(|| format!("{origin}: malformed event {e}"))?;
+                    spans.push(s);
+                }
+                _ => {}
+            }
+        }
+        if spans.is_empty() {
+            anyhow::bail!("{origin}: the trace holds no complete (\"X\") events");
+        }
+        let max_tid = spans.iter().map(|s| s.tid as usize).max().unwrap_or(0);
+        if tracks.len() <= max_tid {
+            tracks.resize(max_tid + 1, String::new());
+        }
+        for (i, t) in tracks.iter_mut().enumerate() {
+            if t.is_empty() {
+                *t = if i == 0 {
+                    "master port".into()
+                } else {
+                    format!("track {i}")
+                };
+            }
+        }
+        Ok(Trace { spans, tracks })
+    }
+}
