@@ -177,7 +177,7 @@ mod tests {
             spans: vec![
                 s(1, 1, "send", 0.0, 100.0),
                 s(1, 1, "compute", 100.0, 900.0),
-                s(1, 1, "return", 1000.0, 50.0),
+                s(1, 1, "return", 1000.0, 100.0),
                 s(2, 1, "send", 0.0, 90.0),
             ],
             tracks: vec!["master port".into(), "w<1>".into()],
