@@ -23,7 +23,7 @@ pub enum Error {
     #[error("handshake failed: {0}")]
     Handshake(String),
     /// The peer sent an error frame.
-    #[error("peer reported {code:?}: {message}")]
+    #[error("the peer refused: {message} ({code:?})")]
     Remote { code: crate::ErrorCode, message: String },
     /// This side refuses what the peer asked (memory limit, busy, bad token).
     /// Not retryable as is.

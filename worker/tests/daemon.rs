@@ -351,18 +351,28 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
     drop(idle);
 }
 
+/// Best of five compute probes, as the worker reports them.
+async fn probe_min(c: &mut Master, n: u32, k: u32) -> f64 {
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        c.send(&ToWorker::ComputeProbe { n, k }).await.expect("probe");
+        match next(c).await {
+            FromWorker::ComputeDone { secs, .. } => best = best.min(secs),
+            other => panic!("{other:?}"),
+        }
+    }
+    best
+}
+
 #[tokio::test]
 async fn slowdown_makes_computing_slower() {
-    let d = Daemon::start(&["--slowdown", "4"], None);
-    let mut c = master(&d.addr, None).await.expect("handshake");
-    c.send(&ToWorker::ComputeProbe { n: 200, k: 4 }).await.expect("probe");
-    let slow = match next(&mut c).await {
-        FromWorker::ComputeDone { secs, .. } => secs,
-        other => panic!("{other:?}"),
-    };
-    let fast = kernel::time_batch(&kernel::Kernel::new(1).expect("pool"), 200, 4);
-    // 4× slower, with room for noise on a busy machine.
-    assert!(slow > 2.0 * fast, "slowdown 4: {slow} s vs {fast} s unslowed");
+    let slow = Daemon::start(&["--slowdown", "4"], None);
+    let plain = Daemon::start(&[], None);
+    let mut s = master(&slow.addr, None).await.expect("handshake");
+    let mut p = master(&plain.addr, None).await.expect("handshake");
+    let (ts, tp) = (probe_min(&mut s, 200, 4).await, probe_min(&mut p, 200, 4).await);
+    // 4× slower; the best of five keeps other tests' load from deciding.
+    assert!(ts > 2.0 * tp, "slowdown 4: {ts} s against {tp} s");
 }
 
 #[test]

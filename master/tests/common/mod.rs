@@ -1,0 +1,89 @@
+#![allow(dead_code)]
+//! Worker daemons on 127.0.0.1 for the master's tests: real `dls_worker::serve`
+//! loops on real sockets, in a runtime of their own that stops when dropped.
+
+use dls_protocol::Token;
+use std::time::Duration;
+
+pub struct Workers {
+    pub addrs: Vec<String>,
+    stop: Option<tokio::sync::watch::Sender<bool>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// One worker per (link rate in MB/s, slowdown).
+pub fn start(specs: &[(Option<f64>, f64)], token: Option<&str>) -> Workers {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let specs = specs.to_vec();
+    let count = specs.len();
+    let token = token.and_then(Token::parse);
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let mut handles = Vec::new();
+            for (rate, slowdown) in specs {
+                let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+                addr_tx
+                    .send(l.local_addr().expect("addr").to_string())
+                    .expect("sends addr");
+                let mut cfg = dls_worker::Config::new(1, 1 << 30);
+                cfg.link_rate = rate.map(|r| r * 1e6);
+                cfg.slowdown = slowdown;
+                cfg.token = token.clone();
+                cfg.handshake_timeout = Duration::from_secs(2);
+                let mut stop = stop_rx.clone();
+                handles.push(tokio::spawn(dls_worker::serve(l, cfg, async move {
+                    let _ = stop.changed().await;
+                })));
+            }
+            for h in handles {
+                let _ = h.await;
+            }
+        });
+    });
+    let addrs = (0..count)
+        .map(|_| addr_rx.recv_timeout(Duration::from_secs(10)).expect("a worker started"))
+        .collect();
+    Workers {
+        addrs,
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    }
+}
+
+impl Workers {
+    pub fn list(&self) -> String {
+        self.addrs.join(",")
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(true);
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// C = A·B by the textbook loop, for every product of a batch.
+pub fn naive_all(a: &[f64], b: &[f64], m: usize, n: usize) -> Vec<f64> {
+    let nn = n * n;
+    (0..m)
+        .flat_map(|i| dls_worker::kernel::naive(&a[i * nn..(i + 1) * nn], &b[i * nn..(i + 1) * nn], n))
+        .collect()
+}
+
+pub fn assert_close(got: &[f64], want: &[f64], n: usize) {
+    assert_eq!(got.len(), want.len());
+    for (i, (x, y)) in got.iter().zip(want).enumerate() {
+        assert!((x - y).abs() <= 1e-12 * n as f64, "value {i}: {x} vs {y}");
+    }
+}

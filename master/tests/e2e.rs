@@ -1,0 +1,121 @@
+//! End to end through the library: real worker daemons on 127.0.0.1,
+//! calibration, every strategy, every product checked against a local
+//! computation, and the trace checked for the one-port discipline.
+
+mod common;
+use dls_lp::Strategy;
+use dls_master::calibrate::{self, CalibrateOptions};
+use dls_master::cluster::Cluster;
+use dls_master::link::{self, Timeouts};
+use dls_master::run::Batch;
+use dls_master::session::{self, RunConfig};
+use serde_json::Value;
+use std::time::Duration;
+
+/// (start, end, is_send, worker) of the master's measured port spans.
+fn port_spans(trace: &Value) -> Vec<(f64, f64, bool, String)> {
+    let mut v: Vec<_> = trace["traceEvents"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["pid"] == 1 && e["tid"] == 0)
+        .map(|e| {
+            let ts = e["ts"].as_f64().expect("ts");
+            (
+                ts,
+                ts + e["dur"].as_f64().expect("dur"),
+                e["cat"] == "send",
+                e["args"]["worker"].as_str().expect("worker").to_string(),
+            )
+        })
+        .collect();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    v
+}
+
+fn order(spans: &[(f64, f64, bool, String)], send: bool) -> Vec<String> {
+    let mut o: Vec<String> = spans.iter().filter(|s| s.2 == send).map(|s| s.3.clone()).collect();
+    o.dedup();
+    o
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_strategy_computes_every_product_under_one_port() {
+    let w = common::start(
+        &[(Some(300.0), 3.0), (Some(150.0), 2.0), (None, 1.0), (Some(20.0), 1.0)],
+        None,
+    );
+    let cluster = Cluster::from_list(&w.list()).expect("cluster");
+    let mut links = link::connect_all(&cluster, None, Timeouts::default())
+        .await
+        .expect("connects");
+    let opts = CalibrateOptions {
+        size: 16,
+        max_probe_bytes: 1 << 20,
+        reps: 1,
+        timeout: Duration::from_secs(20),
+    };
+    let cal = calibrate::calibrate(&mut links, &opts).await.expect("calibrates");
+    let platform = cal.platform().expect("platform");
+    let batch = Batch::random(60, 16, 5);
+    let want = common::naive_all(&batch.a, &batch.b, batch.m, batch.n);
+    for (job, strategy) in Strategy::ALL.into_iter().enumerate() {
+        let cfg = RunConfig {
+            strategy,
+            verify: 2,
+            ..RunConfig::default()
+        };
+        let (back, done) = session::run_batch(links, &platform, &batch, &cfg, job as u64 + 1, |_| {}).await;
+        links = back;
+        let done = done.unwrap_or_else(|e| panic!("{strategy}: {e:#}"));
+        common::assert_close(&done.outcome.c, &want, batch.n);
+        assert_eq!(done.report.verified, 2);
+        // The trace, as a user would read it back.
+        let trace = done.trace.to_json();
+        let spans = port_spans(&trace);
+        for pair in spans.windows(2) {
+            assert!(
+                pair[1].0 >= pair[0].1,
+                "{strategy}: transfers overlap: {:?} / {:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+        let last_send = spans.iter().filter(|s| s.2).map(|s| s.1).fold(0.0, f64::max);
+        let first_return = spans.iter().filter(|s| !s.2).map(|s| s.0).fold(f64::INFINITY, f64::min);
+        assert!(
+            first_return >= last_send,
+            "{strategy}: a return started before the last send ended"
+        );
+        assert_eq!(order(&spans, true), done.report.send_order, "{strategy}: send order");
+        assert_eq!(
+            order(&spans, false),
+            done.report.return_order,
+            "{strategy}: return order"
+        );
+        // Every worker with load appears, and loads add up.
+        assert_eq!(done.report.workers.iter().map(|w| w.load).sum::<u64>(), 60);
+    }
+    link::close_all(&mut links).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_workers_than_products() {
+    let w = common::start(&[(None, 1.0), (None, 1.0), (None, 1.0)], None);
+    let cluster = Cluster::from_list(&w.list()).expect("cluster");
+    let links = link::connect_all(&cluster, None, Timeouts::default())
+        .await
+        .expect("connects");
+    let platform = dls_lp::Platform::new(
+        ["w0", "w1", "w2"]
+            .iter()
+            .map(|n| dls_lp::Worker::new(*n, 1e-3, 1e-2, 5e-4))
+            .collect(),
+    )
+    .expect("platform");
+    let batch = Batch::random(2, 4, 1);
+    let (_links, done) = session::run_batch(links, &platform, &batch, &RunConfig::default(), 1, |_| {}).await;
+    let done = done.expect("runs");
+    assert_eq!(done.report.workers.iter().filter(|w| w.load == 0).count(), 1);
+    common::assert_close(&done.outcome.c, &common::naive_all(&batch.a, &batch.b, 2, 4), 4);
+}

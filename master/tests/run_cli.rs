@@ -1,0 +1,222 @@
+//! `dls run` and friends as a user runs them, against worker daemons on
+//! 127.0.0.1.
+
+mod common;
+use dls_master::npy;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn dls(args: &[&str], token: Option<&str>) -> (bool, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dls"));
+    cmd.args(args).env_remove("DLS_TOKEN");
+    if let Some(t) = token {
+        cmd.env("DLS_TOKEN", t);
+    }
+    let out = cmd.output().expect("runs dls");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("dls-run-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d.join(name)
+}
+
+fn s(p: &std::path::Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+#[test]
+fn run_with_npy_files_writes_c_trace_and_gantt() {
+    let w = common::start(&[(Some(200.0), 2.0), (None, 1.0)], Some("tok"));
+    let (m, n) = (12usize, 8usize);
+    let mut a = vec![0.0; m * n * n];
+    let mut b = vec![0.0; m * n * n];
+    dls_worker::kernel::fill_random(&mut a, 11);
+    dls_worker::kernel::fill_random(&mut b, 12);
+    let (pa, pb, pc) = (tmp("a.npy"), tmp("b.npy"), tmp("c.npy"));
+    npy::write(&pa, &npy::Matrices { m, n, data: a.clone() }).expect("writes A");
+    npy::write(&pb, &npy::Matrices { m, n, data: b.clone() }).expect("writes B");
+    let (trace, gantt) = (tmp("t.json"), tmp("g.svg"));
+    let list = w.list();
+    let (ok, out, err) = dls(
+        &[
+            "run",
+            "--workers",
+            &list,
+            "--input",
+            s(&pa),
+            s(&pb),
+            "--output",
+            s(&pc),
+            "--trace",
+            s(&trace),
+            "--gantt",
+            s(&gantt),
+            "--verify",
+            "4",
+            "--json",
+        ],
+        Some("tok"),
+    );
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON summary");
+    for key in [
+        "strategy",
+        "load",
+        "size",
+        "send_order",
+        "return_order",
+        "predicted_makespan",
+        "measured_makespan",
+        "verified",
+        "max_abs_error",
+        "workers",
+    ] {
+        assert!(v.get(key).is_some(), "summary lacks {key}");
+    }
+    assert_eq!(v["load"], 12);
+    assert_eq!(v["size"], 8);
+    assert_eq!(v["verified"], 4);
+    let c = npy::read(&pc, Some(n)).expect("reads C");
+    assert_eq!(c.m, m);
+    common::assert_close(&c.data, &common::naive_all(&a, &b, m, n), n);
+    let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).expect("trace")).expect("JSON");
+    let events = t["traceEvents"].as_array().expect("events");
+    assert!(events.iter().any(|e| e["ph"] == "X" && e["args"]["predicted"] == true));
+    assert!(events
+        .iter()
+        .any(|e| e["ph"] == "X" && e["cat"] == "compute" && e["pid"] == 1));
+    assert!(std::fs::read_to_string(&gantt).expect("svg").starts_with("<svg"));
+    // `dls gantt` redraws the same trace.
+    let g2 = tmp("g2.svg");
+    let (ok, _, err) = dls(&["gantt", s(&trace), "-o", s(&g2)], None);
+    assert!(ok, "{err}");
+    assert!(std::fs::read_to_string(&g2).expect("svg").contains("measured"));
+}
+
+#[test]
+fn calibrate_writes_a_platform_that_plan_and_run_accept() {
+    let w = common::start(&[(Some(100.0), 3.0), (None, 1.0)], None);
+    let list = w.list();
+    let platform = tmp("platform.toml");
+    let (ok, _, err) = dls(
+        &["calibrate", "--workers", &list, "--size", "16", "-o", s(&platform)],
+        None,
+    );
+    assert!(ok, "{err}");
+    let (ok, out, err) = dls(&["plan", "--platform", s(&platform), "--load", "50", "--json"], None);
+    assert!(ok, "{err}");
+    assert!(out.contains("\"makespan\""));
+    let (ok, out, err) = dls(
+        &[
+            "run",
+            "--workers",
+            &list,
+            "--platform",
+            s(&platform),
+            "--batch",
+            "10",
+            "--size",
+            "16",
+        ],
+        None,
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains("measured/predicted"), "{out}");
+}
+
+fn fails(args: &[&str], token: Option<&str>, needle: &str) {
+    let (ok, out, err) = dls(args, token);
+    assert!(!ok, "should fail: {args:?}");
+    assert!(err.contains(needle), "{err:?} should mention {needle:?}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.is_empty());
+}
+
+#[test]
+fn bad_input_fails_clearly() {
+    let w = common::start(&[(None, 1.0)], Some("right"));
+    let list = w.list();
+    // A port nobody listens on.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+        l.local_addr().expect("addr").to_string()
+    };
+    fails(
+        &["run", "--workers", &closed, "--batch", "4", "--size", "4"],
+        None,
+        "cannot connect",
+    );
+    fails(
+        &["run", "--workers", &list, "--batch", "4", "--size", "4"],
+        Some("wrong"),
+        "different tokens",
+    );
+    fails(
+        &["run", "--workers", &list, "--batch", "4", "--size", "4"],
+        None,
+        "wrong or missing token",
+    );
+    fails(
+        &["run", "--workers", &list, "--batch", "0", "--size", "4"],
+        Some("right"),
+        "at least one product",
+    );
+    let empty = tmp("empty.toml");
+    std::fs::write(&empty, "").expect("writes");
+    fails(
+        &["run", "--cluster", s(&empty), "--batch", "4", "--size", "4"],
+        None,
+        "no worker",
+    );
+    // .npy of the wrong dtype and of the wrong shape.
+    let bad = tmp("f4.npy");
+    let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2, 2), }";
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    let pad = 64 - (10 + header.len() + 1) % 64;
+    bytes.extend(((header.len() + pad + 1) as u16).to_le_bytes());
+    bytes.extend(header.as_bytes());
+    bytes.extend(std::iter::repeat_n(b' ', pad));
+    bytes.push(b'\n');
+    bytes.extend([0u8; 32]);
+    std::fs::write(&bad, &bytes).expect("writes");
+    fails(
+        &["run", "--workers", &list, "--input", s(&bad), s(&bad)],
+        Some("right"),
+        "not float64",
+    );
+    let (a, b) = (tmp("a2.npy"), tmp("b3.npy"));
+    npy::write(
+        &a,
+        &npy::Matrices {
+            m: 2,
+            n: 2,
+            data: vec![0.0; 8],
+        },
+    )
+    .expect("writes");
+    npy::write(
+        &b,
+        &npy::Matrices {
+            m: 3,
+            n: 2,
+            data: vec![0.0; 12],
+        },
+    )
+    .expect("writes");
+    fails(
+        &["run", "--workers", &list, "--input", s(&a), s(&b)],
+        Some("right"),
+        "must pair up",
+    );
+    fails(
+        &["run", "--workers", &list, "--input", s(&a), s(&a), "--size", "3"],
+        Some("right"),
+        "--size is 3",
+    );
+}
