@@ -258,6 +258,9 @@ pub async fn execute(
 
     let result: Result<()> = async {
         let mut pending = ex.start();
+        // Results waiting to be copied into C: the copy happens after the
+        // next commands are out, so it never holds up the port.
+        let mut arrived: Option<(Chunk, Vec<f64>)> = None;
         loop {
             for cmd in pending.drain(..) {
                 let now = Instant::now();
@@ -277,6 +280,10 @@ pub async fn execute(
                     .send(msg)
                     .await
                     .map_err(|_| anyhow!("worker {:?}: its connection task ended", names[w]))?;
+            }
+            if let Some((ch, payload)) = arrived.take() {
+                c[ch.start * nn..(ch.start + ch.len) * nn].copy_from_slice(&payload);
+                on_chunk(ch.len);
             }
             if ex.done() {
                 return Ok(());
