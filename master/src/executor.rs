@@ -105,11 +105,14 @@ pub struct Executor {
     return_pos: (usize, usize),
     sending: bool,
     returning: bool,
+    /// Workers lost (dead, stalled, or misbehaving); their chunks are skipped.
+    lost: Vec<bool>,
 }
 
 impl Executor {
     /// Workers with no chunk are dropped from both orders.
     pub fn new(ports: Ports, send_order: &[usize], return_order: &[usize], chunks: Vec<Vec<Chunk>>) -> Self {
+        let p = chunks.len();
         let has = |w: &usize| !chunks[*w].is_empty();
         let stage = chunks.iter().map(|c| vec![Stage::Pending; c.len()]).collect();
         Executor {
@@ -122,6 +125,7 @@ impl Executor {
             return_pos: (0, 0),
             sending: false,
             returning: false,
+            lost: vec![false; p],
         }
     }
 
@@ -142,7 +146,49 @@ impl Executor {
         self.send_pos.0 >= self.send_order.len()
     }
 
+    /// Whether `worker` has been lost.
+    pub fn is_lost(&self, worker: usize) -> bool {
+        self.lost.get(worker).copied().unwrap_or(false)
+    }
+
+    /// Give up on `worker`: every chunk of it not yet returned is handed
+    /// back (to be redone elsewhere), the port is freed if it held it, and
+    /// the schedule goes on without it. Returns the lost chunks and the
+    /// commands that can start now.
+    pub fn lose(&mut self, worker: usize) -> (Vec<Chunk>, Vec<Command>) {
+        if worker >= self.lost.len() || self.lost[worker] {
+            return (Vec::new(), Vec::new());
+        }
+        self.lost[worker] = true;
+        let lost: Vec<Chunk> = self.chunks[worker]
+            .iter()
+            .zip(&self.stage[worker])
+            .filter(|(_, s)| **s != Stage::Returned)
+            .map(|(c, _)| *c)
+            .collect();
+        if self.sending && self.send_order.get(self.send_pos.0) == Some(&worker) {
+            self.sending = false;
+        }
+        if self.returning && self.return_order.get(self.return_pos.0) == Some(&worker) {
+            self.returning = false;
+        }
+        self.skip_lost();
+        (lost, self.advance())
+    }
+
+    fn skip_lost(&mut self) {
+        while self.send_pos.0 < self.send_order.len() && self.lost[self.send_order[self.send_pos.0]] {
+            self.send_pos = (self.send_pos.0 + 1, 0);
+        }
+        while self.return_pos.0 < self.return_order.len() && self.lost[self.return_order[self.return_pos.0]] {
+            self.return_pos = (self.return_pos.0 + 1, 0);
+        }
+    }
+
     fn find(&self, worker: usize, chunk: ChunkId) -> Option<usize> {
+        if self.is_lost(worker) {
+            return None;
+        }
         self.chunks.get(worker)?.iter().position(|c| c.id == chunk)
     }
 
@@ -168,6 +214,7 @@ impl Executor {
                 } else {
                     (p + 1, 0)
                 };
+                self.skip_lost();
             }
             Event::Ready { .. } => {
                 if *st != Stage::Sent {
@@ -187,6 +234,7 @@ impl Executor {
                 } else {
                     (p + 1, 0)
                 };
+                self.skip_lost();
             }
         }
         Ok(self.advance())

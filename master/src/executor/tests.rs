@@ -41,10 +41,27 @@ struct Run {
     makespan: f64,
     /// (start, end, is_send, worker) of every transfer.
     transfers: Vec<(f64, f64, bool, usize)>,
+    /// Chunks whose results arrived, and chunks handed back as lost.
+    returned: Vec<Chunk>,
+    lost: Vec<Chunk>,
+    all: Vec<Chunk>,
 }
 
-/// Simulate the platform (n = 1 products, so payloads stay tiny on the wire).
 fn simulate(platform: &Platform, ports: Ports, send: &[usize], ret: &[usize], loads: &[u64], max_chunk: usize) -> Run {
+    simulate_with_loss(platform, ports, send, ret, loads, max_chunk, None)
+}
+
+/// Simulate the platform (n = 1 products, so payloads stay tiny on the
+/// wire). `kill`: lose this worker after that many events.
+fn simulate_with_loss(
+    platform: &Platform,
+    ports: Ports,
+    send: &[usize],
+    ret: &[usize],
+    loads: &[u64],
+    max_chunk: usize,
+    kill: Option<(usize, usize)>,
+) -> Run {
     let wk = platform.workers();
     let mut ex = Executor::new(ports, send, ret, chunks(send, loads, max_chunk));
     let job = JobId(7);
@@ -54,6 +71,9 @@ fn simulate(platform: &Platform, ports: Ports, send: &[usize], ret: &[usize], lo
     let mut starts: std::collections::HashMap<(usize, ChunkId, bool), f64> = Default::default();
     let mut transfers = Vec::new();
     let mut now = 0.0;
+    let all: Vec<Chunk> = ex.chunks().iter().flatten().copied().collect();
+    let (mut returned, mut lost) = (Vec::new(), Vec::new());
+    let mut dead: Option<usize> = None;
     let mut pending = ex.start();
     let mut guard = 0;
     loop {
@@ -109,7 +129,25 @@ fn simulate(platform: &Platform, ports: Ports, send: &[usize], ret: &[usize], lo
                 }
             }
         }
+        if let Some((w, after)) = kill {
+            if guard == after && dead.is_none() {
+                dead = Some(w);
+                let (gone, cmds) = ex.lose(w);
+                lost = gone;
+                pending = cmds;
+                // The dead worker's open transfers never end.
+                starts.retain(|k, _| k.0 != w);
+                continue;
+            }
+        }
         let Some(Timed(t, _, ev)) = queue.pop() else { break };
+        let from = match ev {
+            Event::Received { worker, .. } | Event::Ready { worker, .. } | Event::Results { worker, .. } => worker,
+        };
+        if Some(from) == dead {
+            guard += 1;
+            continue;
+        }
         now = t;
         // The worker's replies cross the wire too.
         match ev {
@@ -136,16 +174,23 @@ fn simulate(platform: &Platform, ports: Ports, send: &[usize], ret: &[usize], lo
                     vec![0.5; len],
                 ));
                 transfers.push((starts[&(worker, chunk, false)], t, false, worker));
+                returned.push(*ex.chunks()[worker].iter().find(|c| c.id == chunk).expect("known"));
             }
         }
         pending = ex.on_event(ev).expect("the simulated worker follows the protocol");
         guard += 1;
         assert!(guard < 1_000_000);
     }
-    assert!(ex.done(), "every chunk returned");
+    assert!(
+        ex.done(),
+        "the schedule ran to its end (kill {kill:?}, dead {dead:?}, events {guard})"
+    );
     Run {
         makespan: now,
         transfers,
+        returned,
+        lost,
+        all,
     }
 }
 
@@ -277,4 +322,40 @@ fn protocol_violations_are_refused() {
         ex.on_event(Event::Received { worker: 0, chunk: c0 }).expect("ok"),
         vec![Command::Assign(ex.chunks()[1][0])]
     );
+}
+
+#[test]
+fn a_lost_worker_hands_back_exactly_its_unreturned_chunks() {
+    let p = platform();
+    for strategy in [Strategy::Fifo, Strategy::Lifo, Strategy::IncW] {
+        let pl = plan(&p, &Request::new(300, strategy)).expect("plans");
+        let (send, ret) = (pl.scenario.send_order.clone(), pl.scenario.return_order.clone());
+        let enrolled: Vec<usize> = send.iter().copied().filter(|&w| pl.loads[w] > 0).collect();
+        let events = simulate(&p, Ports::One, &send, &ret, &pl.loads, 40).returned.len() * 3;
+        for &victim in &enrolled {
+            // Kill it at every stage of the schedule: during sends, computing, returns.
+            for after in (0..=events).step_by(3) {
+                let run = simulate_with_loss(&p, Ports::One, &send, &ret, &pl.loads, 40, Some((victim, after)));
+                let key = |c: &Chunk| (c.worker, c.id);
+                let mut got: Vec<_> = run.returned.iter().chain(&run.lost).map(key).collect();
+                got.sort();
+                let mut want: Vec<_> = run.all.iter().map(key).collect();
+                want.sort();
+                assert_eq!(
+                    got, want,
+                    "{strategy} victim {victim} after {after}: returned + lost = all, once each"
+                );
+                assert!(
+                    run.lost.iter().all(|c| c.worker == victim),
+                    "only the victim's chunks are lost"
+                );
+                assert!(run.returned.iter().all(|c| c.worker != victim || after > 0));
+                let mut t = run.transfers.clone();
+                t.sort_by(|a, b| a.0.total_cmp(&b.0));
+                for pair in t.windows(2) {
+                    assert!(pair[1].0 >= pair[0].1 - 1e-12, "transfers overlap after a loss");
+                }
+            }
+        }
+    }
 }
