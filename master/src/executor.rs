@@ -146,6 +146,13 @@ impl Executor {
         self.send_pos.0 >= self.send_order.len()
     }
 
+    /// Whether `worker` holds a chunk it has received but not yet computed.
+    pub fn awaiting_ready(&self, worker: usize) -> bool {
+        self.stage
+            .get(worker)
+            .is_some_and(|s| s.iter().any(|s| matches!(s, Stage::Sending | Stage::Sent)))
+    }
+
     /// Whether `worker` has been lost.
     pub fn is_lost(&self, worker: usize) -> bool {
         self.lost.get(worker).copied().unwrap_or(false)

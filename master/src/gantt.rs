@@ -83,6 +83,23 @@ pub fn svg(trace: &Trace, title: &str) -> String {
                 y + ROW - 1.0
             );
         }
+        for m in trace
+            .marks
+            .iter()
+            .filter(|m| m.get("pid").and_then(|v| v.as_u64()) == Some(*pid as u64))
+        {
+            let ts = m.get("ts").and_then(|v| v.as_f64()).unwrap_or(0.0);
+            let tid = m.get("tid").and_then(|v| v.as_u64()).unwrap_or(0) as f64;
+            let name = m.get("name").and_then(|v| v.as_str()).unwrap_or("");
+            let y = top + 10.0 + tid * ROW;
+            let _ = writeln!(
+                out,
+                r##"<line x1="{px:.2}" y1="{y:.2}" x2="{px:.2}" y2="{:.2}" stroke="#d00000" stroke-width="2"><title>{}</title></line>"##,
+                y + ROW,
+                escape(name),
+                px = x(ts)
+            );
+        }
         for s in trace.spans.iter().filter(|s| s.pid == *pid) {
             let y = top + 10.0 + s.tid as f64 * ROW + 2.0;
             let w = (x(s.ts + s.dur) - x(s.ts)).max(0.5);
@@ -180,6 +197,7 @@ mod tests {
                 s(1, 1, "return", 1000.0, 100.0),
                 s(2, 1, "send", 0.0, 90.0),
             ],
+            marks: Vec::new(),
             tracks: vec!["master port".into(), "w<1>".into()],
         };
         let svg = svg(&trace, "t & t");

@@ -55,7 +55,27 @@ pub struct RunReport {
     pub verified: usize,
     pub max_abs_error: f64,
     pub workers: Vec<WorkerReport>,
+    /// Workers given up on, and why.
+    pub failures: Vec<FailureReport>,
+    /// Recovery rounds: lost products planned again over the survivors.
+    pub replans: Vec<ReplanReport>,
     pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FailureReport {
+    pub worker: String,
+    pub at: f64,
+    pub reason: String,
+    pub products_lost: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplanReport {
+    pub at: f64,
+    pub products: usize,
+    pub workers: Vec<String>,
+    pub predicted: f64,
 }
 
 impl RunReport {
@@ -91,6 +111,26 @@ impl RunReport {
                     predicted: Times::from(&plan.integer.workers[i]),
                     measured: Times::from(&measured.workers[i]),
                     compute_secs: measured.compute_secs[i],
+                })
+                .collect(),
+            failures: measured
+                .failures
+                .iter()
+                .map(|f| FailureReport {
+                    worker: platform.workers()[f.worker].name.clone(),
+                    at: f.at,
+                    reason: f.reason.clone(),
+                    products_lost: f.products_lost,
+                })
+                .collect(),
+            replans: measured
+                .replans
+                .iter()
+                .map(|r| ReplanReport {
+                    at: r.at,
+                    products: r.products,
+                    workers: r.workers.iter().map(|&w| platform.workers()[w].name.clone()).collect(),
+                    predicted: r.predicted,
                 })
                 .collect(),
             notes: plan.notes.clone(),

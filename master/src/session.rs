@@ -116,7 +116,7 @@ pub async fn run_batch(
         ports: cfg.ports,
         ..cfg.options
     };
-    let (links, outcome) = run::execute(links, &plan, batch, JobId(job), &opts, on_chunk).await;
+    let (links, outcome) = run::execute(links, &platform, &plan, batch, JobId(job), &opts, on_chunk).await;
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => return (links, Err(e)),

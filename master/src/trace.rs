@@ -32,6 +32,8 @@ pub struct Span {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trace {
     pub spans: Vec<Span>,
+    /// Instant events on the master's track: failures and re-plans.
+    pub marks: Vec<Value>,
     /// Track names, index = tid (0 = master port).
     pub tracks: Vec<String>,
 }
@@ -137,7 +139,20 @@ impl Trace {
         }
         let mut tracks = vec!["master port".to_string()];
         tracks.extend(names.iter().cloned());
-        Trace { spans, tracks }
+        let mut marks = Vec::new();
+        for f in &measured.failures {
+            marks.push(
+                json!({"name": format!("lost {}", names[f.worker]), "cat": "failure", "ph": "i", "s": "g",
+                "ts": f.at * 1e6, "pid": MEASURED_PID, "tid": f.worker + 1,
+                "args": {"worker": names[f.worker], "reason": f.reason, "products_lost": f.products_lost}}),
+            );
+        }
+        for r in &measured.replans {
+            let who: Vec<&str> = r.workers.iter().map(|&w| names[w].as_str()).collect();
+            marks.push(json!({"name": "re-plan", "cat": "replan", "ph": "i", "s": "p", "ts": r.at * 1e6,
+                "pid": MEASURED_PID, "tid": 0, "args": {"products": r.products, "workers": who, "predicted": r.predicted}}));
+        }
+        Trace { spans, marks, tracks }
     }
 
     pub fn to_json(&self) -> Value {
@@ -174,6 +189,7 @@ impl Trace {
             .with_context(|| format!("{origin}: no traceEvents array: not a Chrome trace"))?;
         let mut tracks: Vec<String> = Vec::new();
         let mut spans = Vec::new();
+        let mut marks = Vec::new();
         for e in events {
             match e.get("ph").and_then(Value::as_str) {
                 Some("M") if e.get("name").and_then(Value::as_str) == Some("thread_name") => {
@@ -193,6 +209,7 @@ impl Trace {
                         serde_json::from_value(e.clone()).with_context(|| format!("{origin}: malformed event {e}"))?;
                     spans.push(s);
                 }
+                Some("i") => marks.push(e.clone()),
                 _ => {}
             }
         }
@@ -212,6 +229,6 @@ impl Trace {
                 };
             }
         }
-        Ok(Trace { spans, tracks })
+        Ok(Trace { spans, marks, tracks })
     }
 }

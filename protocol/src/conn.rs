@@ -25,6 +25,10 @@ pub struct Connection<S, In, Out> {
     wbuf: Vec<u8>,
     max_frame: u64,
     partial: Option<Partial<In>>,
+    /// Bytes read so far: a sign of life even in the middle of a long frame.
+    bytes_in: u64,
+    /// Longest a single write may make no progress before it fails.
+    write_stall: Option<std::time::Duration>,
     _out: PhantomData<fn(Out)>,
 }
 
@@ -43,6 +47,8 @@ where
             wbuf: Vec::with_capacity(256),
             max_frame: HANDSHAKE_MAX_FRAME,
             partial: None,
+            bytes_in: 0,
+            write_stall: None,
             _out: PhantomData,
         }
     }
@@ -53,6 +59,17 @@ where
 
     pub fn max_frame(&self) -> u64 {
         self.max_frame
+    }
+
+    /// Bytes read from the stream so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_in
+    }
+
+    /// Fail a write that makes no progress for `d` (a stalled peer), instead
+    /// of waiting forever. `None`: wait as long as it takes.
+    pub fn set_write_stall_timeout(&mut self, d: Option<std::time::Duration>) {
+        self.write_stall = d;
     }
 
     pub fn get_ref(&self) -> &S {
@@ -91,6 +108,7 @@ where
                     }));
                 }
                 let n = self.stream.read(&mut bytes[p.filled..]).await?;
+                self.bytes_in += n as u64;
                 if n == 0 {
                     return Err(Error::Truncated {
                         got: p.filled,
@@ -113,7 +131,9 @@ where
             if self.rbuf.capacity() - self.rbuf.len() < 4096 {
                 self.rbuf.reserve(16 * 1024);
             }
-            if self.stream.read_buf(&mut self.rbuf).await? == 0 {
+            let n = self.stream.read_buf(&mut self.rbuf).await?;
+            self.bytes_in += n as u64;
+            if n == 0 {
                 return if self.rbuf.is_empty() {
                     Ok(None)
                 } else {
@@ -160,7 +180,12 @@ where
             let io: Vec<IoSlice<'_>> = std::iter::once(IoSlice::new(&slices[first][offset..]))
                 .chain(slices[first + 1..].iter().take(63).map(|s| IoSlice::new(s)))
                 .collect();
-            let mut n = self.stream.write_vectored(&io).await?;
+            let mut n = match self.write_stall {
+                None => self.stream.write_vectored(&io).await?,
+                Some(d) => tokio::time::timeout(d, self.stream.write_vectored(&io))
+                    .await
+                    .map_err(|_| Error::Timeout(d, "the peer to take more bytes"))??,
+            };
             if n == 0 {
                 return Err(Error::Io(std::io::ErrorKind::WriteZero.into()));
             }
