@@ -11,6 +11,7 @@
 //! # }
 //! ```
 
+pub mod cli;
 pub mod kernel;
 pub mod server;
 pub mod throttle;

@@ -441,6 +441,7 @@ impl Session {
     }
 
     async fn send_results(&mut self, conn: &mut WorkerConn, key: Key, done: Computed) -> Result<()> {
+        debug!(job = key.0 .0, chunk = key.1 .0, "sending results");
         conn.write_frame(
             &FromWorker::Results {
                 job: key.0,
@@ -500,6 +501,7 @@ fn compute(kernel: &kernel::Kernel, reference: &Reference, work: Work, slowdown:
     };
     let (done, wall) = match work {
         Work::Chunk { key, n, k, ab } => {
+            debug!(job = key.0 .0, chunk = key.1 .0, "computing");
             let t0 = Instant::now();
             let c = kernel.multiply_batch(&ab, n as usize, k as usize);
             let wall = t0.elapsed().as_secs_f64();

@@ -1,0 +1,188 @@
+//! The `dls-worker` command line (the binary's `main` only calls [`main`]).
+
+use crate::{kernel, serve, Config};
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use dls_protocol::Token;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The dls worker daemon: computes batches of matrix products for a dls master.
+#[derive(Debug, Parser)]
+#[command(name = "dls-worker", version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    daemon: DaemonArgs,
+}
+
+#[derive(Debug, Args)]
+struct DaemonArgs {
+    /// Address to listen on, e.g. 0.0.0.0:7070 (port 0 picks a free one).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// File holding the shared token (else the DLS_TOKEN environment variable).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Accept masters without a token on a non-loopback address.
+    #[arg(long)]
+    insecure: bool,
+    /// Threads of the matrix kernel [default: all cores].
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Bytes of matrices held at once [default: half the machine's memory].
+    #[arg(long)]
+    memory_limit: Option<u64>,
+    /// Emulation: compute K times slower (compute, then wait K-1 times as long).
+    #[arg(long, default_value_t = 1.0)]
+    slowdown: f64,
+    /// Emulation: throttle this worker's reads and writes to MBPS megabytes (10^6 bytes) per second.
+    #[arg(long)]
+    link_rate: Option<f64>,
+    /// Seconds a new connection has to complete the handshake.
+    #[arg(long, default_value_t = 5.0)]
+    handshake_timeout: f64,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Measure the kernel's GFLOP/s at one matrix size.
+    Bench {
+        #[arg(long)]
+        size: usize,
+        /// Threads [default: all cores].
+        #[arg(long)]
+        threads: Option<usize>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The token from `--token-file`, else `DLS_TOKEN`, else none.
+fn load_token(file: Option<&PathBuf>) -> Result<Option<Token>> {
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading token file {}", path.display()))?;
+        return Token::parse(&text)
+            .map(Some)
+            .with_context(|| format!("token file {} is empty", path.display()));
+    }
+    match std::env::var("DLS_TOKEN") {
+        Ok(v) => Ok(Some(Token::parse(&v).context("DLS_TOKEN is set but empty")?)),
+        Err(_) => Ok(None),
+    }
+}
+
+fn daemon(args: DaemonArgs) -> Result<()> {
+    let Some(listen) = args.listen else {
+        bail!("--listen ADDR is required (e.g. --listen 0.0.0.0:7070), or use `dls-worker bench`");
+    };
+    let token = load_token(args.token_file.as_ref())?;
+    if token.is_none() && !listen.ip().is_loopback() && !args.insecure {
+        bail!(
+            "refusing to listen on {listen} without a token: pass --token-file FILE or set DLS_TOKEN (and give the master the same), or --insecure to accept any master"
+        );
+    }
+    if !(args.slowdown.is_finite() && args.slowdown >= 1.0) {
+        bail!("--slowdown must be a number >= 1 (got {})", args.slowdown);
+    }
+    if let Some(r) = args.link_rate {
+        if !(r.is_finite() && r > 0.0) {
+            bail!("--link-rate must be a positive number of MB/s (got {r})");
+        }
+    }
+    if !(args.handshake_timeout.is_finite() && args.handshake_timeout > 0.0) {
+        bail!("--handshake-timeout must be a positive number of seconds");
+    }
+    let threads = args.threads.unwrap_or_else(cores);
+    if threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    let mut cfg = Config::new(threads, args.memory_limit.unwrap_or_else(crate::default_memory_limit));
+    cfg.token = token;
+    cfg.slowdown = args.slowdown;
+    cfg.link_rate = args.link_rate.map(|mb| mb * 1e6);
+    cfg.handshake_timeout = Duration::from_secs_f64(args.handshake_timeout);
+    let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("binding {listen}"))?;
+        let addr = listener.local_addr()?;
+        // Scripts and tests read this line to learn the port.
+        println!("dls-worker listening on {addr}");
+        tracing::info!(
+            %addr, threads, memory_limit = cfg.memory_limit, slowdown = cfg.slowdown,
+            link_rate = ?cfg.link_rate, auth = cfg.token.is_some(), "ready"
+        );
+        serve(listener, cfg, shutdown_signal()).await.context("serving")
+    })
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+fn bench(size: usize, threads: Option<usize>, json: bool) -> Result<()> {
+    if size == 0 {
+        bail!("--size must be at least 1");
+    }
+    let threads = threads.unwrap_or_else(cores).max(1);
+    let k = kernel::Kernel::new(threads).map_err(anyhow::Error::msg)?;
+    let gflops = kernel::gflops(&k, size);
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"size": size, "threads": threads, "kernel": kernel::KERNEL, "gflops": gflops})
+        );
+    } else {
+        println!(
+            "{}: n = {size}, {threads} thread(s): {gflops:.1} GFLOP/s",
+            kernel::KERNEL
+        );
+    }
+    Ok(())
+}
+
+/// The whole `dls-worker` program: flags, logging, daemon or bench.
+pub fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let res = match cli.command {
+        Some(Command::Bench { size, threads, json }) => bench(size, threads, json),
+        None => daemon(cli.daemon),
+    };
+    match res {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
