@@ -88,8 +88,8 @@ impl Default for RunOptions {
         RunOptions {
             ports: Ports::One,
             max_chunk_bytes: 256 << 20,
-            liveness: Duration::from_secs(2),
-            heartbeat: Duration::from_millis(500),
+            liveness: Duration::from_millis(1500),
+            heartbeat: Duration::from_millis(250),
             straggler: None,
             stall_timeout: Duration::from_secs(120),
         }
@@ -152,7 +152,9 @@ struct Job {
 }
 
 enum Cmd {
-    Assign(Arc<Job>),
+    /// Send a chunk; the worker may stay silent while it reads it, for at
+    /// most the given time after the write completes.
+    Assign(Arc<Job>, Duration),
     Grant(ChunkId),
     Cancel,
 }
@@ -198,6 +200,7 @@ async fn worker_task(
     let mut ticker = tokio::time::interval(opts.heartbeat.min(opts.liveness / 2).max(Duration::from_millis(10)));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut seq = 0u64;
+    let mut quiet_until: Option<Instant> = None;
     loop {
         let step = tokio::select! {
             c = cmds.recv() => Step::Cmd(c),
@@ -206,7 +209,7 @@ async fn worker_task(
         };
         let ev = match step {
             Step::Cmd(None) => return link,
-            Step::Cmd(Some(Cmd::Assign(ch))) => {
+            Step::Cmd(Some(Cmd::Assign(ch, reading))) => {
                 let rs = ranges(&ch.products, nn);
                 let mut parts: Vec<&[f64]> = rs.iter().map(|r| &batch.a[r.clone()]).collect();
                 parts.extend(rs.iter().map(|r| &batch.b[r.clone()]));
@@ -219,7 +222,12 @@ async fn worker_task(
                 in_flight += 1;
                 seen = (link.conn.bytes_read(), Instant::now());
                 match link.conn.write_frame_parts(&msg, &parts).await {
-                    Ok(()) => continue,
+                    Ok(()) => {
+                        // The bytes may still sit in socket buffers: the worker
+                        // reads them at its own pace and cannot answer until it has.
+                        quiet_until = Some(Instant::now() + reading);
+                        continue;
+                    }
                     Err(e) => Ev::Failed(format!("sending chunk {}: {e}", ch.id.0)),
                 }
             }
@@ -234,7 +242,8 @@ async fn worker_task(
             }
             Step::Tick => {
                 let now = Instant::now();
-                if link.conn.bytes_read() != seen.0 {
+                let reading = quiet_until.is_some_and(|t| now < t);
+                if link.conn.bytes_read() != seen.0 || reading {
                     seen = (link.conn.bytes_read(), now);
                 } else if in_flight > 0 && now.duration_since(seen.1) > opts.liveness {
                     Ev::Failed(format!(
@@ -256,7 +265,10 @@ async fn worker_task(
                 continue;
             }
             Step::Frame(Ok(Some(f))) => match f.msg {
-                FromWorker::Received { job: j, chunk } if j == job => Ev::Received(chunk, Instant::now()),
+                FromWorker::Received { job: j, chunk } if j == job => {
+                    quiet_until = None;
+                    Ev::Received(chunk, Instant::now())
+                }
                 FromWorker::Ready {
                     job: j,
                     chunk,
@@ -408,7 +420,10 @@ pub async fn execute(
                         stamps[ch.worker].send_start.get_or_insert(now);
                         open.insert((ch.worker, ch.id, true), now);
                         let job = round.jobs.get(&ch.id).cloned().ok_or_else(|| anyhow!("chunk {} vanished", ch.id.0))?;
-                        (ch.worker, Cmd::Assign(job))
+                        // Three times the predicted transfer, plus the liveness window.
+                        let predicted = platform.workers()[ch.worker].c * ch.len as f64;
+                        let reading = opts.liveness + Duration::from_secs_f64((3.0 * predicted).min(3600.0));
+                        (ch.worker, Cmd::Assign(job, reading))
                     }
                     Command::Grant { worker, chunk } => {
                         stamps[worker].return_start.get_or_insert(now);
