@@ -55,6 +55,8 @@ pub struct RunReport {
     pub verified: usize,
     pub max_abs_error: f64,
     pub workers: Vec<WorkerReport>,
+    /// The master's peak resident memory so far (Linux), bytes.
+    pub master_peak_rss_bytes: Option<u64>,
     /// Workers given up on, and why.
     pub failures: Vec<FailureReport>,
     /// Recovery rounds: lost products planned again over the survivors.
@@ -113,6 +115,7 @@ impl RunReport {
                     compute_secs: measured.compute_secs[i],
                 })
                 .collect(),
+            master_peak_rss_bytes: peak_rss(),
             failures: measured
                 .failures
                 .iter()
@@ -196,4 +199,17 @@ impl RunReport {
         );
         s
     }
+}
+
+/// Peak resident set size of this process (VmHWM in /proc/self/status).
+pub fn peak_rss() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb = s
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()?;
+    Some(kb * 1024)
 }
