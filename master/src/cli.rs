@@ -153,6 +153,10 @@ pub struct RunArgs {
     /// Write an SVG Gantt chart, measured above predicted.
     #[arg(long)]
     pub gantt: Option<PathBuf>,
+    /// Give up on a worker this many times later than its predicted compute
+    /// end (plus a second) and redo its products elsewhere.
+    #[arg(long)]
+    pub straggler: Option<f64>,
     /// Largest chunk sent at once, in MB of A and B.
     #[arg(long, default_value_t = 256)]
     pub chunk_mb: u64,

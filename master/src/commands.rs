@@ -96,9 +96,15 @@ pub fn run(args: &RunArgs) -> Result<()> {
         seed: args.seed,
         options: RunOptions {
             max_chunk_bytes: args.chunk_mb.max(1) << 20,
+            straggler: args.straggler,
             ..RunOptions::default()
         },
     };
+    if let Some(f) = args.straggler {
+        if !(f.is_finite() && f >= 1.0) {
+            bail!("--straggler must be a factor of at least 1 (got {f})");
+        }
+    }
     runtime()?.block_on(async {
         let mut links = link::connect_all(&cluster, token.as_ref(), Timeouts::default()).await?;
         let platform = match given {
@@ -128,6 +134,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
         let done = done?;
         for note in done.plan.notes.iter() {
             eprintln!("note: {note}");
+        }
+        for f in &done.report.failures {
+            eprintln!(
+                "warning: lost worker {} ({}); {} product(s) redone elsewhere",
+                f.worker, f.reason, f.products_lost
+            );
         }
         if let Some(path) = &args.output {
             let mats = crate::npy::Matrices {

@@ -224,3 +224,161 @@ fn stalled_forever_is_detected() {
         r.failures[0].reason
     );
 }
+
+/// A worker that follows the protocol but returns NaN for every product.
+async fn lying_worker(listener: tokio::net::TcpListener) {
+    use dls_protocol::{handshake, Capabilities, Connection, FromWorker, ToWorker};
+    let (stream, _) = listener.accept().await.expect("accepts");
+    let mut conn: Connection<_, ToWorker, FromWorker> = Connection::new(stream);
+    let caps = Capabilities {
+        cores: 1,
+        threads: 1,
+        memory_limit: 1 << 30,
+        kernel: "liar".into(),
+        emulated: false,
+    };
+    handshake::worker(&mut conn, None, &caps, 1 << 32, Duration::from_secs(5), || Ok(()))
+        .await
+        .expect("handshake");
+    let mut chunks = std::collections::HashMap::new();
+    while let Ok(Some(f)) = conn.read_frame().await {
+        match f.msg {
+            ToWorker::Assign { job, chunk, n, k } => {
+                chunks.insert(chunk, (n, k));
+                conn.send(&FromWorker::Received { job, chunk }).await.expect("sends");
+                conn.send(&FromWorker::Ready {
+                    job,
+                    chunk,
+                    compute_secs: 0.0,
+                })
+                .await
+                .expect("sends");
+            }
+            ToWorker::Grant { job, chunk } => {
+                let (n, k) = chunks[&chunk];
+                let nan = vec![f64::NAN; (n * n * k) as usize];
+                conn.write_frame(&FromWorker::Results { job, chunk, n, k }, &nan)
+                    .await
+                    .expect("sends");
+            }
+            ToWorker::Heartbeat { seq } => conn.send(&FromWorker::HeartbeatAck { seq }).await.expect("sends"),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn malformed_results_are_redone_elsewhere() {
+    let good = Proc::start(&[]);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let (report, c, batch) = rt.block_on(async {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let liar = l.local_addr().expect("addr").to_string();
+        tokio::spawn(lying_worker(l));
+        let list = format!("{liar},{}", good.addr);
+        let platform = Platform::new(
+            (0..2)
+                .map(|i| Worker::new(format!("w{i}"), 0.01, 0.01, 0.005))
+                .collect(),
+        )
+        .expect("platform");
+        let cluster = Cluster::from_list(&list).expect("cluster");
+        let links = link::connect_all(&cluster, None, Timeouts::default())
+            .await
+            .expect("connects");
+        let batch = Batch::random(M, N, 3);
+        let (_l, done) = session::run_batch(links, &platform, &batch, &RunConfig::default(), 1, |_| {}).await;
+        let d = done.expect("the run completes on the honest worker");
+        (d.report, d.outcome.c, batch)
+    });
+    assert_eq!(report.failures.len(), 1);
+    assert_eq!(report.failures[0].worker, "w0");
+    assert!(
+        report.failures[0].reason.contains("non-finite"),
+        "{}",
+        report.failures[0].reason
+    );
+    let nn = N * N;
+    for i in 0..M {
+        let want = dls_worker::kernel::naive(&batch.a[i * nn..(i + 1) * nn], &batch.b[i * nn..(i + 1) * nn], N);
+        assert!(c[i * nn..(i + 1) * nn]
+            .iter()
+            .zip(&want)
+            .all(|(x, y)| (x - y).abs() <= 1e-12 * N as f64));
+    }
+}
+
+#[test]
+fn a_straggler_is_given_up_on_when_asked() {
+    // w0 computes 20000× slower than the plan believes; with a straggler
+    // factor of 2 its products are redone by the others.
+    let victim = Proc::start(&["--slowdown", "20000"]);
+    let others = [Proc::start(&[]), Proc::start(&[])];
+    let list = format!("{},{},{}", victim.addr, others[0].addr, others[1].addr);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let report = rt.block_on(async {
+        let platform =
+            Platform::new((0..3).map(|i| Worker::new(format!("w{i}"), 1e-4, 1e-4, 5e-5)).collect()).expect("platform");
+        let cluster = Cluster::from_list(&list).expect("cluster");
+        let links = link::connect_all(&cluster, None, Timeouts::default())
+            .await
+            .expect("connects");
+        let cfg = RunConfig {
+            options: RunOptions {
+                straggler: Some(2.0),
+                ..RunOptions::default()
+            },
+            ..RunConfig::default()
+        };
+        let (_l, done) = session::run_batch(links, &platform, &Batch::random(M, N, 4), &cfg, 1, |_| {}).await;
+        done.expect("completes").report
+    });
+    assert_eq!(report.failures.len(), 1, "{:?}", report.failures);
+    assert_eq!(report.failures[0].worker, "w0");
+    assert!(
+        report.failures[0].reason.contains("straggling"),
+        "{}",
+        report.failures[0].reason
+    );
+    assert!(report.failures[0].products_lost > 0);
+}
+
+#[test]
+fn losing_every_worker_fails_clearly() {
+    let victim = Proc::start(&["--link-rate", "1", "--slowdown", "3000"]);
+    let addr = victim.addr.clone();
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let err = std::thread::scope(|s| {
+        let killer = s.spawn(move || {
+            let hit = Proc::wait_for(&victim.log, "computing");
+            if hit {
+                victim.signal("-KILL");
+            }
+            hit
+        });
+        let out = rt.block_on(async {
+            let platform = Platform::new(vec![Worker::new("w0", 0.01, 0.01, 0.005)]).expect("platform");
+            let cluster = Cluster::from_list(&addr).expect("cluster");
+            let links = link::connect_all(&cluster, None, Timeouts::default())
+                .await
+                .expect("connects");
+            let (_l, done) = session::run_batch(
+                links,
+                &platform,
+                &Batch::random(10, N, 1),
+                &RunConfig::default(),
+                1,
+                |_| {},
+            )
+            .await;
+            done.err().expect("the run must fail")
+        });
+        assert!(killer.join().expect("killer"), "the victim never started computing");
+        out
+    });
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("every worker was lost") && msg.contains("10 of 10"),
+        "{msg}"
+    );
+}
