@@ -37,18 +37,7 @@ pub const MAX_FRAME: u64 = dls_protocol::frame::ABSOLUTE_MAX_FRAME;
 
 /// The token from `--token-file`, else `DLS_TOKEN`, else none (the same two
 /// ways `dls-worker` takes it).
-pub fn load_token(file: Option<&std::path::Path>) -> Result<Option<Token>> {
-    if let Some(path) = file {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading token file {}", path.display()))?;
-        return Token::parse(&text)
-            .map(Some)
-            .with_context(|| format!("token file {} is empty", path.display()));
-    }
-    match std::env::var("DLS_TOKEN") {
-        Ok(v) => Ok(Some(Token::parse(&v).context("DLS_TOKEN is set but empty")?)),
-        Err(_) => Ok(None),
-    }
-}
+pub use dls_worker::load_token;
 
 /// Connect to one worker and authenticate.
 pub async fn connect(name: &str, address: &str, token: Option<&Token>, t: Timeouts) -> Result<Link> {

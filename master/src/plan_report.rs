@@ -27,12 +27,9 @@ pub struct WorkerJson {
     pub name: String,
     pub alpha: f64,
     pub load: u64,
-    pub send_start: f64,
-    pub send_end: f64,
-    pub compute_end: f64,
-    pub return_start: f64,
-    pub return_end: f64,
-    pub idle: f64,
+    /// The predicted timeline of the whole-unit loads.
+    #[serde(flatten)]
+    pub times: crate::report::Times,
 }
 
 impl PlanJson {
@@ -55,19 +52,11 @@ impl PlanJson {
                 .workers()
                 .iter()
                 .enumerate()
-                .map(|(i, w)| {
-                    let t = plan.integer.workers[i];
-                    WorkerJson {
-                        name: w.name.clone(),
-                        alpha: plan.alpha[i],
-                        load: plan.loads[i],
-                        send_start: t.send_start,
-                        send_end: t.send_end,
-                        compute_end: t.compute_end,
-                        return_start: t.return_start,
-                        return_end: t.return_end,
-                        idle: t.idle,
-                    }
+                .map(|(i, w)| WorkerJson {
+                    name: w.name.clone(),
+                    alpha: plan.alpha[i],
+                    load: plan.loads[i],
+                    times: crate::report::Times::from(&plan.integer.workers[i]),
                 })
                 .collect(),
             notes: plan.notes.clone(),

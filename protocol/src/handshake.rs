@@ -165,17 +165,22 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
         Err(_) => Err(Error::Timeout(timeout, "the handshake")),
     };
     if let Err(e) = &res {
-        if let Some(code) = e.code() {
-            // Best effort: the peer may already be gone.
-            let _ = conn
-                .send(&FromWorker::Error {
-                    code,
-                    message: e.to_string(),
-                })
-                .await;
-        }
+        tell_master(conn, e).await;
     }
     res
+}
+
+/// Send the master an error frame for `e`, when one is worth sending. Best
+/// effort: the peer may already be gone.
+pub async fn tell_master<S: AsyncRead + AsyncWrite + Unpin>(conn: &mut Connection<S, ToWorker, FromWorker>, e: &Error) {
+    if let Some(code) = e.code() {
+        let _ = conn
+            .send(&FromWorker::Error {
+                code,
+                message: e.to_string(),
+            })
+            .await;
+    }
 }
 
 /// A message's variant name, without its contents (which may be large or secret).

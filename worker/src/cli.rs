@@ -3,7 +3,6 @@
 use crate::{kernel, serve, Config};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use dls_protocol::Token;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -64,25 +63,11 @@ fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// The token from `--token-file`, else `DLS_TOKEN`, else none.
-fn load_token(file: Option<&PathBuf>) -> Result<Option<Token>> {
-    if let Some(path) = file {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading token file {}", path.display()))?;
-        return Token::parse(&text)
-            .map(Some)
-            .with_context(|| format!("token file {} is empty", path.display()));
-    }
-    match std::env::var("DLS_TOKEN") {
-        Ok(v) => Ok(Some(Token::parse(&v).context("DLS_TOKEN is set but empty")?)),
-        Err(_) => Ok(None),
-    }
-}
-
 fn daemon(args: DaemonArgs) -> Result<()> {
     let Some(listen) = args.listen else {
         bail!("--listen ADDR is required (e.g. --listen 0.0.0.0:7070), or use `dls-worker bench`");
     };
-    let token = load_token(args.token_file.as_ref())?;
+    let token = crate::load_token(args.token_file.as_deref())?;
     if token.is_none() && !listen.ip().is_loopback() && !args.insecure {
         bail!(
             "refusing to listen on {listen} without a token: pass --token-file FILE or set DLS_TOKEN (and give the master the same), or --insecure to accept any master"

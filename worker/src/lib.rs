@@ -30,3 +30,21 @@ pub fn default_memory_limit() -> u64 {
         })
         .map_or(4 << 30, |kb| kb * 1024 / 2)
 }
+
+/// The shared token from `file`, else the `DLS_TOKEN` environment variable,
+/// else none. Master and workers take it the same two ways.
+pub fn load_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<dls_protocol::Token>> {
+    use anyhow::Context;
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading token file {}", path.display()))?;
+        return dls_protocol::Token::parse(&text)
+            .map(Some)
+            .with_context(|| format!("token file {} is empty", path.display()));
+    }
+    match std::env::var("DLS_TOKEN") {
+        Ok(v) => Ok(Some(
+            dls_protocol::Token::parse(&v).context("DLS_TOKEN is set but empty")?,
+        )),
+        Err(_) => Ok(None),
+    }
+}

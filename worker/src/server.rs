@@ -168,14 +168,7 @@ async fn handle(
         Ok(()) => info!(%peer, "master left"),
         Err(e) => {
             warn!(%peer, "session ended: {e}");
-            if let Some(code) = e.code() {
-                let _ = conn
-                    .send(&FromWorker::Error {
-                        code,
-                        message: e.to_string(),
-                    })
-                    .await;
-            }
+            handshake::tell_master(&mut conn, &e).await;
         }
     }
 }
