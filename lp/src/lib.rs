@@ -28,6 +28,7 @@
 pub mod error;
 pub mod fast;
 pub mod lp;
+pub mod partition;
 pub mod plan;
 pub mod platform;
 pub mod rounding;
