@@ -497,3 +497,50 @@ pub fn unrelated(p: usize, n: u64, step: u64, time: impl Fn(usize, u64) -> f64) 
     let t = (0..p).map(|i| time(i, elements[i])).fold(0.0, f64::max);
     Ok(Allocation { elements, time: t })
 }
+
+/// Acceptable disagreement between two speed functions built from
+/// successive point sets (the task-size-limits paper, section III).
+pub const POINTS_TOLERANCE: f64 = 0.05;
+
+/// Build a piecewise-linear speed function from measurements, the
+/// task-size-limits paper's way (section III): `k` equally spaced sizes from
+/// `x_min` to `x_max`, starting at 5 points; add a point (re-spacing) until
+/// the functions from `k` and `k + 1` points agree within ±5% at every
+/// measured size of both, or 8 points are reached. `measure(x)` returns the
+/// speed at size x (elements per second). Returns the accepted points.
+pub fn build_speed_function(x_min: f64, x_max: f64, mut measure: impl FnMut(f64) -> f64) -> Result<Speed> {
+    if !(x_min.is_finite() && x_max.is_finite() && x_min > 0.0 && x_max > x_min) {
+        return Err(PartitionError::BadInput(format!(
+            "sizes must satisfy 0 < x_min < x_max (got {x_min}, {x_max})"
+        )));
+    }
+    let mut grid = |k: usize| -> Result<Vec<(f64, f64)>> {
+        (0..k)
+            .map(|j| {
+                let x = x_min + (x_max - x_min) * j as f64 / (k - 1) as f64;
+                let s = measure(x);
+                if s.is_finite() && s > 0.0 {
+                    Ok((x, s))
+                } else {
+                    Err(PartitionError::BadInput(format!(
+                        "measured speed {s} at size {x} is not positive"
+                    )))
+                }
+            })
+            .collect()
+    };
+    let mut current = grid(5)?;
+    for k in 6..=8 {
+        let finer = grid(k)?;
+        let (a, b) = (Speed::Points(current.clone()), Speed::Points(finer.clone()));
+        let agree = current
+            .iter()
+            .chain(&finer)
+            .all(|&(x, _)| (a.at(x) - b.at(x)).abs() <= POINTS_TOLERANCE * b.at(x));
+        if agree {
+            return Ok(a);
+        }
+        current = finer;
+    }
+    Ok(Speed::Points(current))
+}

@@ -241,3 +241,50 @@ fn bad_input_is_refused() {
         vec![(1.0, 2.0), (10.0, 5.0), (20.0, 5.0)]
     );
 }
+
+#[test]
+fn speed_functions_from_few_points() {
+    // A gently varying speed (falls past a cache size): the points found
+    // follow the truth within the paper's 5% everywhere in between.
+    let gentle = |x: f64| 100.0 / (1.0 + (x / 4000.0).powi(2));
+    let mut calls = 0;
+    let built = build_speed_function(10.0, 5000.0, |x| {
+        calls += 1;
+        gentle(x)
+    })
+    .expect("builds");
+    let Speed::Points(pts) = &built else {
+        panic!("points expected")
+    };
+    assert!((5..=8).contains(&pts.len()), "{} points", pts.len());
+    assert!(calls >= pts.len());
+    for &(x, s) in pts {
+        assert!((s - gentle(x)).abs() < 1e-12, "points are the measurements");
+    }
+    let deviation = |sp: &Speed, f: &dyn Fn(f64) -> f64| {
+        (0..=1000)
+            .map(|j| 10.0 + 4990.0 * j as f64 / 1000.0)
+            .map(|x| (sp.at(x) - f(x)).abs() / f(x))
+            .fold(0.0, f64::max)
+    };
+    let worst = deviation(&built, &gentle);
+    assert!(worst < POINTS_TOLERANCE, "largest deviation {worst}");
+    // A sharp rise at small sizes is what equally spaced points miss: the
+    // fits never agree, and the procedure stops at its 8 points.
+    let sharp = |x: f64| 100.0 * x / (x + 50.0);
+    let Speed::Points(pts) = build_speed_function(10.0, 5000.0, sharp).expect("builds") else {
+        panic!()
+    };
+    assert_eq!(pts.len(), 8);
+    // A linear speed is captured exactly by the first five points.
+    let lin = build_speed_function(1.0, 9.0, |x| 2.0 + x).expect("builds");
+    let Speed::Points(pts) = &lin else {
+        panic!("points expected")
+    };
+    assert_eq!(pts.len(), 5);
+    for x in [1.0, 2.5, 7.3, 9.0] {
+        assert!(close(lin.at(x), 2.0 + x));
+    }
+    assert!(build_speed_function(5.0, 1.0, |_| 1.0).is_err());
+    assert!(build_speed_function(1.0, 5.0, |_| -1.0).is_err());
+}

@@ -95,6 +95,20 @@ pub enum Command {
     },
     /// Run a batch of matrix products on the workers.
     Run(Box<RunArgs>),
+    /// Split N equal elements over processors with speed functions, bounds
+    /// or cost functions (no communication).
+    Partition {
+        /// Speeds file (TOML, one [[processor]] with `speed` or `points` each).
+        #[arg(long)]
+        speeds: PathBuf,
+        #[arg(long)]
+        elements: u64,
+        /// Cost of n elements at unit speed: linear, nlogn or n2 [default: speed functions].
+        #[arg(long)]
+        cost: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Draw an SVG Gantt chart of a trace written by `dls run --trace`.
     Gantt {
         trace: PathBuf,
@@ -186,6 +200,12 @@ pub fn run(cli: Cli) -> Result<()> {
             json,
         } => crate::commands::calibrate(&workers, size, &output, json),
         Command::Run(args) => crate::commands::run(&args),
+        Command::Partition {
+            speeds,
+            elements,
+            cost,
+            json,
+        } => crate::partition_cmd::run(&speeds, elements, cost.as_deref(), json),
         Command::Gantt { trace, output } => crate::commands::gantt(&trace, &output),
         Command::Demo { config, out_dir, json } => crate::commands::demo(config.as_deref(), &out_dir, json),
         Command::Plan {

@@ -10,6 +10,7 @@ pub mod executor;
 pub mod gantt;
 pub mod link;
 pub mod npy;
+pub mod partition_cmd;
 pub mod plan_report;
 pub mod platform_file;
 pub mod report;

@@ -170,3 +170,63 @@ fn bad_input_gets_one_clear_error() {
     let inf = platform_file("[[worker]]\nname = \"a\"\nc = inf\nw = 1\nd = 1\n");
     fails_with(&["plan", "--platform", inf.path(), "--load", "5"], "`c` = inf");
 }
+
+#[test]
+fn partition_json_and_errors() {
+    let f = platform_file(
+        "[[processor]]\nname = \"a\"\nspeed = 1.0\n[[processor]]\nname = \"b\"\nspeed = 3.0\n[[processor]]\nname = \"c\"\npoints = [[10, 2.0], [100, 2.0]]\nmax_elements = 5\n",
+    );
+    let (ok, out, err) = dls(&["partition", "--speeds", f.path(), "--elements", "40", "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let alloc = v["allocation"].as_array().expect("allocation");
+    let got: Vec<(String, u64)> = alloc
+        .iter()
+        .map(|a| {
+            (
+                a["name"].as_str().expect("name").to_string(),
+                a["elements"].as_u64().expect("elements"),
+            )
+        })
+        .collect();
+    // c is held to its bound of 5; a and b share the other 35 as 1 : 3
+    // (8.75 and 26.25): every best whole split has a largest time of 9 s.
+    assert_eq!(got.iter().map(|g| g.1).sum::<u64>(), 40);
+    assert_eq!(got[2], ("c".to_string(), 5));
+    assert!((v["time"].as_f64().expect("time") - 9.0).abs() < 1e-9, "{v}");
+    let consts = platform_file("[[processor]]\nname = \"a\"\nspeed = 1.0\n[[processor]]\nname = \"b\"\nspeed = 4.0\n");
+    let (ok, out, _) = dls(&[
+        "partition",
+        "--speeds",
+        consts.path(),
+        "--elements",
+        "300",
+        "--cost",
+        "n2",
+        "--json",
+    ]);
+    assert!(ok);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    // n² cost: shares ∝ √k = 1 : 2.
+    assert_eq!(v["allocation"][0]["elements"], 100);
+    assert_eq!(v["allocation"][1]["elements"], 200);
+    fails_with(
+        &["partition", "--speeds", f.path(), "--elements", "40", "--cost", "n2"],
+        "has speed points",
+    );
+    fails_with(
+        &["partition", "--speeds", f.path(), "--elements", "40", "--cost", "cubic"],
+        "unknown --cost",
+    );
+    fails_with(&["partition", "--speeds", f.path(), "--elements", "0"], "at least 1");
+    let both = platform_file("[[processor]]\nname = \"a\"\nspeed = 1.0\npoints = [[1, 1.0]]\n");
+    fails_with(
+        &["partition", "--speeds", both.path(), "--elements", "4"],
+        "exactly one of",
+    );
+    let tight = platform_file("[[processor]]\nname = \"a\"\nspeed = 1.0\nmax_elements = 2\n");
+    fails_with(
+        &["partition", "--speeds", tight.path(), "--elements", "4"],
+        "infeasible bounds",
+    );
+}
