@@ -430,3 +430,42 @@ fn plan_best_of(
         Ok(fifo)
     }
 }
+
+/// The equivalent homogeneous platform (Lastovetsky, *On performance
+/// analysis of heterogeneous parallel algorithms*, section 2): as many
+/// workers, each computing at the average speed (1/w averaged), with the
+/// same aggregate communication (link speeds 1/c and 1/d averaged).
+/// `max_load` bounds are dropped.
+pub fn equivalent_homogeneous(platform: &Platform) -> Result<Platform> {
+    let wk = platform.workers();
+    let p = wk.len() as f64;
+    let mean_speed = |f: fn(&crate::Worker) -> f64| wk.iter().map(|w| 1.0 / f(w)).sum::<f64>() / p;
+    let c = 1.0 / mean_speed(|w| w.c);
+    let w = 1.0 / mean_speed(|w| w.w);
+    // A zero return cost is an infinite speed: average the costs instead.
+    let d = if wk.iter().any(|x| x.d == 0.0) {
+        wk.iter().map(|x| x.d).sum::<f64>() / p
+    } else {
+        1.0 / mean_speed(|w| w.d)
+    };
+    let workers = (0..wk.len())
+        .map(|i| crate::Worker::new(format!("h{i}"), c, w, d))
+        .collect();
+    Platform::new(workers)
+}
+
+/// How the plan compares with the same strategy on the equivalent
+/// homogeneous platform: that platform's rational makespan divided by the
+/// plan's (1: as efficient; above 1: the heterogeneous platform, well
+/// scheduled, does better than its homogeneous equivalent).
+pub fn efficiency(platform: &Platform, plan: &Plan) -> Result<(f64, f64)> {
+    let hom = equivalent_homogeneous(platform)?;
+    let req = Request {
+        load: plan.load,
+        strategy: plan.strategy,
+        ports: plan.ports,
+        rounding: Rounding::Paper,
+    };
+    let h = self::plan(&hom, &req)?;
+    Ok((h.makespan_rational() / plan.makespan_rational(), h.makespan_rational()))
+}

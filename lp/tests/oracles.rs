@@ -291,3 +291,35 @@ fn fifo_has_at_most_one_idle_worker() {
         }
     }
 }
+
+#[test]
+fn efficiency_against_the_equivalent_homogeneous_platform() {
+    use dls_lp::plan::{efficiency, equivalent_homogeneous};
+    // Already homogeneous: efficiency 1.
+    let bus = Platform::new((0..4).map(|i| Worker::new(format!("b{i}"), 0.1, 2.0, 0.05)).collect()).expect("valid");
+    let p = plan(&bus, &Request::new(1000, Strategy::Fifo)).expect("plans");
+    let (e, _) = efficiency(&bus, &p).expect("efficiency");
+    assert_close(e, 1.0, 1e-9, "homogeneous platform");
+    // Heterogeneous: the equivalent platform averages speeds, and its
+    // makespan is Theorem 2's.
+    let het = Platform::new(vec![
+        Worker::new("a", 0.1, 1.0, 0.05),
+        Worker::new("b", 0.2, 4.0, 0.10),
+        Worker::new("c", 0.05, 2.0, 0.025),
+    ])
+    .expect("valid");
+    let hom = equivalent_homogeneous(&het).expect("valid");
+    let w0 = &hom.workers()[0];
+    assert_close(
+        1.0 / w0.w,
+        (1.0 / 1.0 + 1.0 / 4.0 + 1.0 / 2.0) / 3.0,
+        1e-12,
+        "average compute speed",
+    );
+    assert_close(1.0 / w0.c, (10.0 + 5.0 + 20.0) / 3.0, 1e-12, "average link speed");
+    let p = plan(&het, &Request::new(1000, Strategy::Fifo)).expect("plans");
+    let (e, t_hom) = efficiency(&het, &p).expect("efficiency");
+    let rho = fast::bus_throughput(w0.c, w0.d, &vec![w0.w; 3]);
+    assert_close(t_hom, 1000.0 / rho, 1e-7, "homogeneous makespan = Theorem 2");
+    assert_close(e, t_hom / p.makespan_rational(), 1e-12, "efficiency");
+}

@@ -18,6 +18,10 @@ pub struct PlanJson {
     pub throughput: f64,
     pub send_order: Vec<String>,
     pub return_order: Vec<String>,
+    /// Rational makespan of the same strategy on the equivalent homogeneous
+    /// platform (average speeds), and that divided by `makespan_rational`.
+    pub homogeneous_makespan: f64,
+    pub efficiency: f64,
     pub workers: Vec<WorkerJson>,
     pub notes: Vec<String>,
 }
@@ -34,6 +38,8 @@ pub struct WorkerJson {
 
 impl PlanJson {
     pub fn new(platform: &Platform, plan: &Plan) -> Self {
+        let (efficiency, homogeneous_makespan) =
+            dls_lp::plan::efficiency(platform, plan).unwrap_or((f64::NAN, f64::NAN));
         let names = |order: Vec<usize>| order.into_iter().map(|i| platform.workers()[i].name.clone()).collect();
         PlanJson {
             strategy: plan.strategy.name().into(),
@@ -48,6 +54,8 @@ impl PlanJson {
             throughput: plan.throughput(),
             send_order: names(plan.send_order()),
             return_order: names(plan.return_order()),
+            homogeneous_makespan,
+            efficiency,
             workers: platform
                 .workers()
                 .iter()
@@ -119,6 +127,12 @@ pub fn table(platform: &Platform, plan: &Plan) -> String {
     };
     let _ = writeln!(out, "send order:   {}", order(plan.send_order()));
     let _ = writeln!(out, "return order: {}", order(plan.return_order()));
+    if let Ok((e, h)) = dls_lp::plan::efficiency(platform, plan) {
+        let _ = writeln!(
+            out,
+            "equivalent homogeneous platform (average speeds): {h:.6} s, efficiency {e:.3}"
+        );
+    }
     for n in &plan.notes {
         let _ = writeln!(out, "note: {n}");
     }

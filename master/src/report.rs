@@ -51,6 +51,12 @@ pub struct RunReport {
     pub measured_makespan: f64,
     /// measured / predicted.
     pub ratio: f64,
+    /// The same strategy's rational makespan on the equivalent homogeneous
+    /// platform (average speeds), over the predicted and over the measured
+    /// makespan.
+    pub homogeneous_makespan: f64,
+    pub efficiency: f64,
+    pub measured_efficiency: f64,
     /// Products recomputed by the master that matched.
     pub verified: usize,
     pub max_abs_error: f64,
@@ -90,6 +96,8 @@ impl RunReport {
     ) -> RunReport {
         let names = |o: Vec<usize>| o.into_iter().map(|i| platform.workers()[i].name.clone()).collect();
         let predicted = plan.makespan();
+        let (efficiency, homogeneous_makespan) =
+            dls_lp::plan::efficiency(platform, plan).unwrap_or((f64::NAN, f64::NAN));
         RunReport {
             strategy: plan.strategy.name().into(),
             ports: if plan.ports == dls_lp::Ports::One { 1 } else { 2 },
@@ -101,6 +109,9 @@ impl RunReport {
             predicted_makespan: predicted,
             measured_makespan: measured.makespan,
             ratio: measured.makespan / predicted,
+            homogeneous_makespan,
+            efficiency,
+            measured_efficiency: homogeneous_makespan / measured.makespan,
             verified: verified.0,
             max_abs_error: verified.1,
             workers: platform
