@@ -319,7 +319,7 @@ fn efficiency_against_the_equivalent_homogeneous_platform() {
     assert_close(1.0 / w0.c, (10.0 + 5.0 + 20.0) / 3.0, 1e-12, "average link speed");
     let p = plan(&het, &Request::new(1000, Strategy::Fifo)).expect("plans");
     let (e, t_hom) = efficiency(&het, &p).expect("efficiency");
-    let rho = fast::bus_throughput(w0.c, w0.d, &vec![w0.w; 3]);
+    let rho = fast::bus_throughput(w0.c, w0.d, &[w0.w; 3]);
     assert_close(t_hom, 1000.0 / rho, 1e-7, "homogeneous makespan = Theorem 2");
     assert_close(e, t_hom / p.makespan_rational(), 1e-12, "efficiency");
 }
