@@ -171,6 +171,13 @@ pub struct RunArgs {
     /// end (plus a second) and redo its products elsewhere.
     #[arg(long)]
     pub straggler: Option<f64>,
+    /// Learn the workers' costs from this run, and plan with what earlier
+    /// runs taught (model next to the cluster file, or --model).
+    #[arg(long)]
+    pub learn: bool,
+    /// Model file to learn into and plan from [default: CLUSTER.model-N.json].
+    #[arg(long)]
+    pub model: Option<PathBuf>,
     /// Largest chunk sent at once, in MB of A and B.
     #[arg(long, default_value_t = 256)]
     pub chunk_mb: u64,

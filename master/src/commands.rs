@@ -105,10 +105,44 @@ pub fn run(args: &RunArgs) -> Result<()> {
             bail!("--straggler must be a factor of at least 1 (got {f})");
         }
     }
+    let model_path = match (&args.model, &args.workers.cluster) {
+        (Some(m), _) => Some(m.clone()),
+        (None, Some(c)) if args.learn => Some(std::path::PathBuf::from(format!(
+            "{}.model-{}.json",
+            c.display(),
+            batch.n
+        ))),
+        (None, None) if args.learn => bail!("with --workers, give --model FILE to learn into"),
+        _ => None,
+    };
+    let mut model = match &model_path {
+        Some(p) => match crate::learn::Model::load(p)? {
+            Some(m) if m.size != batch.n => {
+                bail!(
+                    "{} holds costs for matrices of size {}, not {}",
+                    p.display(),
+                    m.size,
+                    batch.n
+                )
+            }
+            Some(m) => Some(m),
+            None => Some(crate::learn::Model::new(batch.n)),
+        },
+        None => None,
+    };
+    let names: Vec<String> = cluster.worker.iter().map(|w| w.name.clone()).collect();
     runtime()?.block_on(async {
         let mut links = link::connect_all(&cluster, token.as_ref(), Timeouts::default()).await?;
+        let learned_all = model.as_ref().is_some_and(|m| m.covers(&names));
         let platform = match given {
             Some(p) => p,
+            None if learned_all => {
+                let blank = names
+                    .iter()
+                    .map(|n| dls_lp::Worker::new(n.clone(), 1.0, 1.0, 1.0))
+                    .collect();
+                dls_lp::Platform::new(blank)?
+            }
             None => {
                 eprintln!("calibrating {} worker(s) (no --platform given) ...", links.len());
                 let cal = calibrate::calibrate(&mut links, &CalibrateOptions::new(batch.n)).await?;
@@ -119,6 +153,13 @@ pub fn run(args: &RunArgs) -> Result<()> {
                 }
                 cal.platform()?
             }
+        };
+        let platform = match &model {
+            Some(m) if m.batches > 0 => {
+                eprintln!("planning with costs learned from {} earlier batch(es)", m.batches);
+                m.refine(&platform)?
+            }
+            _ => platform,
         };
         let bar = indicatif::ProgressBar::new(batch.m as u64);
         if !std::io::stderr().is_terminal() {
@@ -132,6 +173,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
         bar.finish_and_clear();
         link::close_all(&mut links).await;
         let done = done?;
+        if let (Some(m), Some(p)) = (model.as_mut(), &model_path) {
+            m.observe(&done.report)?;
+            m.save(p)?;
+            eprintln!("learned from this batch: {} ({} batch(es))", p.display(), m.batches);
+        }
         for note in done.plan.notes.iter() {
             eprintln!("note: {note}");
         }

@@ -8,6 +8,7 @@ pub mod commands;
 pub mod demo;
 pub mod executor;
 pub mod gantt;
+pub mod learn;
 pub mod link;
 pub mod npy;
 pub mod partition_cmd;

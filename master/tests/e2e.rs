@@ -119,3 +119,48 @@ async fn more_workers_than_products() {
     assert_eq!(done.report.workers.iter().filter(|w| w.load == 0).count(), 1);
     common::assert_close(&done.outcome.c, &common::naive_all(&batch.a, &batch.b, 2, 4), 4);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn learning_from_runs_shrinks_the_prediction_error() {
+    use dls_master::learn::Model;
+    let w = common::start(&[(Some(40.0), 50.0), (Some(20.0), 20.0), (Some(80.0), 100.0)], None);
+    let cluster = Cluster::from_list(&w.list()).expect("cluster");
+    let mut links = link::connect_all(&cluster, None, Timeouts::default())
+        .await
+        .expect("connects");
+    // A poor guess: every worker alike, and ten times too fast.
+    let guess = dls_lp::Platform::new(
+        ["w0", "w1", "w2"]
+            .iter()
+            .map(|n| dls_lp::Worker::new(*n, 1e-4, 1e-4, 5e-5))
+            .collect(),
+    )
+    .expect("platform");
+    let n = 64;
+    let mut model = Model::new(n);
+    let mut errors = Vec::new();
+    for k in 0..4u64 {
+        let platform = if k == 0 {
+            guess.clone()
+        } else {
+            model.refine(&guess).expect("refines")
+        };
+        let batch = Batch::random(200, n, k);
+        let cfg = RunConfig {
+            verify: 1,
+            ..RunConfig::default()
+        };
+        let (back, done) = session::run_batch(links, &platform, &batch, &cfg, k + 1, |_| {}).await;
+        links = back;
+        let report = done.expect("runs").report;
+        errors.push((report.ratio - 1.0).abs());
+        model.observe(&report).expect("observes");
+    }
+    assert_eq!(model.batches, 4);
+    assert!(errors[0] > 1.0, "the guess should be far off: {errors:?}");
+    assert!(
+        errors[3] < 0.25 && errors[3] < errors[0] / 4.0,
+        "learning did not help: {errors:?}"
+    );
+    link::close_all(&mut links).await;
+}

@@ -1,0 +1,152 @@
+//! Models learned from runs. After every batch the master records, for each
+//! worker that took part and was not lost, how long its send, its computing
+//! and its return took for the load it had; the next plan uses costs fitted
+//! to everything seen so far, so predictions improve from batch to batch.
+//!
+//! Each phase is kept as a table of (load, seconds), made non-decreasing in
+//! the load as Cérin et al. describe for unknown cost functions (section
+//! 3.3: a larger load never takes less time); the planner's linear cost is
+//! the least-squares slope through the origin of that table. The model is
+//! stored as JSON, next to the cluster file by default.
+
+use crate::report::RunReport;
+use anyhow::{bail, Context, Result};
+use dls_lp::partition::monotone;
+use dls_lp::{Platform, Worker};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The most observations kept per worker and phase (the newest win).
+pub const KEEP: usize = 32;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Observed {
+    /// (products, seconds) of each phase.
+    pub send: Vec<(f64, f64)>,
+    pub compute: Vec<(f64, f64)>,
+    #[serde(rename = "return")]
+    pub ret: Vec<(f64, f64)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Model {
+    /// Matrix size the costs are for.
+    pub size: usize,
+    /// Batches observed.
+    pub batches: u32,
+    pub workers: BTreeMap<String, Observed>,
+}
+
+fn push(v: &mut Vec<(f64, f64)>, x: f64, t: f64) {
+    if x > 0.0 && t.is_finite() && t > 0.0 {
+        v.push((x, t));
+        if v.len() > KEEP {
+            v.remove(0);
+        }
+    }
+}
+
+/// Least-squares slope through the origin of a made-monotone table.
+pub fn per_unit(points: &[(f64, f64)]) -> Option<f64> {
+    if points.is_empty() {
+        return None;
+    }
+    let m = monotone(points);
+    let sxx: f64 = m.iter().map(|p| p.0 * p.0).sum();
+    let sxy: f64 = m.iter().map(|p| p.0 * p.1).sum();
+    (sxx > 0.0 && sxy > 0.0).then(|| sxy / sxx)
+}
+
+impl Model {
+    pub fn new(size: usize) -> Model {
+        Model {
+            size,
+            batches: 0,
+            workers: BTreeMap::new(),
+        }
+    }
+
+    pub fn load(path: &Path) -> Result<Option<Model>> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading model {}", path.display()))?;
+        let m: Model =
+            serde_json::from_str(&text).with_context(|| format!("{}: not a dls model file", path.display()))?;
+        Ok(Some(m))
+    }
+
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_string_pretty(self)?)
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+    }
+
+    /// Record what a batch measured.
+    pub fn observe(&mut self, report: &RunReport) -> Result<()> {
+        if report.size != self.size {
+            bail!(
+                "the model is for matrices of size {}, the run used {}",
+                self.size,
+                report.size
+            );
+        }
+        for w in &report.workers {
+            if w.load == 0 || report.failures.iter().any(|f| f.worker == w.name) {
+                continue;
+            }
+            let o = self.workers.entry(w.name.clone()).or_default();
+            let (m, x) = (&w.measured, w.load as f64);
+            push(&mut o.send, x, m.send_end - m.send_start);
+            push(&mut o.compute, x, w.compute_secs);
+            push(&mut o.ret, x, m.return_end - m.return_start);
+        }
+        self.batches += 1;
+        Ok(())
+    }
+
+    /// `base` with each worker's costs replaced by what was learned of it.
+    pub fn refine(&self, base: &Platform) -> Result<Platform> {
+        let workers = base
+            .workers()
+            .iter()
+            .map(|w| match self.workers.get(&w.name) {
+                None => w.clone(),
+                Some(o) => Worker {
+                    c: per_unit(&o.send).unwrap_or(w.c),
+                    w: per_unit(&o.compute).unwrap_or(w.w),
+                    d: per_unit(&o.ret).unwrap_or(w.d),
+                    ..w.clone()
+                },
+            })
+            .collect();
+        Ok(Platform::new(workers)?)
+    }
+
+    /// Whether every worker of `names` has been observed in every phase.
+    pub fn covers(&self, names: &[String]) -> bool {
+        names.iter().all(|n| {
+            self.workers
+                .get(n)
+                .is_some_and(|o| !o.send.is_empty() && !o.compute.is_empty() && !o.ret.is_empty())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slope_through_the_origin_of_a_monotone_table() {
+        // t = 2x exactly.
+        assert_eq!(per_unit(&[(1.0, 2.0), (3.0, 6.0)]), Some(2.0));
+        // A dip (3 units faster than 2) is raised first: (2, 5), (3, 5):
+        // slope (2·5 + 3·5) / (4 + 9) = 25/13.
+        let s = per_unit(&[(2.0, 5.0), (3.0, 4.0)]).expect("slope");
+        assert!((s - 25.0 / 13.0).abs() < 1e-12);
+        assert_eq!(per_unit(&[]), None);
+    }
+}
