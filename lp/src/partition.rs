@@ -7,8 +7,9 @@
 //!   functional performance model*, and section II of *... with task size
 //!   limits*);
 //! - cost functions: processors with related speeds `k_i` and a cost
-//!   `f(n)` (linear, n log n, n², or a table), time `f(n_i) / k_i` (Cérin et
-//!   al., *Partitioning and sorting on heterogeneous clusters*, section 3),
+//!   `f(n)` (linear, n log n, n², or a table), time `f(n_i) / k_i` (Cérin,
+//!   Dubacq and Roch, *Methods for partitioning data to improve parallel
+//!   execution time for sorting on heterogeneous clusters*, section 3),
 //!   with the closed form for multiplicative costs (their Theorem 1);
 //! - unrelated processors, time `f_i(n_i)` for any non-decreasing `f_i`, by
 //!   dynamic programming (their section 4), optionally sampled.

@@ -431,8 +431,8 @@ fn plan_best_of(
     }
 }
 
-/// The equivalent homogeneous platform (Lastovetsky, *On performance
-/// analysis of heterogeneous parallel algorithms*, section 2): as many
+/// The equivalent homogeneous platform (Lastovetsky and Reddy, *On
+/// performance analysis of heterogeneous parallel algorithms*, section 2): as many
 /// workers, each computing at the average speed (1/w averaged), with the
 /// same aggregate communication (link speeds 1/c and 1/d averaged).
 /// `max_load` bounds are dropped.
