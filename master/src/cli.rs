@@ -109,6 +109,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Reproduce the report's experiments (section 5) on emulated local
+    /// workers, or on a cluster with --cluster/--workers.
+    Experiment(Box<ExperimentArgs>),
     /// Draw an SVG Gantt chart of a trace written by `dls run --trace`.
     Gantt {
         trace: PathBuf,
@@ -128,6 +131,47 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ExperimentKind {
+    Linearity,
+    Heuristics,
+    Participation,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExperimentArgs {
+    #[arg(value_enum)]
+    pub kind: ExperimentKind,
+    /// Cluster file: run on these workers instead of emulated local ones.
+    #[arg(long, conflicts_with = "workers")]
+    pub cluster: Option<PathBuf>,
+    /// Comma-separated host:port list instead of a cluster file.
+    #[arg(long)]
+    pub workers: Option<String>,
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// Matrix size n.
+    #[arg(long, default_value_t = 64)]
+    pub size: usize,
+    /// Products per run.
+    #[arg(long, default_value_t = 200)]
+    pub batch: usize,
+    /// Random platforms per family (heuristics; repetitions on a cluster).
+    #[arg(long, default_value_t = 3)]
+    pub platforms: usize,
+    /// Emulated workers per platform (heuristics, linearity).
+    #[arg(long, default_value_t = 4)]
+    pub count: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Directory for KIND.json, KIND.csv and KIND.svg.
+    #[arg(long, default_value = "experiments")]
+    pub out: PathBuf,
+    /// Print the rows as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -213,6 +257,7 @@ pub fn run(cli: Cli) -> Result<()> {
             cost,
             json,
         } => crate::partition_cmd::run(&speeds, elements, cost.as_deref(), json),
+        Command::Experiment(args) => crate::commands::experiment(&args),
         Command::Gantt { trace, output } => crate::commands::gantt(&trace, &output),
         Command::Demo { config, out_dir, json } => crate::commands::demo(config.as_deref(), &out_dir, json),
         Command::Plan {

@@ -252,3 +252,165 @@ pub fn demo(config: Option<&Path>, out_dir: &Path, json: bool) -> Result<()> {
     }
     Ok(())
 }
+
+fn write_outputs<T: serde::Serialize>(dir: &Path, kind: &str, rows: &[T], csv: String, svg: String) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let json = dir.join(format!("{kind}.json"));
+    std::fs::write(&json, serde_json::to_string_pretty(rows)?)
+        .with_context(|| format!("writing {}", json.display()))?;
+    std::fs::write(dir.join(format!("{kind}.csv")), csv).with_context(|| format!("writing {kind}.csv"))?;
+    std::fs::write(dir.join(format!("{kind}.svg")), svg).with_context(|| format!("writing {kind}.svg"))?;
+    eprintln!("wrote {kind}.json, {kind}.csv and {kind}.svg in {}", dir.display());
+    Ok(())
+}
+
+pub fn experiment(args: &crate::cli::ExperimentArgs) -> Result<()> {
+    use crate::cli::ExperimentKind as K;
+    use crate::experiment as x;
+    if args.size == 0 || args.batch == 0 || args.platforms == 0 || args.count == 0 {
+        bail!("--size, --batch, --platforms and --count must be at least 1");
+    }
+    let opts = x::Options {
+        size: args.size,
+        batch: args.batch,
+        seed: args.seed,
+        platforms: args.platforms,
+        workers: args.count,
+        emulation: x::Emulation::default(),
+    };
+    let remote = match (&args.cluster, &args.workers) {
+        (Some(p), _) => Some(crate::cluster::Cluster::load(p)?),
+        (None, Some(l)) => Some(crate::cluster::Cluster::from_list(l)?),
+        _ => None,
+    };
+    let token = link::load_token(args.token_file.as_deref())?;
+    runtime()?.block_on(async {
+        match args.kind {
+            K::Linearity => {
+                let rows = match &remote {
+                    Some(c) => {
+                        let mut links = link::connect_all(c, token.as_ref(), Timeouts::default()).await?;
+                        let r = x::linearity(&mut links, opts.size).await;
+                        link::close_all(&mut links).await;
+                        r?
+                    }
+                    None => {
+                        use rand::{Rng, SeedableRng};
+                        let mut rng = rand::rngs::StdRng::seed_from_u64(opts.seed);
+                        let specs: Vec<_> = (0..opts.workers)
+                            .map(|i| {
+                                let (c, w) = (rng.random_range(1..=10) as f64, rng.random_range(1..=10) as f64);
+                                opts.emulation.worker(format!("w{i}"), c, w)
+                            })
+                            .collect();
+                        let workers = crate::local::start(&specs).await?;
+                        let r = async {
+                            let mut links = link::connect_all(&workers.cluster, None, Timeouts::default()).await?;
+                            let r = x::linearity(&mut links, opts.size).await;
+                            link::close_all(&mut links).await;
+                            r
+                        }
+                        .await;
+                        workers.stop().await;
+                        r?
+                    }
+                };
+                let mut csv = String::from("worker,units,send,compute,return\n");
+                for r in &rows {
+                    csv.push_str(&format!("{},{},{},{},{}\n", r.worker, r.units, r.send, r.compute, r.ret));
+                }
+                let mut names: Vec<String> = rows.iter().map(|r| r.worker.clone()).collect();
+                names.dedup();
+                let groups: Vec<(String, Vec<(String, f64)>)> = names
+                    .iter()
+                    .map(|n| {
+                        let per: Vec<(String, f64)> = rows
+                            .iter()
+                            .filter(|r| &r.worker == n)
+                            .map(|r| (format!("{} units", r.units), r.send * 1e3))
+                            .collect();
+                        (n.clone(), per)
+                    })
+                    .collect();
+                let svg = x::bars("Linearity: send time against message size (Figure 8)", "send time (ms)", &groups);
+                write_outputs(&args.out, "linearity", &rows, csv, svg)?;
+                if args.json {
+                    println!("{}", serde_json::to_string_pretty(&rows)?);
+                } else {
+                    print!("{}", x::linearity_table(&rows));
+                }
+            }
+            K::Heuristics => {
+                let rows = match &remote {
+                    Some(c) => {
+                        let links = link::connect_all(c, token.as_ref(), Timeouts::default()).await?;
+                        x::heuristics_cluster(links, &opts).await?
+                    }
+                    None => x::heuristics_local(&opts, |l| eprintln!("{l}")).await?,
+                };
+                let summary = x::summarise(&rows);
+                let mut csv = String::from("family,platform,strategy,predicted,measured,inc_c_predicted\n");
+                for r in &rows {
+                    csv.push_str(&format!(
+                        "{},{},{},{},{},{}\n",
+                        r.family.name(),
+                        r.platform,
+                        r.strategy,
+                        r.predicted,
+                        r.measured,
+                        r.inc_c_predicted
+                    ));
+                }
+                let mut fams: Vec<String> = summary.iter().map(|s| s.family.clone()).collect();
+                fams.dedup();
+                let groups: Vec<(String, Vec<(String, f64)>)> = fams
+                    .iter()
+                    .map(|f| {
+                        let per = summary
+                            .iter()
+                            .filter(|s| &s.family == f)
+                            .flat_map(|s| {
+                                [(format!("{} predicted", s.strategy), s.predicted_mean), (format!("{} measured", s.strategy), s.measured_mean)]
+                            })
+                            .collect();
+                        (f.clone(), per)
+                    })
+                    .collect();
+                let svg = x::bars("Heuristics, normalised by INC_C's prediction (Figures 10-12)", "makespan / INC_C predicted", &groups);
+                write_outputs(&args.out, "heuristics", &rows, csv, svg)?;
+                if args.json {
+                    println!("{}", serde_json::to_string_pretty(&summary)?);
+                } else {
+                    print!("{}", x::heuristics_table(&summary));
+                }
+            }
+            K::Participation => {
+                if remote.is_some() {
+                    bail!("the participation experiment emulates its own 4-worker platform; run it without --cluster/--workers");
+                }
+                let rows = x::participation(&opts, |l| eprintln!("{l}")).await?;
+                let mut csv = String::from("x,allowed,enrolled,predicted,measured\n");
+                for r in &rows {
+                    csv.push_str(&format!("{},{},{},{},{}\n", r.x, r.allowed, r.enrolled.join(" "), r.predicted, r.measured));
+                }
+                let groups: Vec<(String, Vec<(String, f64)>)> = rows
+                    .iter()
+                    .map(|r| {
+                        (
+                            format!("x={} allow {}", r.x, r.allowed),
+                            vec![("predicted".to_string(), r.predicted), ("measured".to_string(), r.measured)],
+                        )
+                    })
+                    .collect();
+                let svg = x::bars("Participation (Figure 14): makespan with 1 to 4 workers allowed", "makespan (s)", &groups);
+                write_outputs(&args.out, "participation", &rows, csv, svg)?;
+                if args.json {
+                    println!("{}", serde_json::to_string_pretty(&rows)?);
+                } else {
+                    print!("{}", x::participation_table(&rows));
+                }
+            }
+        }
+        Ok(())
+    })
+}

@@ -5,7 +5,6 @@
 //! predicted with what happened.
 
 use crate::calibrate::{self, CalibrateOptions};
-use crate::cluster::{Cluster, WorkerSpec};
 use crate::link::{self, Timeouts};
 use crate::run::Batch;
 use crate::session::{self, RunConfig};
@@ -81,37 +80,24 @@ pub struct DemoRow {
 /// Run the demo; write `demo-trace.json` and `demo-gantt.svg` (of the first
 /// strategy) into `out_dir`. Returns the comparison rows and the printed text.
 pub async fn run(cfg: &DemoConfig, out_dir: &Path, mut say: impl FnMut(&str)) -> Result<Vec<DemoRow>> {
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let mut daemons = Vec::new();
-    let mut specs = Vec::new();
-    for w in &cfg.worker {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .context("binding a loopback port")?;
-        let addr = listener.local_addr()?;
-        let mut wc = dls_worker::Config::new(1, 2 << 30);
-        wc.link_rate = Some(w.link_rate * 1e6);
-        wc.slowdown = w.slowdown;
-        let mut stop = stop_rx.clone();
-        daemons.push(tokio::spawn(dls_worker::serve(listener, wc, async move {
-            let _ = stop.changed().await;
-        })));
-        specs.push(WorkerSpec {
+    let specs: Vec<crate::local::Emulated> = cfg
+        .worker
+        .iter()
+        .map(|w| crate::local::Emulated {
             name: w.name.clone(),
-            address: addr.to_string(),
-            c: None,
-            w: None,
-            d: None,
-            max_load: None,
-        });
+            link_rate: Some(w.link_rate),
+            slowdown: w.slowdown,
+        })
+        .collect();
+    let local = crate::local::start(&specs).await?;
+    for (w, spec) in cfg.worker.iter().zip(&local.cluster.worker) {
         say(&format!(
-            "started worker {} on {addr} (link {} MB/s, slowdown {}×)",
-            w.name, w.link_rate, w.slowdown
+            "started worker {} on {} (link {} MB/s, slowdown {}×)",
+            w.name, spec.address, w.link_rate, w.slowdown
         ));
     }
     let result = async {
-        let cluster = Cluster { worker: specs };
-        let mut links = link::connect_all(&cluster, None, Timeouts::default()).await?;
+        let mut links = link::connect_all(&local.cluster, None, Timeouts::default()).await?;
         say(&format!(
             "calibrating {} workers with {}×{} matrices ...",
             links.len(),
@@ -182,10 +168,7 @@ pub async fn run(cfg: &DemoConfig, out_dir: &Path, mut say: impl FnMut(&str)) ->
         Ok(rows)
     }
     .await;
-    let _ = stop_tx.send(true);
-    for d in daemons {
-        let _ = d.await;
-    }
+    local.stop().await;
     result
 }
 

@@ -76,9 +76,20 @@ pub async fn connect_all(cluster: &Cluster, token: Option<&Token>, t: Timeouts) 
         .collect()
 }
 
-/// Say goodbye to every worker (best effort).
+/// Say goodbye to every worker and wait (up to a second each) for its
+/// answer, so that the worker is free for the next master when this returns.
 pub async fn close_all(links: &mut [Link]) {
-    for l in links {
+    for l in links.iter_mut() {
         let _ = l.conn.send(&ToWorker::Bye).await;
+    }
+    for l in links.iter_mut() {
+        let wait = async {
+            while let Ok(Some(f)) = l.conn.read_frame().await {
+                if matches!(f.msg, dls_protocol::FromWorker::Bye) {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(1), wait).await;
     }
 }

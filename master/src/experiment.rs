@@ -1,0 +1,492 @@
+//! `dls experiment`: the report's experiments (section 5), on emulated
+//! workers on this machine or on a real cluster.
+//!
+//! - `linearity`: time against message size for every worker (Figure 8);
+//! - `heuristics`: random platforms (speeds 1 to 10, 1 the base) of three
+//!   families, homogeneous bus, heterogeneous bus and heterogeneous star;
+//!   LIFO, INC_C, INC_W and `best`, measured and predicted, normalised by
+//!   INC_C's prediction (Figures 10–12);
+//! - `participation`: the 4-worker platform of section 5.3.4 with x = 1 and
+//!   x = 3, allowing 1 to 4 workers (Figure 14).
+//!
+//! Emulation maps a speed s to a link of `s × base_link` MB/s and a compute
+//! slowdown of `base_slowdown / s` (so speed 1 is the slowest, as in the
+//! report's set-up).
+
+use crate::calibrate::{self, CalibrateOptions};
+use crate::link::{self, Link, Timeouts};
+use crate::local::{self, Emulated};
+use crate::run::Batch;
+use crate::session::{self, RunConfig};
+use anyhow::Result;
+use dls_lp::{Platform, Strategy};
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// How speeds become emulated workers.
+#[derive(Debug, Clone, Copy)]
+pub struct Emulation {
+    /// MB/s of a speed-1 link.
+    pub base_link: f64,
+    /// Compute slowdown of a speed-1 processor.
+    pub base_slowdown: f64,
+}
+
+impl Default for Emulation {
+    fn default() -> Self {
+        Emulation {
+            base_link: 32.0,
+            base_slowdown: 2000.0,
+        }
+    }
+}
+
+impl Emulation {
+    pub fn worker(&self, name: String, comm: f64, comp: f64) -> Emulated {
+        Emulated {
+            name,
+            link_rate: Some(self.base_link * comm),
+            slowdown: (self.base_slowdown / comp).max(1.0),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    pub size: usize,
+    pub batch: usize,
+    pub seed: u64,
+    /// Random platforms per family (heuristics).
+    pub platforms: usize,
+    pub workers: usize,
+    pub emulation: Emulation,
+}
+
+fn calibrate_opts(size: usize) -> CalibrateOptions {
+    CalibrateOptions {
+        reps: 2,
+        ..CalibrateOptions::new(size)
+    }
+}
+
+/// Run `strategies` on `links`, one batch each; (strategy, report).
+async fn run_all(
+    mut links: Vec<Link>,
+    platform: &Platform,
+    batch: &Batch,
+    strategies: &[Strategy],
+) -> (Vec<Link>, Result<Vec<crate::report::RunReport>>) {
+    let mut out = Vec::new();
+    for (k, &strategy) in strategies.iter().enumerate() {
+        let cfg = RunConfig {
+            strategy,
+            verify: 1,
+            ..RunConfig::default()
+        };
+        let (back, done) = session::run_batch(links, platform, batch, &cfg, k as u64 + 1, |_| {}).await;
+        links = back;
+        match done {
+            Ok(d) => out.push(d.report),
+            Err(e) => return (links, Err(e.context(format!("running {strategy}")))),
+        }
+    }
+    (links, Ok(out))
+}
+
+// ---------------------------------------------------------------- linearity
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LinearityRow {
+    pub worker: String,
+    pub units: u64,
+    pub send: f64,
+    pub compute: f64,
+    #[serde(rename = "return")]
+    pub ret: f64,
+}
+
+pub async fn linearity(links: &mut [Link], size: usize) -> Result<Vec<LinearityRow>> {
+    let cal = calibrate::calibrate(links, &calibrate_opts(size)).await?;
+    Ok(cal
+        .workers
+        .iter()
+        .flat_map(|w| {
+            w.samples.iter().map(|s| LinearityRow {
+                worker: w.name.clone(),
+                units: s.0,
+                send: s.1,
+                compute: s.2,
+                ret: s.3,
+            })
+        })
+        .collect())
+}
+
+// --------------------------------------------------------------- heuristics
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Family {
+    HomogeneousBus,
+    HeterogeneousBus,
+    HeterogeneousStar,
+    /// A real cluster, as it is.
+    Cluster,
+}
+
+impl Family {
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::HomogeneousBus => "homogeneous-bus",
+            Family::HeterogeneousBus => "heterogeneous-bus",
+            Family::HeterogeneousStar => "heterogeneous-star",
+            Family::Cluster => "cluster",
+        }
+    }
+
+    /// (communication, computation) speeds, from 1 to 10.
+    fn speeds(self, r: &mut impl Rng, p: usize) -> Vec<(f64, f64)> {
+        let mut s = || r.random_range(1.0..=10.0f64).round();
+        match self {
+            Family::HomogeneousBus | Family::Cluster => {
+                let (c, w) = (s(), s());
+                vec![(c, w); p]
+            }
+            Family::HeterogeneousBus => {
+                let c = s();
+                (0..p).map(|_| (c, s())).collect()
+            }
+            Family::HeterogeneousStar => (0..p).map(|_| (s(), s())).collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HeuristicsRow {
+    pub family: Family,
+    pub platform: usize,
+    pub speeds: Vec<(f64, f64)>,
+    pub strategy: String,
+    pub predicted: f64,
+    pub measured: f64,
+    /// INC_C's predicted makespan on the same platform (the normaliser).
+    pub inc_c_predicted: f64,
+}
+
+pub const HEURISTICS: [Strategy; 4] = [Strategy::Lifo, Strategy::IncC, Strategy::IncW, Strategy::Best];
+
+fn heuristics_rows(
+    family: Family,
+    k: usize,
+    speeds: &[(f64, f64)],
+    reports: &[crate::report::RunReport],
+) -> Vec<HeuristicsRow> {
+    let inc_c = reports
+        .iter()
+        .find(|r| r.strategy == "inc-c")
+        .map_or(f64::NAN, |r| r.predicted_makespan);
+    reports
+        .iter()
+        .map(|r| HeuristicsRow {
+            family,
+            platform: k,
+            speeds: speeds.to_vec(),
+            strategy: r.strategy.clone(),
+            predicted: r.predicted_makespan,
+            measured: r.measured_makespan,
+            inc_c_predicted: inc_c,
+        })
+        .collect()
+}
+
+/// Emulated platforms of every family, `opts.platforms` of each.
+pub async fn heuristics_local(opts: &Options, mut say: impl FnMut(&str)) -> Result<Vec<HeuristicsRow>> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(opts.seed);
+    let batch = Batch::random(opts.batch, opts.size, opts.seed);
+    let mut rows = Vec::new();
+    for family in [
+        Family::HomogeneousBus,
+        Family::HeterogeneousBus,
+        Family::HeterogeneousStar,
+    ] {
+        for k in 0..opts.platforms {
+            let speeds = family.speeds(&mut rng, opts.workers);
+            let specs: Vec<Emulated> = speeds
+                .iter()
+                .enumerate()
+                .map(|(i, &(c, w))| opts.emulation.worker(format!("w{i}"), c, w))
+                .collect();
+            let workers = local::start(&specs).await?;
+            let result = async {
+                let mut links = link::connect_all(&workers.cluster, None, Timeouts::default()).await?;
+                let platform = calibrate::calibrate(&mut links, &calibrate_opts(opts.size))
+                    .await?
+                    .platform()?;
+                let (mut links, reports) = run_all(links, &platform, &batch, &HEURISTICS).await;
+                link::close_all(&mut links).await;
+                reports
+            }
+            .await;
+            workers.stop().await;
+            let reports = result?;
+            say(&format!("{} #{k}: speeds {speeds:?} done", family.name()));
+            rows.extend(heuristics_rows(family, k, &speeds, &reports));
+        }
+    }
+    Ok(rows)
+}
+
+/// The same strategies, `opts.platforms` times, on a real cluster.
+pub async fn heuristics_cluster(links: Vec<Link>, opts: &Options) -> Result<Vec<HeuristicsRow>> {
+    let mut links = links;
+    let platform = calibrate::calibrate(&mut links, &calibrate_opts(opts.size))
+        .await?
+        .platform()?;
+    let mut rows = Vec::new();
+    for k in 0..opts.platforms {
+        let batch = Batch::random(opts.batch, opts.size, opts.seed + k as u64);
+        let (back, reports) = run_all(links, &platform, &batch, &HEURISTICS).await;
+        links = back;
+        rows.extend(heuristics_rows(Family::Cluster, k, &[], &reports?));
+    }
+    link::close_all(&mut links).await;
+    Ok(rows)
+}
+
+/// Mean and standard deviation.
+fn stats(v: &[f64]) -> (f64, f64) {
+    let n = v.len().max(1) as f64;
+    let m = v.iter().sum::<f64>() / n;
+    let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n;
+    (m, var.sqrt())
+}
+
+/// Per family and strategy: mean (and spread) of predicted and measured
+/// makespans normalised by INC_C's prediction.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeuristicsSummary {
+    pub family: String,
+    pub strategy: String,
+    pub predicted_mean: f64,
+    pub measured_mean: f64,
+    pub measured_std: f64,
+    pub measured_over_predicted_mean: f64,
+}
+
+pub fn summarise(rows: &[HeuristicsRow]) -> Vec<HeuristicsSummary> {
+    let mut out = Vec::new();
+    let mut families: Vec<Family> = rows.iter().map(|r| r.family).collect();
+    families.dedup();
+    for f in families {
+        for s in HEURISTICS {
+            let sel: Vec<&HeuristicsRow> = rows
+                .iter()
+                .filter(|r| r.family == f && r.strategy == s.name())
+                .collect();
+            if sel.is_empty() {
+                continue;
+            }
+            let pred: Vec<f64> = sel.iter().map(|r| r.predicted / r.inc_c_predicted).collect();
+            let meas: Vec<f64> = sel.iter().map(|r| r.measured / r.inc_c_predicted).collect();
+            let ratio: Vec<f64> = sel.iter().map(|r| r.measured / r.predicted).collect();
+            let (mm, ms) = stats(&meas);
+            out.push(HeuristicsSummary {
+                family: f.name().into(),
+                strategy: s.name().into(),
+                predicted_mean: stats(&pred).0,
+                measured_mean: mm,
+                measured_std: ms,
+                measured_over_predicted_mean: stats(&ratio).0,
+            });
+        }
+    }
+    out
+}
+
+// ------------------------------------------------------------ participation
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ParticipationRow {
+    pub x: f64,
+    /// Workers the planner may use (the first `allowed` of P1..P4).
+    pub allowed: usize,
+    pub enrolled: Vec<String>,
+    pub predicted: f64,
+    pub measured: f64,
+}
+
+/// Section 5.3.4: communication speeds 10, 8, 8, x and computation speeds
+/// 9, 9, 10, 1, with x = 1 and x = 3, allowing 1 to 4 workers (FIFO).
+pub async fn participation(opts: &Options, mut say: impl FnMut(&str)) -> Result<Vec<ParticipationRow>> {
+    let batch = Batch::random(opts.batch, opts.size, opts.seed);
+    let mut rows = Vec::new();
+    for x in [1.0, 3.0] {
+        let comm = [10.0, 8.0, 8.0, x];
+        let comp = [9.0, 9.0, 10.0, 1.0];
+        let specs: Vec<Emulated> = (0..4)
+            .map(|i| opts.emulation.worker(format!("P{}", i + 1), comm[i], comp[i]))
+            .collect();
+        let workers = local::start(&specs).await?;
+        let result: Result<Vec<ParticipationRow>> = async {
+            let mut links = link::connect_all(&workers.cluster, None, Timeouts::default()).await?;
+            let full = calibrate::calibrate(&mut links, &calibrate_opts(opts.size))
+                .await?
+                .platform()?;
+            link::close_all(&mut links).await;
+            drop(links);
+            let mut out = Vec::new();
+            for allowed in 1..=4 {
+                let cluster = crate::cluster::Cluster {
+                    worker: workers.cluster.worker[..allowed].to_vec(),
+                };
+                let platform = Platform::new(full.workers()[..allowed].to_vec())?;
+                let links = link::connect_all(&cluster, None, Timeouts::default()).await?;
+                let (mut links, reports) = run_all(links, &platform, &batch, &[Strategy::Fifo]).await;
+                link::close_all(&mut links).await;
+                let r = reports?.remove(0);
+                out.push(ParticipationRow {
+                    x,
+                    allowed,
+                    enrolled: r.send_order.clone(),
+                    predicted: r.predicted_makespan,
+                    measured: r.measured_makespan,
+                });
+            }
+            Ok(out)
+        }
+        .await;
+        workers.stop().await;
+        let r = result?;
+        say(&format!("x = {x} done"));
+        rows.extend(r);
+    }
+    Ok(rows)
+}
+
+// ------------------------------------------------------------------ output
+
+pub fn heuristics_table(summary: &[HeuristicsSummary]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<20} {:<6} {:>12} {:>12} {:>10} {:>12}",
+        "family", "strategy", "pred/inc-c", "meas/inc-c", "± std", "meas/pred"
+    );
+    for r in summary {
+        let _ = writeln!(
+            s,
+            "{:<20} {:<6} {:>12.3} {:>12.3} {:>10.3} {:>12.3}",
+            r.family, r.strategy, r.predicted_mean, r.measured_mean, r.measured_std, r.measured_over_predicted_mean
+        );
+    }
+    s
+}
+
+pub fn participation_table(rows: &[ParticipationRow]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:>3} {:>8} {:>11} {:>11}  enrolled",
+        "x", "allowed", "predicted", "measured"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:>3} {:>8} {:>10.4}s {:>10.4}s  {}",
+            r.x,
+            r.allowed,
+            r.predicted,
+            r.measured,
+            r.enrolled.join(" ")
+        );
+    }
+    s
+}
+
+pub fn linearity_table(rows: &[LinearityRow]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<8} {:>6} {:>12} {:>12} {:>12}",
+        "worker", "units", "send s", "compute s", "return s"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:<8} {:>6} {:>12.6} {:>12.6} {:>12.6}",
+            r.worker, r.units, r.send, r.compute, r.ret
+        );
+    }
+    s
+}
+
+/// A grouped bar chart: one group per label, one bar per series.
+pub fn bars(title: &str, y_label: &str, groups: &[(String, Vec<(String, f64)>)]) -> String {
+    let (w, h, left, bottom, top) = (900.0, 420.0, 70.0, 70.0, 40.0);
+    let ymax = groups
+        .iter()
+        .flat_map(|g| g.1.iter().map(|b| b.1))
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.1;
+    let series: Vec<String> = groups
+        .first()
+        .map(|g| g.1.iter().map(|b| b.0.clone()).collect())
+        .unwrap_or_default();
+    let colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"];
+    let gw = (w - left - 20.0) / groups.len().max(1) as f64;
+    let bw = gw * 0.8 / series.len().max(1) as f64;
+    let y = |v: f64| top + (h - top - bottom) * (1.0 - v / ymax);
+    let mut s = format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="10" y="22" font-size="15" font-weight="bold">{title}</text><text x="12" y="{}" transform="rotate(-90 12 {})">{y_label}</text>"##,
+        h / 2.0,
+        h / 2.0
+    );
+    for k in 0..=5 {
+        let v = ymax * k as f64 / 5.0;
+        let _ = write!(
+            s,
+            r##"<line x1="{left}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#ddd"/><text x="{2}" y="{3:.1}" text-anchor="end">{v:.2}</text>"##,
+            y(v),
+            w - 20.0,
+            left - 5.0,
+            y(v) + 4.0
+        );
+    }
+    for (g, (label, vals)) in groups.iter().enumerate() {
+        let gx = left + g as f64 * gw + gw * 0.1;
+        for (b, (_, v)) in vals.iter().enumerate() {
+            let v = if v.is_finite() { *v } else { 0.0 };
+            let _ = write!(
+                s,
+                r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{v:.4}</title></rect>"#,
+                gx + b as f64 * bw,
+                y(v),
+                bw * 0.95,
+                (h - bottom - y(v)).max(0.0),
+                colors[b % colors.len()]
+            );
+        }
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="{}" text-anchor="middle">{label}</text>"#,
+            gx + gw * 0.4,
+            h - bottom + 16.0
+        );
+    }
+    for (b, name) in series.iter().enumerate() {
+        let lx = left + b as f64 * 120.0;
+        let _ = write!(
+            s,
+            r#"<rect x="{lx}" y="{}" width="12" height="12" fill="{}"/><text x="{}" y="{}">{name}</text>"#,
+            h - 28.0,
+            colors[b % colors.len()],
+            lx + 16.0,
+            h - 18.0
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}

@@ -1,0 +1,63 @@
+//! Worker daemons started inside this process on loopback, made unequal by
+//! emulation (`dls demo`, `dls experiment --local`).
+
+use crate::cluster::{Cluster, WorkerSpec};
+use anyhow::{Context, Result};
+
+/// One emulated worker: its name, link rate (MB/s each way, `None` for the
+/// loopback's own speed) and compute slowdown (≥ 1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Emulated {
+    pub name: String,
+    pub link_rate: Option<f64>,
+    pub slowdown: f64,
+}
+
+/// Running daemons; `stop` ends them.
+pub struct LocalWorkers {
+    pub cluster: Cluster,
+    stop: tokio::sync::watch::Sender<bool>,
+    handles: Vec<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+/// Start one daemon per spec on 127.0.0.1 (one kernel thread each).
+pub async fn start(specs: &[Emulated]) -> Result<LocalWorkers> {
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let mut handles = Vec::new();
+    let mut worker = Vec::new();
+    for s in specs {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .context("binding a loopback port")?;
+        let addr = listener.local_addr()?;
+        let mut cfg = dls_worker::Config::new(1, 2 << 30);
+        cfg.link_rate = s.link_rate.map(|r| r * 1e6);
+        cfg.slowdown = s.slowdown;
+        let mut rx = stop_rx.clone();
+        handles.push(tokio::spawn(dls_worker::serve(listener, cfg, async move {
+            let _ = rx.changed().await;
+        })));
+        worker.push(WorkerSpec {
+            name: s.name.clone(),
+            address: addr.to_string(),
+            c: None,
+            w: None,
+            d: None,
+            max_load: None,
+        });
+    }
+    Ok(LocalWorkers {
+        cluster: Cluster { worker },
+        stop,
+        handles,
+    })
+}
+
+impl LocalWorkers {
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for h in self.handles {
+            let _ = h.await;
+        }
+    }
+}
