@@ -357,16 +357,36 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
         Strategy::IncW => (solve_fifo(platform, order_inc_w(platform), ports, load)?, false),
         Strategy::Lifo => (solve_lifo(platform, order_inc_cd(platform), ports, load)?, true),
         Strategy::Best => {
-            let mut best = plan_best_of(platform, ports, load, z, &mut notes)?;
-            let mut optimal = false;
+            // Candidates: the best FIFO, the best LIFO and, for small
+            // platforms, the best of every pair of orders. The one that runs
+            // fastest in whole units wins (rounding can reorder close ones).
+            let mut cands = vec![
+                ("fifo", best_fifo(platform, ports, load, z)?),
+                ("lifo", solve_lifo(platform, order_inc_cd(platform), ports, load)?),
+            ];
+            let mut optimum = None;
             if platform.len() <= EXHAUSTIVE_MAX_WORKERS {
                 let ex = exhaustive(platform, ports, load)?;
-                if better(&ex, &best) {
-                    notes.push("an exhaustive search over all pairs of orders beat both fifo and lifo".into());
-                    best = ex;
-                }
-                optimal = true;
+                optimum = Some(ex.makespan);
+                cands.push(("every pair of orders", ex));
             }
+            let mut best: Option<(&str, Solved, f64)> = None;
+            for (name, c) in cands {
+                let m = integer_makespan(platform, &c, ports, load, req.rounding);
+                let wins = match &best {
+                    None => true,
+                    Some((_, b, bm)) => m < bm * (1.0 - 1e-12) || (m <= *bm && better(&c, b)),
+                };
+                if wins {
+                    best = Some((name, c, m));
+                }
+            }
+            let Some((name, best, _)) = best else {
+                unreachable!("there are always candidates")
+            };
+            notes.push(format!("best: {name} gives the shortest schedule in whole units"));
+            // Proven optimal when it is also the LP optimum over every pair.
+            let optimal = optimum.is_some_and(|o| best.makespan <= o * (1.0 + REL_TOL));
             (best, optimal)
         }
     };
@@ -374,10 +394,7 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
         optimal = false;
         notes.push("max_load bounds bind: loads come from the LP for this order; the order itself is not proven optimal under bounds".into());
     }
-    let mut loads = rounding::paper(platform, &solved.scenario.send_order, &solved.alpha, load);
-    if req.rounding == Rounding::Refined {
-        rounding::refine(platform, &solved.scenario, ports, &solved.alpha, &mut loads);
-    }
+    let loads = round(platform, &solved, ports, load, req.rounding);
     let as_f64: Vec<f64> = loads.iter().map(|&l| l as f64).collect();
     let integer = Timeline::build(platform, &solved.scenario, &as_f64, ports);
     let rational = Timeline::build(platform, &solved.scenario, &solved.alpha, ports);
@@ -401,14 +418,8 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
     })
 }
 
-fn plan_best_of(
-    platform: &Platform,
-    ports: Ports,
-    load: u64,
-    z: Option<f64>,
-    notes: &mut Vec<String>,
-) -> Result<Solved> {
-    let fifo = match z {
+fn best_fifo(platform: &Platform, ports: Ports, load: u64, z: Option<f64>) -> Result<Solved> {
+    match z {
         Some(z) => solve_fifo(
             platform,
             if z <= 1.0 {
@@ -418,17 +429,26 @@ fn plan_best_of(
             },
             ports,
             load,
-        )?,
-        None => fifo_local_search(platform, ports, load)?,
-    };
-    let lifo = solve_lifo(platform, order_inc_cd(platform), ports, load)?;
-    if better(&lifo, &fifo) {
-        notes.push("best: lifo beats fifo on this platform".into());
-        Ok(lifo)
-    } else {
-        notes.push("best: fifo is at least as good as lifo on this platform".into());
-        Ok(fifo)
+        ),
+        None => fifo_local_search(platform, ports, load),
     }
+}
+
+/// Whole units for a solved scenario.
+fn round(platform: &Platform, solved: &Solved, ports: Ports, load: u64, how: Rounding) -> Vec<u64> {
+    let mut loads = rounding::paper(platform, &solved.scenario.send_order, &solved.alpha, load);
+    if how == Rounding::Refined {
+        rounding::refine(platform, &solved.scenario, ports, &solved.alpha, &mut loads);
+    }
+    loads
+}
+
+fn integer_makespan(platform: &Platform, solved: &Solved, ports: Ports, load: u64, how: Rounding) -> f64 {
+    let loads: Vec<f64> = round(platform, solved, ports, load, how)
+        .iter()
+        .map(|&l| l as f64)
+        .collect();
+    Timeline::build(platform, &solved.scenario, &loads, ports).makespan
 }
 
 /// The equivalent homogeneous platform (Lastovetsky and Reddy, *On

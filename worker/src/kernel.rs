@@ -46,11 +46,18 @@ impl Kernel {
     /// values); the result holds C_1..C_k (k·n² values). The caller checks
     /// the lengths (the protocol does, from the frame header).
     pub fn multiply_batch(&self, ab: &[f64], n: usize, k: usize) -> Vec<f64> {
+        let mut c = vec![0.0; k * n * n];
+        self.multiply_into(ab, n, k, &mut c);
+        c
+    }
+
+    /// As `multiply_batch`, into `c` (k·n² values).
+    pub fn multiply_into(&self, ab: &[f64], n: usize, k: usize, c: &mut [f64]) {
         let nn = n * n;
         debug_assert_eq!(ab.len(), 2 * k * nn);
-        let mut c = vec![0.0; k * nn];
+        debug_assert_eq!(c.len(), k * nn);
         if k == 0 || n == 0 {
-            return c;
+            return;
         }
         let (a_all, b_all) = ab.split_at(k * nn);
         let pair = |i: usize| (&a_all[i * nn..(i + 1) * nn], &b_all[i * nn..(i + 1) * nn]);
@@ -60,7 +67,7 @@ impl Kernel {
                 let (a, b) = pair(i);
                 gemm(ci, a, b, n, Par::Seq);
             }
-            return c;
+            return;
         }
         self.pool.install(|| {
             if k >= self.threads && n < SPLIT_PRODUCTS_BELOW {
@@ -77,7 +84,6 @@ impl Kernel {
                 }
             }
         });
-        c
     }
 }
 
@@ -116,6 +122,26 @@ pub fn time_batch(kernel: &Kernel, n: usize, k: usize) -> f64 {
     let secs = t.elapsed().as_secs_f64();
     std::hint::black_box(c);
     secs
+}
+
+/// This machine's time for one product of size `n`, unloaded: after a
+/// warm-up (the first products of a process pay for one-time set-up), the
+/// best of three batches of about 2 ms at 20 GFLOP/s.
+pub fn seconds_per_product(kernel: &Kernel, n: usize) -> f64 {
+    // Buffers made and touched once: page faults and allocation are not the
+    // kernel's speed (and would make the reference depend on the process's
+    // allocation history).
+    let k = (2e-3 / (2.0 * (n as f64).powi(3) / 20e9)).ceil().clamp(1.0, 256.0) as usize;
+    let mut ab = vec![0.0; 2 * k * n * n];
+    fill_random(&mut ab, 0x5eed ^ n as u64);
+    let mut c = vec![1.0; k * n * n];
+    let run = |c: &mut [f64]| {
+        let t = Instant::now();
+        kernel.multiply_into(&ab, n, k, c);
+        t.elapsed().as_secs_f64()
+    };
+    run(&mut c);
+    (0..3).map(|_| run(&mut c)).fold(f64::INFINITY, f64::min) / k as f64
 }
 
 /// GFLOP/s of the kernel at size `n` (2n³ flops a product): a batch of at

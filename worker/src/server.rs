@@ -453,7 +453,7 @@ impl Session {
 
 /// Emulation of a slower processor: after computing k products of size n,
 /// wait `(slowdown − 1) · k · t(n)`, where t(n) is this machine's time for
-/// one product measured once, unloaded (best of three short runs). Tying the
+/// one product measured once, unloaded (`kernel::seconds_per_product`). Tying the
 /// wait to a reference rather than to the time just measured keeps the
 /// emulated speed steady when other processes share the cores: on a busy
 /// machine a measured time, and a wait proportional to it, would swing
@@ -468,12 +468,7 @@ impl Reference {
         if let Some(&t) = self.per_product.lock().ok().and_then(|m| m.get(&n).copied()).as_ref() {
             return t;
         }
-        let one = kernel::time_batch(kernel, n as usize, 1).max(1e-7);
-        let k = ((2e-3 / one).ceil() as usize).clamp(1, 256);
-        let best = (0..3)
-            .map(|_| kernel::time_batch(kernel, n as usize, k))
-            .fold(f64::INFINITY, f64::min);
-        let t = best / k as f64;
+        let t = kernel::seconds_per_product(kernel, n as usize);
         if let Ok(mut m) = self.per_product.lock() {
             m.insert(n, t);
         }
