@@ -332,7 +332,7 @@ pub fn experiment(args: &crate::cli::ExperimentArgs) -> Result<()> {
                         (n.clone(), per)
                     })
                     .collect();
-                let svg = x::bars("Linearity: send time against message size (Figure 8)", "send time (ms)", &groups);
+                let svg = x::bars("Linearity: send time against message size (Figure 8)", "send time (ms)", 0.0, &groups);
                 write_outputs(&args.out, "linearity", &rows, csv, svg)?;
                 if args.json {
                     println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -376,7 +376,12 @@ pub fn experiment(args: &crate::cli::ExperimentArgs) -> Result<()> {
                         (f.clone(), per)
                     })
                     .collect();
-                let svg = x::bars("Heuristics, normalised by INC_C's prediction (Figures 10-12)", "makespan / INC_C predicted", &groups);
+                let svg = x::bars(
+                    "Heuristics, normalised by INC_C's prediction (Figures 10-12; axis from 0.9)",
+                    "makespan / INC_C predicted",
+                    0.9,
+                    &groups,
+                );
                 write_outputs(&args.out, "heuristics", &rows, csv, svg)?;
                 if args.json {
                     println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -402,7 +407,7 @@ pub fn experiment(args: &crate::cli::ExperimentArgs) -> Result<()> {
                         )
                     })
                     .collect();
-                let svg = x::bars("Participation (Figure 14): makespan with 1 to 4 workers allowed", "makespan (s)", &groups);
+                let svg = x::bars("Participation (Figure 14): makespan with 1 to 4 workers allowed", "makespan (s)", 0.0, &groups);
                 write_outputs(&args.out, "participation", &rows, csv, svg)?;
                 if args.json {
                     println!("{}", serde_json::to_string_pretty(&rows)?);

@@ -448,9 +448,10 @@ pub fn linearity_table(rows: &[LinearityRow]) -> String {
     s
 }
 
-/// A grouped bar chart: one group per label, one bar per series.
-pub fn bars(title: &str, y_label: &str, groups: &[(String, Vec<(String, f64)>)]) -> String {
-    let (w, h, left, bottom, top) = (900.0, 420.0, 70.0, 70.0, 40.0);
+/// A grouped bar chart: one group per label, one bar per series; the value
+/// axis starts at `y_min` (say so in the title when it is not 0).
+pub fn bars(title: &str, y_label: &str, y_min: f64, groups: &[(String, Vec<(String, f64)>)]) -> String {
+    let (w, h, left, bottom, top) = (900.0, 440.0, 70.0, 90.0, 40.0);
     let ymax = groups
         .iter()
         .flat_map(|g| g.1.iter().map(|b| b.1))
@@ -462,17 +463,19 @@ pub fn bars(title: &str, y_label: &str, groups: &[(String, Vec<(String, f64)>)])
         .first()
         .map(|g| g.1.iter().map(|b| b.0.clone()).collect())
         .unwrap_or_default();
-    let colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"];
+    let colors = [
+        "#4c72b0", "#a6bddb", "#dd8452", "#fdd0a2", "#55a868", "#b7e2b1", "#c44e52", "#f4a6a6",
+    ];
     let gw = (w - left - 20.0) / groups.len().max(1) as f64;
     let bw = gw * 0.8 / series.len().max(1) as f64;
-    let y = |v: f64| top + (h - top - bottom) * (1.0 - v / ymax);
+    let y = |v: f64| top + (h - top - bottom) * (1.0 - ((v - y_min) / (ymax - y_min)).clamp(0.0, 1.0));
     let mut s = format!(
         r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="10" y="22" font-size="15" font-weight="bold">{title}</text><text x="12" y="{}" transform="rotate(-90 12 {})">{y_label}</text>"##,
         h / 2.0,
         h / 2.0
     );
     for k in 0..=5 {
-        let v = ymax * k as f64 / 5.0;
+        let v = y_min + (ymax - y_min) * k as f64 / 5.0;
         let _ = write!(
             s,
             r##"<line x1="{left}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#ddd"/><text x="{2}" y="{3:.1}" text-anchor="end">{v:.2}</text>"##,
@@ -504,14 +507,15 @@ pub fn bars(title: &str, y_label: &str, groups: &[(String, Vec<(String, f64)>)])
         );
     }
     for (b, name) in series.iter().enumerate() {
-        let lx = left + b as f64 * 120.0;
+        let (row, col) = (b / 4, b % 4);
+        let lx = left + col as f64 * 190.0;
+        let ly = h - 48.0 + row as f64 * 20.0;
         let _ = write!(
             s,
-            r#"<rect x="{lx}" y="{}" width="12" height="12" fill="{}"/><text x="{}" y="{}">{name}</text>"#,
-            h - 28.0,
+            r#"<rect x="{lx}" y="{ly}" width="12" height="12" fill="{}"/><text x="{}" y="{}">{name}</text>"#,
             colors[b % colors.len()],
             lx + 16.0,
-            h - 18.0
+            ly + 10.0
         );
     }
     s.push_str("</svg>\n");
