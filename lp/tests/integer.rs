@@ -240,3 +240,18 @@ fn scenarios_are_validated() {
     assert!(matches!(bad(vec![], vec![]), Error::BadScenario(_)));
     let _ = order_inc_c(&p);
 }
+
+#[test]
+fn given_loads_and_proportional_splits() {
+    use dls_lp::plan::{proportional, with_loads};
+    assert_eq!(proportional(10, &[1.0, 1.0, 1.0]), vec![4, 3, 3]);
+    assert_eq!(proportional(100, &[1.0, 3.0]), vec![25, 75]);
+    assert_eq!(proportional(7, &[0.5, 0.25, 0.25]).iter().sum::<u64>(), 7);
+    let p = Platform::new(vec![Worker::new("a", 1.0, 2.0, 0.5), Worker::new("b", 1.0, 1.0, 2.0)]).expect("valid");
+    let pl = with_loads(&p, vec![0, 1], vec![2, 3], Ports::One).expect("plan");
+    // The timeline worked by hand in `timeline_by_hand`: makespan 14.
+    assert_eq!(pl.makespan(), 14.0);
+    assert_eq!(pl.load, 5);
+    assert!(with_loads(&p, vec![0, 1], vec![2], Ports::One).is_err());
+    assert!(with_loads(&p, vec![0, 0], vec![2, 3], Ports::One).is_err());
+}

@@ -138,6 +138,7 @@ pub enum ExperimentKind {
     Linearity,
     Heuristics,
     Participation,
+    Baselines,
 }
 
 #[derive(Debug, clap::Args)]

@@ -389,6 +389,39 @@ pub fn experiment(args: &crate::cli::ExperimentArgs) -> Result<()> {
                     print!("{}", x::heuristics_table(&summary));
                 }
             }
+            K::Baselines => {
+                let rows = match &remote {
+                    Some(cl) => {
+                        let mut links = link::connect_all(cl, token.as_ref(), Timeouts::default()).await?;
+                        let platform = calibrate::calibrate(&mut links, &CalibrateOptions::new(opts.size)).await?.platform()?;
+                        let batch = Batch::random(opts.batch, opts.size, opts.seed);
+                        let (mut links, r) = x::baselines_on(links, &platform, &batch, 0, &[]).await;
+                        link::close_all(&mut links).await;
+                        r?
+                    }
+                    None => x::baselines_local(&opts, |l| eprintln!("{l}")).await?,
+                };
+                let mut csv = String::from("platform,method,predicted,measured,vs_plan\n");
+                for r in &rows {
+                    csv.push_str(&format!("{},{},{},{},{}\n", r.platform, r.method, r.predicted, r.measured, r.vs_plan));
+                }
+                let mut plats: Vec<usize> = rows.iter().map(|r| r.platform).collect();
+                plats.dedup();
+                let groups: Vec<(String, Vec<(String, f64)>)> = plats
+                    .iter()
+                    .map(|k| {
+                        let per = rows.iter().filter(|r| r.platform == *k).map(|r| (r.method.clone(), r.vs_plan)).collect();
+                        (format!("platform {k}"), per)
+                    })
+                    .collect();
+                let svg = x::bars("Baselines: measured makespan / the plan's", "makespan / plan's", 0.0, &groups);
+                write_outputs(&args.out, "baselines", &rows, csv, svg)?;
+                if args.json {
+                    println!("{}", serde_json::to_string_pretty(&rows)?);
+                } else {
+                    print!("{}", x::baselines_table(&rows));
+                }
+            }
             K::Participation => {
                 if remote.is_some() {
                     bail!("the participation experiment emulates its own 4-worker platform; run it without --cluster/--workers");

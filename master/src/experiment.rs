@@ -307,6 +307,142 @@ pub fn summarise(rows: &[HeuristicsRow]) -> Vec<HeuristicsSummary> {
     out
 }
 
+// ---------------------------------------------------------------- baselines
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BaselineRow {
+    pub platform: usize,
+    pub speeds: Vec<(f64, f64)>,
+    /// `plan` (the fifo plan), `equal`, `proportional`.
+    pub method: String,
+    pub predicted: f64,
+    pub measured: f64,
+    /// measured / the plan's measured makespan on the same platform.
+    pub vs_plan: f64,
+}
+
+/// What users would do instead, on the same workers and batch: an equal
+/// split, a split proportional to compute speed ignoring communication,
+/// and the plan (fifo). All go through the same one-port runtime.
+pub async fn baselines_on(
+    links: Vec<Link>,
+    platform: &Platform,
+    batch: &Batch,
+    k: usize,
+    speeds: &[(f64, f64)],
+) -> (Vec<Link>, Result<Vec<BaselineRow>>) {
+    let mut links = links;
+    let platform = match session::align(platform, &links, batch.n) {
+        Ok(p) => p,
+        Err(e) => return (links, Err(e)),
+    };
+    let m = batch.m as u64;
+    let p = platform.len();
+    let order = dls_lp::plan::order_inc_c(&platform);
+    let cfg = RunConfig {
+        verify: 1,
+        rounding: dls_lp::Rounding::Paper,
+        ..RunConfig::default()
+    };
+    let planned = dls_lp::plan(&platform, &dls_lp::Request::new(m, Strategy::Fifo));
+    let equal = dls_lp::plan::with_loads(
+        &platform,
+        order.clone(),
+        dls_lp::plan::proportional(m, &vec![1.0; p]),
+        cfg.ports,
+    );
+    let speeds_w: Vec<f64> = platform.workers().iter().map(|w| 1.0 / w.w).collect();
+    let prop = dls_lp::plan::with_loads(&platform, order, dls_lp::plan::proportional(m, &speeds_w), cfg.ports);
+    let mut rows: Vec<BaselineRow> = Vec::new();
+    for (method, plan) in [("plan", planned), ("equal", equal), ("proportional", prop)] {
+        let plan = match plan {
+            Ok(p) => p,
+            Err(e) => return (links, Err(e.into())),
+        };
+        let (back, done) = session::run_plan(
+            links,
+            platform.clone(),
+            plan,
+            batch,
+            &cfg,
+            rows.len() as u64 + 1,
+            |_| {},
+        )
+        .await;
+        links = back;
+        match done {
+            Ok(d) => rows.push(BaselineRow {
+                platform: k,
+                speeds: speeds.to_vec(),
+                method: method.into(),
+                predicted: d.report.predicted_makespan,
+                measured: d.report.measured_makespan,
+                vs_plan: f64::NAN,
+            }),
+            Err(e) => return (links, Err(e.context(format!("running the {method} split")))),
+        }
+    }
+    let base = rows[0].measured;
+    for r in &mut rows {
+        r.vs_plan = r.measured / base;
+    }
+    (links, Ok(rows))
+}
+
+/// Baselines on emulated heterogeneous stars.
+pub async fn baselines_local(opts: &Options, mut say: impl FnMut(&str)) -> Result<Vec<BaselineRow>> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(opts.seed);
+    let batch = Batch::random(opts.batch, opts.size, opts.seed);
+    let mut rows = Vec::new();
+    for k in 0..opts.platforms {
+        let speeds = Family::HeterogeneousStar.speeds(&mut rng, opts.workers);
+        let specs: Vec<Emulated> = speeds
+            .iter()
+            .enumerate()
+            .map(|(i, &(c, w))| opts.emulation.worker(format!("w{i}"), c, w))
+            .collect();
+        let workers = local::start(&specs).await?;
+        let result = async {
+            let mut links = link::connect_all(&workers.cluster, None, Timeouts::default()).await?;
+            let platform = calibrate::calibrate(&mut links, &calibrate_opts(opts.size))
+                .await?
+                .platform()?;
+            let (mut links, r) = baselines_on(links, &platform, &batch, k, &speeds).await;
+            link::close_all(&mut links).await;
+            r
+        }
+        .await;
+        workers.stop().await;
+        rows.extend(result?);
+        say(&format!("platform #{k}: speeds {speeds:?} done"));
+    }
+    Ok(rows)
+}
+
+pub fn baselines_table(rows: &[BaselineRow]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:>8} {:<13} {:>11} {:>11} {:>9}",
+        "platform", "method", "predicted", "measured", "vs plan"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:>8} {:<13} {:>10.4}s {:>10.4}s {:>9.3}",
+            r.platform, r.method, r.predicted, r.measured, r.vs_plan
+        );
+    }
+    for method in ["equal", "proportional"] {
+        let v: Vec<f64> = rows.iter().filter(|r| r.method == method).map(|r| r.vs_plan).collect();
+        if !v.is_empty() {
+            let (m, sd) = stats(&v);
+            let _ = writeln!(s, "{method}: measured makespan / plan's, mean {m:.3} ± {sd:.3}");
+        }
+    }
+    s
+}
+
 // ------------------------------------------------------------ participation
 
 #[derive(Debug, Clone, Serialize)]

@@ -112,6 +112,20 @@ pub async fn run_batch(
         Ok(p) => p,
         Err(e) => return (links, Err(anyhow!("planning {} products: {e}", batch.m))),
     };
+    run_plan(links, platform, plan, batch, cfg, job, on_chunk).await
+}
+
+/// Run a plan made elsewhere (a baseline, say) on `platform` (already
+/// aligned with `links`, see [`align`]), verify it, report it.
+pub async fn run_plan(
+    links: Vec<Link>,
+    platform: Platform,
+    plan: Plan,
+    batch: &Batch,
+    cfg: &RunConfig,
+    job: u64,
+    on_chunk: impl FnMut(usize),
+) -> (Vec<Link>, Result<BatchRun>) {
     let opts = RunOptions {
         ports: cfg.ports,
         ..cfg.options
