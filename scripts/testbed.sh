@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# A test bed on one machine with real shaped links and CPU shares (root).
+#
+#   scripts/testbed.sh NAME:MBIT:CPU% [NAME:MBIT:CPU% ...] -- COMMAND [ARGS...]
+#
+# For every worker: a network namespace with a veth pair to the host
+# (10.213.<i>.1 on the host side, 10.213.<i>.2 inside), a token-bucket rate
+# limit of MBIT megabits per second on both ends (tc tbf), and a dls-worker
+# daemon inside the namespace whose CPU is capped at CPU% of one core (cgroup
+# v1 cpu controller, or v2 cpu.max). Then COMMAND runs on the host with
+# DLS_TESTBED_CLUSTER naming a cluster file of those workers and DLS_TOKEN
+# set; for example:
+#
+#   sudo scripts/testbed.sh w1:800:60 w2:400:30 w3:200:90 -- \
+#     sh -c 'target/release/dls run --cluster "$DLS_TESTBED_CLUSTER" --batch 400 --size 128'
+#
+# Traffic goes only between the host and these namespaces. Everything is
+# removed on exit (namespaces, links, cgroups, daemons), also on failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+specs=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do specs+=("$1"); shift; done
+[ "${1:-}" = "--" ] || { echo "usage: $0 NAME:MBIT:CPU% ... -- COMMAND" >&2; exit 2; }
+shift
+[ ${#specs[@]} -gt 0 ] && [ $# -gt 0 ] || { echo "usage: $0 NAME:MBIT:CPU% ... -- COMMAND" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "$0: needs root (ip netns, tc, cgroups)" >&2; exit 2; }
+
+cargo build --release -q -p dls-master -p dls-worker
+worker_bin=$(pwd)/target/release/dls-worker
+dir=$(mktemp -d)
+tag=dlstb$$
+pids=()
+cgroups=()
+
+cleanup() {
+  set +e
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
+  sleep 0.2
+  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null; done
+  for i in "${!specs[@]}"; do ip netns del "$tag-$i" 2>/dev/null; done
+  for cg in "${cgroups[@]}"; do rmdir "$cg" 2>/dev/null; done
+  rm -rf "$dir"
+}
+trap cleanup EXIT INT TERM
+
+cpu_cgroup() { # name percent: make a cgroup capped at percent of one core, path in $cg
+  local name=$1 pct=$2 path
+  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    path=/sys/fs/cgroup/$name
+    mkdir -p "$path"
+    echo "$((pct * 1000)) 100000" >"$path/cpu.max"
+  else
+    path=/sys/fs/cgroup/cpu/$name
+    mkdir -p "$path"
+    echo 100000 >"$path/cpu.cfs_period_us"
+    echo $((pct * 1000)) >"$path/cpu.cfs_quota_us"
+  fi
+  cgroups+=("$path")
+  cg=$path
+}
+
+head -c 32 /dev/urandom | base64 >"$dir/token"
+echo "# test bed of $$" >"$dir/cluster.toml"
+for i in "${!specs[@]}"; do
+  IFS=: read -r name mbit cpu <<<"${specs[$i]}"
+  ns=$tag-$i host=tbh$$-$i inner=tbn$$-$i
+  ip netns add "$ns"
+  ip link add "$host" type veth peer name "$inner"
+  ip link set "$inner" netns "$ns"
+  ip addr add "10.213.$i.1/30" dev "$host"
+  ip link set "$host" up
+  ip -n "$ns" addr add "10.213.$i.2/30" dev "$inner"
+  ip -n "$ns" link set "$inner" up
+  ip -n "$ns" link set lo up
+  # Token bucket each way: MBIT megabits per second, a burst of 64 KiB.
+  tc qdisc add dev "$host" root tbf rate "${mbit}mbit" burst 64kb latency 50ms
+  tc -n "$ns" qdisc add dev "$inner" root tbf rate "${mbit}mbit" burst 64kb latency 50ms
+  cpu_cgroup "$ns" "$cpu"
+  ip netns exec "$ns" "$worker_bin" --listen "10.213.$i.2:7070" --threads 1 --token-file "$dir/token" \
+    >"$dir/$name.out" 2>"$dir/$name.err" &
+  pid=$!
+  pids+=("$pid")
+  if [ -f "$cg/cgroup.procs" ]; then echo "$pid" >"$cg/cgroup.procs"; else echo "$pid" >"$cg/tasks"; fi
+  printf '\n[[worker]]\nname = "%s"\naddress = "10.213.%d.2:7070"\n' "$name" "$i" >>"$dir/cluster.toml"
+  echo "worker $name: 10.213.$i.2:7070, ${mbit} Mbit/s, ${cpu}% of a core" >&2
+done
+sleep 0.5
+for i in "${!pids[@]}"; do
+  kill -0 "${pids[$i]}" 2>/dev/null || { echo "worker ${specs[$i]} did not start:" >&2; cat "$dir"/*.err >&2; exit 1; }
+done
+
+export DLS_TESTBED_CLUSTER=$dir/cluster.toml
+DLS_TOKEN=$(cat "$dir/token")
+export DLS_TOKEN
+"$@"
