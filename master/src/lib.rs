@@ -1,5 +1,9 @@
-//! The `dls` master: reads platform and cluster files, plans with
-//! [`dls_lp`], and (in later modules) runs batches on worker daemons.
+//! The `dls` master: connects to worker daemons ([`link`]), measures them
+//! ([`calibrate`]), plans with [`dls_lp`], carries out the plan under one
+//! port ([`executor`] decides, [`run`] does the I/O), recovers from lost
+//! workers, and reports what was predicted against what happened
+//! ([`report`], [`trace`], [`gantt`]). [`session`] is the entry point for
+//! programs; [`cli`] and [`commands`] are the `dls` command line.
 
 pub mod calibrate;
 pub mod cli;
