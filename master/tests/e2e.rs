@@ -164,3 +164,45 @@ async fn learning_from_runs_shrinks_the_prediction_error() {
     );
     link::close_all(&mut links).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_ports_overlap_sends_and_returns_but_never_two_of_a_kind() {
+    let w = common::start(&[(Some(200.0), 20.0), (Some(100.0), 10.0), (Some(150.0), 30.0)], None);
+    let cluster = Cluster::from_list(&w.list()).expect("cluster");
+    let links = link::connect_all(&cluster, None, Timeouts::default())
+        .await
+        .expect("connects");
+    let platform = dls_lp::Platform::new(
+        ["w0", "w1", "w2"]
+            .iter()
+            .map(|n| dls_lp::Worker::new(*n, 1e-3, 5e-3, 5e-4))
+            .collect(),
+    )
+    .expect("platform");
+    let batch = Batch::random(90, 32, 8);
+    let cfg = RunConfig {
+        ports: dls_lp::Ports::Two,
+        verify: 2,
+        options: dls_master::run::RunOptions {
+            max_chunk_bytes: 8 * 16 * 32 * 32,
+            ..Default::default()
+        },
+        ..RunConfig::default()
+    };
+    let (_links, done) = session::run_batch(links, &platform, &batch, &cfg, 1, |_| {}).await;
+    let done = done.expect("runs");
+    common::assert_close(&done.outcome.c, &common::naive_all(&batch.a, &batch.b, 90, 32), 32);
+    let spans = port_spans(&done.trace.to_json());
+    for send in [true, false] {
+        let same: Vec<_> = spans.iter().filter(|s| s.2 == send).collect();
+        for pair in same.windows(2) {
+            assert!(
+                pair[1].0 >= pair[0].1,
+                "two {} at once: {:?} / {:?}",
+                if send { "sends" } else { "returns" },
+                pair[0],
+                pair[1]
+            );
+        }
+    }
+}
