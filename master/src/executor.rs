@@ -292,3 +292,229 @@ impl Executor {
 
 #[cfg(test)]
 mod tests;
+
+/// What the runtime needs of a schedule: the planned one-port [`Executor`],
+/// or the demand-driven [`SelfScheduler`] baseline.
+pub trait Schedule: Send {
+    fn start(&mut self) -> Vec<Command>;
+    fn on_event(&mut self, ev: Event) -> Result<Vec<Command>, Unexpected>;
+    fn done(&self) -> bool;
+    fn lose(&mut self, worker: usize) -> (Vec<Chunk>, Vec<Command>);
+    fn is_lost(&self, worker: usize) -> bool;
+    fn awaiting_ready(&self, worker: usize) -> bool;
+}
+
+impl Schedule for Executor {
+    fn start(&mut self) -> Vec<Command> {
+        Executor::start(self)
+    }
+    fn on_event(&mut self, ev: Event) -> Result<Vec<Command>, Unexpected> {
+        Executor::on_event(self, ev)
+    }
+    fn done(&self) -> bool {
+        Executor::done(self)
+    }
+    fn lose(&mut self, worker: usize) -> (Vec<Chunk>, Vec<Command>) {
+        Executor::lose(self, worker)
+    }
+    fn is_lost(&self, worker: usize) -> bool {
+        Executor::is_lost(self, worker)
+    }
+    fn awaiting_ready(&self, worker: usize) -> bool {
+        Executor::awaiting_ready(self, worker)
+    }
+}
+
+/// Demand-driven self-scheduling, the baseline general task runtimes use:
+/// fixed-size chunks handed out one at a time; a worker gets its next chunk
+/// once its previous results are in. Still one transfer at a time on the
+/// master's port (a pending send goes before a pending return, to keep
+/// workers busy). Chunks are listed up front; the worker of each is chosen
+/// when it is sent.
+pub struct SelfScheduler {
+    ports: Ports,
+    chunks: Vec<Chunk>,
+    stage: Vec<Stage>,
+    next: usize,
+    want: std::collections::VecDeque<usize>,
+    ready: std::collections::VecDeque<usize>,
+    sending: Option<usize>,
+    returning: Option<usize>,
+    lost: Vec<bool>,
+    settled: usize,
+}
+
+impl SelfScheduler {
+    /// `m` products in chunks of `size`, over `workers` (indices < `p`).
+    pub fn new(ports: Ports, p: usize, workers: &[usize], m: usize, size: usize, first_id: u64) -> Self {
+        let size = size.max(1);
+        let chunks: Vec<Chunk> = (0..m.div_ceil(size))
+            .map(|k| Chunk {
+                worker: usize::MAX,
+                id: ChunkId(first_id + k as u64),
+                start: k * size,
+                len: size.min(m - k * size),
+            })
+            .collect();
+        SelfScheduler {
+            ports,
+            stage: vec![Stage::Pending; chunks.len()],
+            chunks,
+            next: 0,
+            want: workers.iter().copied().collect(),
+            ready: Default::default(),
+            sending: None,
+            returning: None,
+            lost: vec![false; p],
+            settled: 0,
+        }
+    }
+
+    /// Every chunk, with the worker it went to (`usize::MAX` if none yet).
+    pub fn chunks(&self) -> &[Chunk] {
+        &self.chunks
+    }
+
+    fn find(&self, worker: usize, chunk: ChunkId) -> Option<usize> {
+        let k = self.chunks.iter().position(|c| c.id == chunk)?;
+        (self.chunks[k].worker == worker && !self.lost[worker]).then_some(k)
+    }
+
+    fn advance(&mut self) -> Vec<Command> {
+        let mut out = Vec::new();
+        let free_send = match self.ports {
+            Ports::One => self.sending.is_none() && self.returning.is_none(),
+            Ports::Two => self.sending.is_none(),
+        };
+        if free_send && self.next < self.chunks.len() {
+            while let Some(&w) = self.want.front() {
+                if !self.lost[w] {
+                    break;
+                }
+                self.want.pop_front();
+            }
+            if let Some(w) = self.want.pop_front() {
+                let k = self.next;
+                self.next += 1;
+                self.chunks[k].worker = w;
+                self.stage[k] = Stage::Sending;
+                self.sending = Some(k);
+                out.push(Command::Assign(self.chunks[k]));
+            }
+        }
+        let free_return = match self.ports {
+            Ports::One => self.sending.is_none() && self.returning.is_none(),
+            Ports::Two => self.returning.is_none(),
+        };
+        if free_return {
+            while let Some(&k) = self.ready.front() {
+                if !self.lost[self.chunks[k].worker] {
+                    break;
+                }
+                self.ready.pop_front();
+            }
+            if let Some(k) = self.ready.pop_front() {
+                self.stage[k] = Stage::Returning;
+                self.returning = Some(k);
+                out.push(Command::Grant {
+                    worker: self.chunks[k].worker,
+                    chunk: self.chunks[k].id,
+                });
+            }
+        }
+        out
+    }
+}
+
+impl Schedule for SelfScheduler {
+    fn start(&mut self) -> Vec<Command> {
+        self.advance()
+    }
+
+    fn on_event(&mut self, ev: Event) -> Result<Vec<Command>, Unexpected> {
+        let (worker, chunk) = match ev {
+            Event::Received { worker, chunk } | Event::Ready { worker, chunk } | Event::Results { worker, chunk } => {
+                (worker, chunk)
+            }
+        };
+        let k = self.find(worker, chunk).ok_or(Unexpected(ev))?;
+        match (ev, self.stage[k]) {
+            (Event::Received { .. }, Stage::Sending) => {
+                self.stage[k] = Stage::Sent;
+                self.sending = None;
+            }
+            (Event::Ready { .. }, Stage::Sent) => {
+                self.stage[k] = Stage::Ready;
+                self.ready.push_back(k);
+            }
+            (Event::Results { .. }, Stage::Returning) => {
+                self.stage[k] = Stage::Returned;
+                self.returning = None;
+                self.settled += 1;
+                self.want.push_back(worker);
+            }
+            _ => return Err(Unexpected(ev)),
+        }
+        Ok(self.advance())
+    }
+
+    fn done(&self) -> bool {
+        // Every chunk returned, or handed back as lost (with nobody left
+        // to take the rest, those count as handed back too).
+        self.settled == self.chunks.len()
+    }
+
+    fn lose(&mut self, worker: usize) -> (Vec<Chunk>, Vec<Command>) {
+        if worker >= self.lost.len() || self.lost[worker] {
+            return (Vec::new(), Vec::new());
+        }
+        self.lost[worker] = true;
+        let mut gone = Vec::new();
+        for k in 0..self.chunks.len() {
+            if self.chunks[k].worker == worker && self.stage[k] != Stage::Returned {
+                gone.push(self.chunks[k]);
+                self.stage[k] = Stage::Returned;
+                self.settled += 1;
+            }
+        }
+        if self.sending.is_some_and(|k| self.chunks[k].worker == worker) {
+            self.sending = None;
+        }
+        if self.returning.is_some_and(|k| self.chunks[k].worker == worker) {
+            self.returning = None;
+        }
+        // With no worker left to ask, the chunks not yet handed out are lost too.
+        if self.lost.iter().all(|&l| l) || self.want.iter().all(|&w| self.lost[w]) && self.no_worker_busy() {
+            for k in self.next..self.chunks.len() {
+                gone.push(self.chunks[k]);
+                self.stage[k] = Stage::Returned;
+                self.settled += 1;
+            }
+            self.next = self.chunks.len();
+        }
+        (gone, self.advance())
+    }
+
+    fn is_lost(&self, worker: usize) -> bool {
+        self.lost.get(worker).copied().unwrap_or(false)
+    }
+
+    fn awaiting_ready(&self, worker: usize) -> bool {
+        self.chunks
+            .iter()
+            .zip(&self.stage)
+            .any(|(c, s)| c.worker == worker && matches!(s, Stage::Sending | Stage::Sent))
+    }
+}
+
+impl SelfScheduler {
+    /// Whether any surviving worker holds a chunk not yet returned (it will
+    /// ask for more when it is done).
+    fn no_worker_busy(&self) -> bool {
+        !self
+            .chunks
+            .iter()
+            .zip(&self.stage)
+            .any(|(c, s)| c.worker != usize::MAX && !self.lost[c.worker] && *s != Stage::Returned)
+    }
+}

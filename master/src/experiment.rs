@@ -313,7 +313,7 @@ pub fn summarise(rows: &[HeuristicsRow]) -> Vec<HeuristicsSummary> {
 pub struct BaselineRow {
     pub platform: usize,
     pub speeds: Vec<(f64, f64)>,
-    /// `plan` (the fifo plan), `equal`, `proportional`.
+    /// `plan` (the fifo plan), `equal`, `proportional`, `self-scheduling`.
     pub method: String,
     pub predicted: f64,
     pub measured: f64,
@@ -323,7 +323,9 @@ pub struct BaselineRow {
 
 /// What users would do instead, on the same workers and batch: an equal
 /// split, a split proportional to compute speed ignoring communication,
-/// and the plan (fifo). All go through the same one-port runtime.
+/// demand-driven self-scheduling (chunks of about M / 4p products handed
+/// out as workers finish), and the plan (fifo). All go through the same
+/// one-port runtime.
 pub async fn baselines_on(
     links: Vec<Link>,
     platform: &Platform,
@@ -353,18 +355,38 @@ pub async fn baselines_on(
     );
     let speeds_w: Vec<f64> = platform.workers().iter().map(|w| 1.0 / w.w).collect();
     let prop = dls_lp::plan::with_loads(&platform, order, dls_lp::plan::proportional(m, &speeds_w), cfg.ports);
+    // Self-scheduling: about four chunks per worker, handed out on demand.
+    let chunk = (batch.m / (4 * p)).max(1);
+    let self_sched = dls_lp::plan::with_loads(
+        &platform,
+        dls_lp::plan::order_inc_c(&platform),
+        dls_lp::plan::proportional(m, &vec![1.0; p]),
+        cfg.ports,
+    );
     let mut rows: Vec<BaselineRow> = Vec::new();
-    for (method, plan) in [("plan", planned), ("equal", equal), ("proportional", prop)] {
+    for (method, plan, on_demand) in [
+        ("plan", planned, None),
+        ("equal", equal, None),
+        ("proportional", prop, None),
+        ("self-scheduling", self_sched, Some(chunk)),
+    ] {
         let plan = match plan {
             Ok(p) => p,
             Err(e) => return (links, Err(e.into())),
+        };
+        let run_cfg = RunConfig {
+            options: crate::run::RunOptions {
+                self_schedule: on_demand,
+                ..cfg.options
+            },
+            ..cfg
         };
         let (back, done) = session::run_plan(
             links,
             platform.clone(),
             plan,
             batch,
-            &cfg,
+            &run_cfg,
             rows.len() as u64 + 1,
             |_| {},
         )
@@ -375,7 +397,12 @@ pub async fn baselines_on(
                 platform: k,
                 speeds: speeds.to_vec(),
                 method: method.into(),
-                predicted: d.report.predicted_makespan,
+                // Self-scheduling has no model of its own to predict with.
+                predicted: if on_demand.is_some() {
+                    f64::NAN
+                } else {
+                    d.report.predicted_makespan
+                },
                 measured: d.report.measured_makespan,
                 vs_plan: f64::NAN,
             }),
@@ -433,7 +460,7 @@ pub fn baselines_table(rows: &[BaselineRow]) -> String {
             r.platform, r.method, r.predicted, r.measured, r.vs_plan
         );
     }
-    for method in ["equal", "proportional"] {
+    for method in ["equal", "proportional", "self-scheduling"] {
         let v: Vec<f64> = rows.iter().filter(|r| r.method == method).map(|r| r.vs_plan).collect();
         if !v.is_empty() {
             let (m, sd) = stats(&v);

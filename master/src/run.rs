@@ -6,7 +6,7 @@
 //! loop owns the [`Executor`], so the single-port discipline lives in one
 //! place and is checked by its own tests.
 
-use crate::executor::{self, Command, Event, Executor};
+use crate::executor::{self, Command, Event, Executor, Schedule, SelfScheduler};
 use crate::link::Link;
 use anyhow::{anyhow, bail, Context, Result};
 use dls_lp::{Plan, Platform, Ports, Request, WorkerTimes};
@@ -81,6 +81,10 @@ pub struct RunOptions {
     pub straggler: Option<f64>,
     /// Give up when nothing at all happens for this long.
     pub stall_timeout: Duration,
+    /// Instead of the plan's loads, hand out chunks of this many products
+    /// on demand (the self-scheduling baseline; the plan only names the
+    /// workers and the predictions). Recovery rounds are planned as usual.
+    pub self_schedule: Option<usize>,
 }
 
 impl Default for RunOptions {
@@ -92,6 +96,7 @@ impl Default for RunOptions {
             heartbeat: Duration::from_millis(250),
             straggler: None,
             stall_timeout: Duration::from_secs(120),
+            self_schedule: None,
         }
     }
 }
@@ -313,7 +318,7 @@ struct Stamps {
 
 /// One round: an executor over a plan, products mapped to global indices.
 struct Round {
-    ex: Executor,
+    ex: Box<dyn Schedule>,
     /// Round-local product index → global product index.
     index: Vec<usize>,
     /// Chunk id → the chunk's global products.
@@ -333,10 +338,42 @@ impl Round {
             jobs.insert(c.id, Arc::new(Job { id: c.id, products }));
         }
         Round {
-            ex: Executor::new(ports, &plan.scenario.send_order, &plan.scenario.return_order, table),
+            ex: Box::new(Executor::new(
+                ports,
+                &plan.scenario.send_order,
+                &plan.scenario.return_order,
+                table,
+            )),
             index,
             jobs,
             predicted_compute_end: plan.integer.workers.iter().map(|t| t.compute_end).collect(),
+            start: Instant::now(),
+        }
+    }
+
+    /// Self-scheduling over `workers`: chunks of `size` handed out on demand.
+    fn self_scheduled(
+        p: usize,
+        workers: &[usize],
+        index: Vec<usize>,
+        size: usize,
+        first_id: u64,
+        ports: Ports,
+    ) -> Round {
+        let ex = SelfScheduler::new(ports, p, workers, index.len(), size, first_id);
+        let jobs = ex
+            .chunks()
+            .iter()
+            .map(|c| {
+                let products = index[c.start..c.start + c.len].to_vec();
+                (c.id, Arc::new(Job { id: c.id, products }))
+            })
+            .collect();
+        Round {
+            ex: Box::new(ex),
+            index,
+            jobs,
+            predicted_compute_end: vec![0.0; p],
             start: Instant::now(),
         }
     }
@@ -404,7 +441,14 @@ pub async fn execute(
     let mut got = vec![false; batch.m];
 
     let result: Result<()> = async {
-        let mut round = Round::new(plan, (0..batch.m).collect(), max_chunk, 0, opts.ports);
+        let mut round = match opts.self_schedule {
+            Some(size) => {
+                let workers: Vec<usize> = (0..p).filter(|&w| plan.loads[w] > 0 || plan.load == 0).collect();
+                let workers = if workers.is_empty() { (0..p).collect() } else { workers };
+                Round::self_scheduled(p, &workers, (0..batch.m).collect(), size, 0, opts.ports)
+            }
+            None => Round::new(plan, (0..batch.m).collect(), max_chunk, 0, opts.ports),
+        };
         let mut next_id = round.chunk_count();
         let mut lost_products: Vec<usize> = Vec::new();
         let mut pending = round.ex.start();

@@ -359,3 +359,97 @@ fn a_lost_worker_hands_back_exactly_its_unreturned_chunks() {
         }
     }
 }
+
+/// Drive a self-scheduler on a simulated platform; returns (makespan,
+/// transfers, returned chunk ids).
+fn simulate_self(
+    platform: &Platform,
+    ports: Ports,
+    m: usize,
+    size: usize,
+) -> (f64, Vec<(f64, f64, bool)>, Vec<ChunkId>) {
+    let wk = platform.workers();
+    let workers: Vec<usize> = (0..wk.len()).collect();
+    let mut ex = SelfScheduler::new(ports, wk.len(), &workers, m, size, 0);
+    let mut queue = BinaryHeap::new();
+    let (mut seq, mut now) = (0u64, 0.0);
+    let mut free = vec![0.0f64; wk.len()];
+    let mut open = std::collections::HashMap::new();
+    let (mut transfers, mut returned) = (Vec::new(), Vec::new());
+    let mut pending = Schedule::start(&mut ex);
+    loop {
+        for cmd in pending.drain(..) {
+            match cmd {
+                Command::Assign(ch) => {
+                    let w = ch.worker;
+                    let got = now + ch.len as f64 * wk[w].c;
+                    open.insert((ch.id, true), now);
+                    seq += 1;
+                    queue.push(Timed(
+                        got,
+                        seq,
+                        Event::Received {
+                            worker: w,
+                            chunk: ch.id,
+                        },
+                    ));
+                    let done = got.max(free[w]) + ch.len as f64 * wk[w].w;
+                    free[w] = done;
+                    seq += 1;
+                    queue.push(Timed(
+                        done,
+                        seq,
+                        Event::Ready {
+                            worker: w,
+                            chunk: ch.id,
+                        },
+                    ));
+                }
+                Command::Grant { worker, chunk } => {
+                    let len = ex.chunks().iter().find(|c| c.id == chunk).expect("known").len;
+                    open.insert((chunk, false), now);
+                    seq += 1;
+                    queue.push(Timed(
+                        now + len as f64 * wk[worker].d,
+                        seq,
+                        Event::Results { worker, chunk },
+                    ));
+                }
+            }
+        }
+        let Some(Timed(t, _, ev)) = queue.pop() else { break };
+        now = t;
+        match ev {
+            Event::Received { chunk, .. } => transfers.push((open[&(chunk, true)], t, true)),
+            Event::Results { chunk, .. } => {
+                transfers.push((open[&(chunk, false)], t, false));
+                returned.push(chunk);
+            }
+            Event::Ready { .. } => {}
+        }
+        pending = Schedule::on_event(&mut ex, ev).expect("follows the protocol");
+    }
+    assert!(Schedule::done(&ex));
+    (now, transfers, returned)
+}
+
+#[test]
+fn self_scheduling_returns_every_chunk_once_under_one_port() {
+    let p = platform();
+    for (m, size) in [(1usize, 1usize), (10, 3), (100, 7), (57, 57)] {
+        let (_, transfers, mut returned) = simulate_self(&p, Ports::One, m, size);
+        returned.sort();
+        let want: Vec<ChunkId> = (0..m.div_ceil(size) as u64).map(ChunkId).collect();
+        assert_eq!(returned, want, "m={m} size={size}");
+        let mut t = transfers.clone();
+        t.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for pair in t.windows(2) {
+            assert!(pair[1].0 >= pair[0].1 - 1e-12, "m={m} size={size}: transfers overlap");
+        }
+    }
+    // Equal workers, negligible communication: the batch splits evenly, so
+    // the makespan is (m / p) chunks of computing.
+    let eq = Platform::new((0..4).map(|i| Worker::new(format!("e{i}"), 1e-9, 1.0, 1e-9)).collect()).expect("valid");
+    let (makespan, _, _) = simulate_self(&eq, Ports::One, 40, 1);
+    assert!((makespan - 10.0).abs() < 1e-6, "{makespan}");
+}
