@@ -450,14 +450,19 @@ pub fn baselines_table(rows: &[BaselineRow]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:>8} {:<13} {:>11} {:>11} {:>9}",
+        "{:>8} {:<15} {:>11} {:>11} {:>9}",
         "platform", "method", "predicted", "measured", "vs plan"
     );
     for r in rows {
+        let predicted = if r.predicted.is_nan() {
+            "-".to_string()
+        } else {
+            format!("{:.4}s", r.predicted)
+        };
         let _ = writeln!(
             s,
-            "{:>8} {:<13} {:>10.4}s {:>10.4}s {:>9.3}",
-            r.platform, r.method, r.predicted, r.measured, r.vs_plan
+            "{:>8} {:<15} {:>11} {:>10.4}s {:>9.3}",
+            r.platform, r.method, predicted, r.measured, r.vs_plan
         );
     }
     for method in ["equal", "proportional", "self-scheduling"] {
