@@ -203,6 +203,32 @@ fn heuristics_rows(
         .collect()
 }
 
+/// Start emulated workers with these (communication, computation) speeds,
+/// connect to them and calibrate them. On failure the workers are stopped.
+async fn start_calibrated(speeds: &[(f64, f64)], opts: &Options) -> Result<(local::LocalWorkers, Vec<Link>, Platform)> {
+    let specs: Vec<Emulated> = speeds
+        .iter()
+        .enumerate()
+        .map(|(i, &(c, w))| opts.emulation.worker(format!("w{i}"), c, w))
+        .collect();
+    let workers = local::start(&specs).await?;
+    let ready = async {
+        let mut links = link::connect_all(&workers.cluster, None, Timeouts::default()).await?;
+        let platform = calibrate::calibrate(&mut links, &calibrate_opts(opts.size))
+            .await?
+            .platform()?;
+        Ok::<_, anyhow::Error>((links, platform))
+    }
+    .await;
+    match ready {
+        Ok((links, platform)) => Ok((workers, links, platform)),
+        Err(e) => {
+            workers.stop().await;
+            Err(e)
+        }
+    }
+}
+
 /// Emulated platforms of every family, `opts.platforms` of each.
 pub async fn heuristics_local(opts: &Options, mut say: impl FnMut(&str)) -> Result<Vec<HeuristicsRow>> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(opts.seed);
@@ -215,24 +241,11 @@ pub async fn heuristics_local(opts: &Options, mut say: impl FnMut(&str)) -> Resu
     ] {
         for k in 0..opts.platforms {
             let speeds = family.speeds(&mut rng, opts.workers);
-            let specs: Vec<Emulated> = speeds
-                .iter()
-                .enumerate()
-                .map(|(i, &(c, w))| opts.emulation.worker(format!("w{i}"), c, w))
-                .collect();
-            let workers = local::start(&specs).await?;
-            let result = async {
-                let mut links = link::connect_all(&workers.cluster, None, Timeouts::default()).await?;
-                let platform = calibrate::calibrate(&mut links, &calibrate_opts(opts.size))
-                    .await?
-                    .platform()?;
-                let (mut links, reports) = run_all(links, &platform, &batch, &HEURISTICS).await;
-                link::close_all(&mut links).await;
-                reports
-            }
-            .await;
+            let (workers, links, platform) = start_calibrated(&speeds, opts).await?;
+            let (mut links, reports) = run_all(links, &platform, &batch, &HEURISTICS).await;
+            link::close_all(&mut links).await;
             workers.stop().await;
-            let reports = result?;
+            let reports = reports?;
             say(&format!("{} #{k}: speeds {speeds:?} done", family.name()));
             rows.extend(heuristics_rows(family, k, &speeds, &reports));
         }
@@ -423,22 +436,9 @@ pub async fn baselines_local(opts: &Options, mut say: impl FnMut(&str)) -> Resul
     let mut rows = Vec::new();
     for k in 0..opts.platforms {
         let speeds = Family::HeterogeneousStar.speeds(&mut rng, opts.workers);
-        let specs: Vec<Emulated> = speeds
-            .iter()
-            .enumerate()
-            .map(|(i, &(c, w))| opts.emulation.worker(format!("w{i}"), c, w))
-            .collect();
-        let workers = local::start(&specs).await?;
-        let result = async {
-            let mut links = link::connect_all(&workers.cluster, None, Timeouts::default()).await?;
-            let platform = calibrate::calibrate(&mut links, &calibrate_opts(opts.size))
-                .await?
-                .platform()?;
-            let (mut links, r) = baselines_on(links, &platform, &batch, k, &speeds).await;
-            link::close_all(&mut links).await;
-            r
-        }
-        .await;
+        let (workers, links, platform) = start_calibrated(&speeds, opts).await?;
+        let (mut links, result) = baselines_on(links, &platform, &batch, k, &speeds).await;
+        link::close_all(&mut links).await;
         workers.stop().await;
         rows.extend(result?);
         say(&format!("platform #{k}: speeds {speeds:?} done"));
