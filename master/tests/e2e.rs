@@ -5,8 +5,7 @@
 mod common;
 use dls_lp::Strategy;
 use dls_master::calibrate::{self, CalibrateOptions};
-use dls_master::cluster::Cluster;
-use dls_master::link::{self, Timeouts};
+use dls_master::link;
 use dls_master::run::Batch;
 use dls_master::session::{self, RunConfig};
 use serde_json::Value;
@@ -45,10 +44,7 @@ async fn every_strategy_computes_every_product_under_one_port() {
         &[(Some(300.0), 3.0), (Some(150.0), 2.0), (None, 1.0), (Some(20.0), 1.0)],
         None,
     );
-    let cluster = Cluster::from_list(&w.list()).expect("cluster");
-    let mut links = link::connect_all(&cluster, None, Timeouts::default())
-        .await
-        .expect("connects");
+    let mut links = common::connect(&w).await;
     let opts = CalibrateOptions {
         size: 16,
         max_probe_bytes: 1 << 20,
@@ -102,17 +98,8 @@ async fn every_strategy_computes_every_product_under_one_port() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_workers_than_products() {
     let w = common::start(&[(None, 1.0), (None, 1.0), (None, 1.0)], None);
-    let cluster = Cluster::from_list(&w.list()).expect("cluster");
-    let links = link::connect_all(&cluster, None, Timeouts::default())
-        .await
-        .expect("connects");
-    let platform = dls_lp::Platform::new(
-        ["w0", "w1", "w2"]
-            .iter()
-            .map(|n| dls_lp::Worker::new(*n, 1e-3, 1e-2, 5e-4))
-            .collect(),
-    )
-    .expect("platform");
+    let links = common::connect(&w).await;
+    let platform = common::alike(3, 1e-3, 1e-2, 5e-4);
     let batch = Batch::random(2, 4, 1);
     let (_links, done) = session::run_batch(links, &platform, &batch, &RunConfig::default(), 1, |_| {}).await;
     let done = done.expect("runs");
@@ -124,18 +111,9 @@ async fn more_workers_than_products() {
 async fn learning_from_runs_shrinks_the_prediction_error() {
     use dls_master::learn::Model;
     let w = common::start(&[(Some(40.0), 50.0), (Some(20.0), 20.0), (Some(80.0), 100.0)], None);
-    let cluster = Cluster::from_list(&w.list()).expect("cluster");
-    let mut links = link::connect_all(&cluster, None, Timeouts::default())
-        .await
-        .expect("connects");
+    let mut links = common::connect(&w).await;
     // A poor guess: every worker alike, and ten times too fast.
-    let guess = dls_lp::Platform::new(
-        ["w0", "w1", "w2"]
-            .iter()
-            .map(|n| dls_lp::Worker::new(*n, 1e-4, 1e-4, 5e-5))
-            .collect(),
-    )
-    .expect("platform");
+    let guess = common::alike(3, 1e-4, 1e-4, 5e-5);
     let n = 64;
     let mut model = Model::new(n);
     let mut errors = Vec::new();
@@ -168,17 +146,8 @@ async fn learning_from_runs_shrinks_the_prediction_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_ports_overlap_sends_and_returns_but_never_two_of_a_kind() {
     let w = common::start(&[(Some(200.0), 20.0), (Some(100.0), 10.0), (Some(150.0), 30.0)], None);
-    let cluster = Cluster::from_list(&w.list()).expect("cluster");
-    let links = link::connect_all(&cluster, None, Timeouts::default())
-        .await
-        .expect("connects");
-    let platform = dls_lp::Platform::new(
-        ["w0", "w1", "w2"]
-            .iter()
-            .map(|n| dls_lp::Worker::new(*n, 1e-3, 5e-3, 5e-4))
-            .collect(),
-    )
-    .expect("platform");
+    let links = common::connect(&w).await;
+    let platform = common::alike(3, 1e-3, 5e-3, 5e-4);
     let batch = Batch::random(90, 32, 8);
     let cfg = RunConfig {
         ports: dls_lp::Ports::Two,

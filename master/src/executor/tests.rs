@@ -37,6 +37,42 @@ impl Ord for Timed {
     }
 }
 
+/// The simulated worker's side of an Assign sent at `now`: the chunk arrives
+/// after its transfer, and is computed once the worker is free. Returns the
+/// arrival time.
+fn worker_takes(
+    queue: &mut BinaryHeap<Timed>,
+    seq: &mut u64,
+    now: f64,
+    wk: &[Worker],
+    ch: &Chunk,
+    free: &mut [f64],
+) -> f64 {
+    let w = ch.worker;
+    let got = now + ch.len as f64 * wk[w].c;
+    *seq += 1;
+    queue.push(Timed(
+        got,
+        *seq,
+        Event::Received {
+            worker: w,
+            chunk: ch.id,
+        },
+    ));
+    let done = got.max(free[w]) + ch.len as f64 * wk[w].w;
+    free[w] = done;
+    *seq += 1;
+    queue.push(Timed(
+        done,
+        *seq,
+        Event::Ready {
+            worker: w,
+            chunk: ch.id,
+        },
+    ));
+    got
+}
+
 struct Run {
     makespan: f64,
     /// (start, end, is_send, worker) of every transfer.
@@ -88,29 +124,8 @@ fn simulate_with_loss(
                     };
                     let f = wire(Frame::with_payload(msg, vec![1.0; 2 * ch.len]));
                     assert!(matches!(f.msg, ToWorker::Assign { .. }));
-                    let w = ch.worker;
-                    let received = now + ch.len as f64 * wk[w].c;
-                    starts.insert((w, ch.id, true), now);
-                    seq += 1;
-                    queue.push(Timed(
-                        received,
-                        seq,
-                        Event::Received {
-                            worker: w,
-                            chunk: ch.id,
-                        },
-                    ));
-                    let done = received.max(compute_free[w]) + ch.len as f64 * wk[w].w;
-                    compute_free[w] = done;
-                    seq += 1;
-                    queue.push(Timed(
-                        done,
-                        seq,
-                        Event::Ready {
-                            worker: w,
-                            chunk: ch.id,
-                        },
-                    ));
+                    starts.insert((ch.worker, ch.id, true), now);
+                    worker_takes(&mut queue, &mut seq, now, wk, &ch, &mut compute_free);
                 }
                 Command::Grant { worker, chunk } => {
                     wire(Frame::new(ToWorker::Grant { job, chunk }));
@@ -381,29 +396,8 @@ fn simulate_self(
         for cmd in pending.drain(..) {
             match cmd {
                 Command::Assign(ch) => {
-                    let w = ch.worker;
-                    let got = now + ch.len as f64 * wk[w].c;
                     open.insert((ch.id, true), now);
-                    seq += 1;
-                    queue.push(Timed(
-                        got,
-                        seq,
-                        Event::Received {
-                            worker: w,
-                            chunk: ch.id,
-                        },
-                    ));
-                    let done = got.max(free[w]) + ch.len as f64 * wk[w].w;
-                    free[w] = done;
-                    seq += 1;
-                    queue.push(Timed(
-                        done,
-                        seq,
-                        Event::Ready {
-                            worker: w,
-                            chunk: ch.id,
-                        },
-                    ));
+                    worker_takes(&mut queue, &mut seq, now, wk, &ch, &mut free);
                 }
                 Command::Grant { worker, chunk } => {
                     let len = ex.chunks().iter().find(|c| c.id == chunk).expect("known").len;

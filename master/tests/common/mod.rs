@@ -87,3 +87,16 @@ pub fn assert_close(got: &[f64], want: &[f64], n: usize) {
         assert!((x - y).abs() <= 1e-12 * n as f64, "value {i}: {x} vs {y}");
     }
 }
+
+/// Connect to the started workers (named w0, w1, ...).
+pub async fn connect(w: &Workers) -> Vec<dls_master::link::Link> {
+    let cluster = dls_master::cluster::Cluster::from_list(&w.list()).expect("cluster");
+    dls_master::link::connect_all(&cluster, None, dls_master::link::Timeouts::default())
+        .await
+        .expect("connects")
+}
+
+/// A platform of `p` workers named w0, w1, ... with the same costs.
+pub fn alike(p: usize, c: f64, w: f64, d: f64) -> dls_lp::Platform {
+    dls_lp::Platform::new((0..p).map(|i| dls_lp::Worker::new(format!("w{i}"), c, w, d)).collect()).expect("platform")
+}
