@@ -99,35 +99,38 @@ fn daemon(args: DaemonArgs) -> Result<()> {
             .await
             .with_context(|| format!("binding {listen}"))?;
         let addr = listener.local_addr()?;
+        let shutdown = shutdown_signal()?;
         // Scripts and tests read this line to learn the port.
         println!("dls-worker listening on {addr}");
         tracing::info!(
             %addr, threads, memory_limit = cfg.memory_limit, slowdown = cfg.slowdown,
             link_rate = ?cfg.link_rate, auth = cfg.token.is_some(), "ready"
         );
-        serve(listener, cfg, shutdown_signal()).await.context("serving")
+        serve(listener, cfg, shutdown).await.context("serving")
     })
 }
 
-async fn shutdown_signal() {
+/// Registers SIGTERM and SIGINT handlers now and returns a future that ends on either.
+/// Registering before the "listening" line is printed means a signal sent right after
+/// it always shuts the daemon down cleanly instead of killing it.
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
+        let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+        Ok(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
             }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
+        })
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
     }
 }
 
