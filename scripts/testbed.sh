@@ -9,7 +9,10 @@
 # daemon inside the namespace whose CPU is capped at CPU% of one core (cgroup
 # v1 cpu controller, or v2 cpu.max). Then COMMAND runs on the host with
 # DLS_TESTBED_CLUSTER naming a cluster file of those workers and DLS_TOKEN
-# set; for example:
+# set. DLS_TESTBED_WORKER_ARGS adds arguments to every dls-worker (e.g.
+# "--work-factor 100": a slower processor, so that CPU shares of a few
+# percent are enough to make computing cost what it did in the report).
+# For example:
 #
 #   sudo scripts/testbed.sh w1:800:60 w2:400:30 w3:200:90 -- \
 #     sh -c 'target/release/dls run --cluster "$DLS_TESTBED_CLUSTER" --batch 400 --size 128'
@@ -45,16 +48,21 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 cpu_cgroup() { # name percent: make a cgroup capped at percent of one core, path in $cg
-  local name=$1 pct=$2 path
+  # Short periods keep the cap smooth: a worker under a 100 ms period computes
+  # in bursts at full speed, then waits. The kernel's smallest quota is 1 ms,
+  # so the period is 10 ms, or longer for shares under 10%.
+  local name=$1 pct=$2 path period quota
+  period=$(( pct >= 10 ? 10000 : (100000 + pct - 1) / pct ))
+  quota=$(( pct * period / 100 ))
   if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
     path=/sys/fs/cgroup/$name
     mkdir -p "$path"
-    echo "$((pct * 1000)) 100000" >"$path/cpu.max"
+    echo "$quota $period" >"$path/cpu.max"
   else
     path=/sys/fs/cgroup/cpu/$name
     mkdir -p "$path"
-    echo 100000 >"$path/cpu.cfs_period_us"
-    echo $((pct * 1000)) >"$path/cpu.cfs_quota_us"
+    echo "$period" >"$path/cpu.cfs_period_us"
+    echo "$quota" >"$path/cpu.cfs_quota_us"
   fi
   cgroups+=("$path")
   cg=$path
@@ -64,6 +72,8 @@ head -c 32 /dev/urandom | base64 >"$dir/token"
 echo "# test bed of $$" >"$dir/cluster.toml"
 for i in "${!specs[@]}"; do
   IFS=: read -r name mbit cpu <<<"${specs[$i]}"
+  case "$mbit$cpu" in *[!0-9]* | "") echo "$0: bad worker spec ${specs[$i]} (want NAME:MBIT:CPU%, whole numbers)" >&2; exit 2 ;; esac
+  [ "$cpu" -ge 1 ] && [ "$cpu" -le 100 ] && [ "$mbit" -ge 1 ] || { echo "$0: ${specs[$i]}: MBIT must be >= 1 and CPU% from 1 to 100" >&2; exit 2; }
   ns=$tag-$i host=tbh$$-$i inner=tbn$$-$i
   ip netns add "$ns"
   ip link add "$host" type veth peer name "$inner"
@@ -77,7 +87,9 @@ for i in "${!specs[@]}"; do
   tc qdisc add dev "$host" root tbf rate "${mbit}mbit" burst 64kb latency 50ms
   tc -n "$ns" qdisc add dev "$inner" root tbf rate "${mbit}mbit" burst 64kb latency 50ms
   cpu_cgroup "$ns" "$cpu"
+  # shellcheck disable=SC2086 # extra arguments are split on purpose
   ip netns exec "$ns" "$worker_bin" --listen "10.213.$i.2:7070" --threads 1 --token-file "$dir/token" \
+    ${DLS_TESTBED_WORKER_ARGS:-} \
     >"$dir/$name.out" 2>"$dir/$name.err" &
   pid=$!
   pids+=("$pid")

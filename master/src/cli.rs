@@ -170,6 +170,18 @@ pub struct ExperimentArgs {
     /// Directory for KIND.json, KIND.csv and KIND.svg.
     #[arg(long, default_value = "experiments")]
     pub out: PathBuf,
+    /// Add the rows to those already in OUT/KIND.json (platforms numbered on).
+    #[arg(long)]
+    pub append: bool,
+    /// On a cluster: the family its platform was drawn from (heuristics label).
+    #[arg(long, value_enum)]
+    pub family: Option<crate::experiment::Family>,
+    /// On a cluster: the speeds it was built from, COMM:COMP per worker, comma-separated (label).
+    #[arg(long)]
+    pub speeds: Option<String>,
+    /// On a cluster: the x of section 5.3.4's platform it was built from (participation).
+    #[arg(long)]
+    pub x: Option<f64>,
     /// Print the rows as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -258,7 +270,7 @@ pub fn run(cli: Cli) -> Result<()> {
             cost,
             json,
         } => crate::partition_cmd::run(&speeds, elements, cost.as_deref(), json),
-        Command::Experiment(args) => crate::commands::experiment(&args),
+        Command::Experiment(args) => crate::experiment_cmd::run(&args),
         Command::Gantt { trace, output } => crate::commands::gantt(&trace, &output),
         Command::Demo { config, out_dir, json } => crate::commands::demo(config.as_deref(), &out_dir, json),
         Command::Plan {

@@ -21,8 +21,38 @@ use crate::session::{self, RunConfig};
 use anyhow::Result;
 use dls_lp::{Platform, Strategy};
 use rand::{Rng, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt::Write as _;
+
+/// JSON has no NaN (serde_json writes it as null): read null back as NaN.
+fn nan_if_null<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+/// Parse `c:w,c:w,...` (communication and computation speeds per worker).
+pub fn parse_speeds(s: &str) -> Result<Vec<(f64, f64)>> {
+    s.split(',')
+        .map(|pair| {
+            let (c, w) = pair
+                .split_once(':')
+                .ok_or_else(|| anyhow::anyhow!("speeds: {pair:?} is not COMM:COMP (e.g. 3:7)"))?;
+            let num = |v: &str| match v.trim().parse::<f64>() {
+                Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+                _ => Err(anyhow::anyhow!("speeds: {v:?} in {pair:?} is not a positive number")),
+            };
+            Ok((num(c)?, num(w)?))
+        })
+        .collect()
+}
+
+/// `c:w c:w ...` (space-separated, to sit in one CSV field; empty for none).
+pub fn speeds_label(speeds: &[(f64, f64)]) -> String {
+    speeds
+        .iter()
+        .map(|(c, w)| format!("{c}:{w}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
 
 /// How speeds become emulated workers.
 #[derive(Debug, Clone, Copy)]
@@ -99,7 +129,7 @@ async fn run_all(
 
 // ---------------------------------------------------------------- linearity
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LinearityRow {
     pub worker: String,
     pub units: u64,
@@ -128,7 +158,7 @@ pub async fn linearity(links: &mut [Link], size: usize) -> Result<Vec<LinearityR
 
 // --------------------------------------------------------------- heuristics
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Family {
     HomogeneousBus,
@@ -165,7 +195,7 @@ impl Family {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HeuristicsRow {
     pub family: Family,
     pub platform: usize,
@@ -174,6 +204,7 @@ pub struct HeuristicsRow {
     pub predicted: f64,
     pub measured: f64,
     /// INC_C's predicted makespan on the same platform (the normaliser).
+    #[serde(deserialize_with = "nan_if_null")]
     pub inc_c_predicted: f64,
 }
 
@@ -253,18 +284,40 @@ pub async fn heuristics_local(opts: &Options, mut say: impl FnMut(&str)) -> Resu
     Ok(rows)
 }
 
-/// The same strategies, `opts.platforms` times, on a real cluster.
-pub async fn heuristics_cluster(links: Vec<Link>, opts: &Options) -> Result<Vec<HeuristicsRow>> {
+/// The same strategies, `opts.platforms` times, on a real cluster. The rows
+/// are labelled `family` and `speeds` (a test bed built from drawn speeds
+/// says which), and numbered from `first`.
+pub async fn heuristics_cluster(
+    links: Vec<Link>,
+    opts: &Options,
+    family: Family,
+    speeds: &[(f64, f64)],
+    first: usize,
+) -> Result<Vec<HeuristicsRow>> {
     let mut links = links;
-    let platform = calibrate::calibrate(&mut links, &calibrate_opts(opts.size))
-        .await?
-        .platform()?;
+    let platform = match calibrate::calibrate(&mut links, &calibrate_opts(opts.size)).await {
+        Ok(c) => c.platform(),
+        Err(e) => Err(e),
+    };
+    let platform = match platform {
+        Ok(p) => p,
+        Err(e) => {
+            link::close_all(&mut links).await;
+            return Err(e);
+        }
+    };
     let mut rows = Vec::new();
     for k in 0..opts.platforms {
         let batch = Batch::random(opts.batch, opts.size, opts.seed + k as u64);
         let (back, reports) = run_all(links, &platform, &batch, &HEURISTICS).await;
         links = back;
-        rows.extend(heuristics_rows(Family::Cluster, k, &[], &reports?));
+        match reports {
+            Ok(r) => rows.extend(heuristics_rows(family, first + k, speeds, &r)),
+            Err(e) => {
+                link::close_all(&mut links).await;
+                return Err(e);
+            }
+        }
     }
     link::close_all(&mut links).await;
     Ok(rows)
@@ -322,15 +375,17 @@ pub fn summarise(rows: &[HeuristicsRow]) -> Vec<HeuristicsSummary> {
 
 // ---------------------------------------------------------------- baselines
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BaselineRow {
     pub platform: usize,
     pub speeds: Vec<(f64, f64)>,
     /// `plan` (the fifo plan), `equal`, `proportional`, `self-scheduling`.
     pub method: String,
+    #[serde(deserialize_with = "nan_if_null")]
     pub predicted: f64,
     pub measured: f64,
     /// measured / the plan's measured makespan on the same platform.
+    #[serde(deserialize_with = "nan_if_null")]
     pub vs_plan: f64,
 }
 
@@ -477,7 +532,7 @@ pub fn baselines_table(rows: &[BaselineRow]) -> String {
 
 // ------------------------------------------------------------ participation
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ParticipationRow {
     pub x: f64,
     /// Workers the planner may use (the first `allowed` of P1..P4).
@@ -495,12 +550,16 @@ pub struct ParticipationRow {
 /// x = 1, in for x = 3) clear of the boundary.
 pub const PARTICIPATION_COMM_RATIO: f64 = 0.15;
 
+/// Section 5.3.4's speeds: communication 10, 8, 8, x; computation 9, 9, 10, 1.
+pub fn participation_speeds(x: f64) -> Vec<(f64, f64)> {
+    vec![(10.0, 9.0), (8.0, 9.0), (8.0, 10.0), (x, 1.0)]
+}
+
 /// Section 5.3.4: communication speeds 10, 8, 8, x and computation speeds
 /// 9, 9, 10, 1, with x = 1 and x = 3, allowing 1 to 4 workers (FIFO).
 /// The emulated computing is tuned to this machine's kernel so that the
 /// communication/computation ratio is `PARTICIPATION_COMM_RATIO`.
 pub async fn participation(opts: &Options, mut say: impl FnMut(&str)) -> Result<Vec<ParticipationRow>> {
-    let batch = Batch::random(opts.batch, opts.size, opts.seed);
     let kernel = dls_worker::kernel::Kernel::new(1).map_err(anyhow::Error::msg)?;
     let t_ref = dls_worker::kernel::seconds_per_product(&kernel, opts.size);
     let unit_bytes = 16.0 * (opts.size * opts.size) as f64;
@@ -511,52 +570,61 @@ pub async fn participation(opts: &Options, mut say: impl FnMut(&str)) -> Result<
     };
     let mut rows = Vec::new();
     for x in [1.0, 3.0] {
-        let comm = [10.0, 8.0, 8.0, x];
-        let comp = [9.0, 9.0, 10.0, 1.0];
-        let specs: Vec<Emulated> = (0..4)
-            .map(|i| emulation.worker(format!("P{}", i + 1), comm[i], comp[i]))
+        let specs: Vec<Emulated> = participation_speeds(x)
+            .iter()
+            .enumerate()
+            .map(|(i, &(c, w))| emulation.worker(format!("P{}", i + 1), c, w))
             .collect();
         let workers = local::start(&specs).await?;
-        let result: Result<Vec<ParticipationRow>> = async {
-            let mut links = link::connect_all(&workers.cluster, None, Timeouts::default()).await?;
-            let full = calibrate::calibrate(&mut links, &calibrate_opts(opts.size))
-                .await?
-                .platform()?;
-            link::close_all(&mut links).await;
-            drop(links);
-            let costs: Vec<String> = full
-                .workers()
-                .iter()
-                .map(|w| format!("{} c {:.2e} w {:.2e} d {:.2e}", w.name, w.c, w.w, w.d))
-                .collect();
-            say(&format!("x = {x}: calibrated {}", costs.join("; ")));
-            let mut out = Vec::new();
-            for allowed in 1..=4 {
-                let cluster = crate::cluster::Cluster {
-                    worker: workers.cluster.worker[..allowed].to_vec(),
-                };
-                let platform = Platform::new(full.workers()[..allowed].to_vec())?;
-                let links = link::connect_all(&cluster, None, Timeouts::default()).await?;
-                let (mut links, reports) = run_all(links, &platform, &batch, &[Strategy::Fifo]).await;
-                link::close_all(&mut links).await;
-                let r = reports?.remove(0);
-                out.push(ParticipationRow {
-                    x,
-                    allowed,
-                    enrolled: r.send_order.clone(),
-                    predicted: r.predicted_makespan,
-                    measured: r.measured_makespan,
-                });
-            }
-            Ok(out)
-        }
-        .await;
+        let result = participation_on(&workers.cluster, None, x, opts, &mut say).await;
         workers.stop().await;
-        let r = result?;
+        rows.extend(result?);
         say(&format!("x = {x} done"));
-        rows.extend(r);
     }
     Ok(rows)
+}
+
+/// The participation runs on running workers P1..P4 (in that order; a test
+/// bed built from `participation_speeds(x)`, or any four): calibrate all
+/// four once, then plan and run with the first 1, 2, 3 and 4 allowed.
+pub async fn participation_on(
+    cluster: &crate::cluster::Cluster,
+    token: Option<&dls_protocol::Token>,
+    x: f64,
+    opts: &Options,
+    mut say: impl FnMut(&str),
+) -> Result<Vec<ParticipationRow>> {
+    let batch = Batch::random(opts.batch, opts.size, opts.seed);
+    let mut links = link::connect_all(cluster, token, Timeouts::default()).await?;
+    let full = calibrate::calibrate(&mut links, &calibrate_opts(opts.size)).await;
+    link::close_all(&mut links).await;
+    drop(links);
+    let full = full?.platform()?;
+    let costs: Vec<String> = full
+        .workers()
+        .iter()
+        .map(|w| format!("{} c {:.2e} w {:.2e} d {:.2e}", w.name, w.c, w.w, w.d))
+        .collect();
+    say(&format!("x = {x}: calibrated {}", costs.join("; ")));
+    let mut out = Vec::new();
+    for allowed in 1..=cluster.worker.len() {
+        let first = crate::cluster::Cluster {
+            worker: cluster.worker[..allowed].to_vec(),
+        };
+        let platform = Platform::new(full.workers()[..allowed].to_vec())?;
+        let links = link::connect_all(&first, token, Timeouts::default()).await?;
+        let (mut links, reports) = run_all(links, &platform, &batch, &[Strategy::Fifo]).await;
+        link::close_all(&mut links).await;
+        let r = reports?.remove(0);
+        out.push(ParticipationRow {
+            x,
+            allowed,
+            enrolled: r.send_order.clone(),
+            predicted: r.predicted_makespan,
+            measured: r.measured_makespan,
+        });
+    }
+    Ok(out)
 }
 
 // ------------------------------------------------------------------ output
@@ -688,4 +756,36 @@ pub fn bars(title: &str, y_label: &str, y_min: f64, groups: &[(String, Vec<(Stri
     }
     s.push_str("</svg>\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speeds_parse_and_label() {
+        let s = parse_speeds("10:9, 8:9,3:1").expect("parses");
+        assert_eq!(s, vec![(10.0, 9.0), (8.0, 9.0), (3.0, 1.0)]);
+        assert_eq!(speeds_label(&s), "10:9 8:9 3:1");
+        for bad in ["", "3", "3:x", "0:1", "1:-2", "1:2,,3:4", "inf:1"] {
+            let e = parse_speeds(bad).expect_err(bad).to_string();
+            assert!(e.starts_with("speeds:"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn rows_without_a_prediction_survive_json() {
+        let row = BaselineRow {
+            platform: 2,
+            speeds: vec![(1.0, 2.0)],
+            method: "self-scheduling".into(),
+            predicted: f64::NAN,
+            measured: 1.5,
+            vs_plan: 1.25,
+        };
+        let text = serde_json::to_string(&row).expect("writes");
+        let back: BaselineRow = serde_json::from_str(&text).expect("reads");
+        assert!(back.predicted.is_nan());
+        assert_eq!((back.platform, back.measured, back.vs_plan), (2, 1.5, 1.25));
+    }
 }

@@ -12,6 +12,7 @@ pub mod commands;
 pub mod demo;
 pub mod executor;
 pub mod experiment;
+pub mod experiment_cmd;
 pub mod gantt;
 pub mod learn;
 pub mod link;

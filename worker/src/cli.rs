@@ -37,6 +37,10 @@ struct DaemonArgs {
     /// Emulation: compute K times slower (compute, then wait K-1 times as long).
     #[arg(long, default_value_t = 1.0)]
     slowdown: f64,
+    /// Emulation: compute every product K times over (real work, so a CPU
+    /// quota on the daemon scales it; used by scripts/testbed.sh).
+    #[arg(long, default_value_t = 1)]
+    work_factor: u32,
     /// Emulation: throttle this worker's reads and writes to MBPS megabytes (10^6 bytes) per second.
     #[arg(long)]
     link_rate: Option<f64>,
@@ -81,6 +85,9 @@ fn daemon(args: DaemonArgs) -> Result<()> {
             bail!("--link-rate must be a positive number of MB/s (got {r})");
         }
     }
+    if args.work_factor == 0 {
+        bail!("--work-factor must be at least 1");
+    }
     if !(args.handshake_timeout.is_finite() && args.handshake_timeout > 0.0) {
         bail!("--handshake-timeout must be a positive number of seconds");
     }
@@ -92,6 +99,7 @@ fn daemon(args: DaemonArgs) -> Result<()> {
     cfg.token = token;
     cfg.slowdown = args.slowdown;
     cfg.link_rate = args.link_rate.map(|mb| mb * 1e6);
+    cfg.work_factor = args.work_factor;
     cfg.handshake_timeout = Duration::from_secs_f64(args.handshake_timeout);
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     rt.block_on(async move {
@@ -104,7 +112,7 @@ fn daemon(args: DaemonArgs) -> Result<()> {
         println!("dls-worker listening on {addr}");
         tracing::info!(
             %addr, threads, memory_limit = cfg.memory_limit, slowdown = cfg.slowdown,
-            link_rate = ?cfg.link_rate, auth = cfg.token.is_some(), "ready"
+            link_rate = ?cfg.link_rate, work_factor = cfg.work_factor, auth = cfg.token.is_some(), "ready"
         );
         serve(listener, cfg, shutdown).await.context("serving")
     })

@@ -114,11 +114,14 @@ pub fn fill_random(values: &mut [f64], seed: u64) {
 }
 
 /// Seconds to compute `k` products of size `n` on fresh data.
-pub fn time_batch(kernel: &Kernel, n: usize, k: usize) -> f64 {
+pub fn time_batch(kernel: &Kernel, n: usize, k: usize, repeat: u32) -> f64 {
     let mut ab = vec![0.0; 2 * k * n * n];
     fill_random(&mut ab, 0x5eed ^ n as u64);
     let t = Instant::now();
-    let c = kernel.multiply_batch(&ab, n, k);
+    let mut c = kernel.multiply_batch(&ab, n, k);
+    for _ in 1..repeat {
+        kernel.multiply_into(&ab, n, k, &mut c);
+    }
     let secs = t.elapsed().as_secs_f64();
     std::hint::black_box(c);
     secs

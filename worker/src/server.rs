@@ -39,6 +39,10 @@ pub struct Config {
     pub slowdown: f64,
     /// Emulation: bytes per second each way on this worker's connection.
     pub link_rate: Option<f64>,
+    /// Emulation: compute every product this many times (1 = off). Unlike
+    /// `slowdown`, which waits, this is real work, so a CPU quota on the
+    /// daemon scales it: the test bed's slower processors.
+    pub work_factor: u32,
     pub handshake_timeout: Duration,
     /// Connections open at once (authenticated or not); more are closed at once.
     pub max_connections: usize,
@@ -52,6 +56,7 @@ impl Config {
             memory_limit,
             slowdown: 1.0,
             link_rate: None,
+            work_factor: 1,
             handshake_timeout: Duration::from_secs(5),
             max_connections: 32,
         }
@@ -63,7 +68,7 @@ impl Config {
             threads: self.threads as u32,
             memory_limit: self.memory_limit,
             kernel: kernel::KERNEL.into(),
-            emulated: self.slowdown != 1.0 || self.link_rate.is_some(),
+            emulated: self.slowdown != 1.0 || self.link_rate.is_some() || self.work_factor != 1,
         }
     }
 
@@ -290,10 +295,14 @@ impl Session {
         // work beyond that, and each work item yields one `Done`.
         let (work_tx, mut work_rx) = mpsc::unbounded_channel::<Work>();
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Done>();
-        let (kernel, slowdown, reference) = (self.kernel.clone(), self.cfg.slowdown, self.reference.clone());
+        let (kernel, reference) = (self.kernel.clone(), self.reference.clone());
+        let (slowdown, work_factor) = (self.cfg.slowdown, self.cfg.work_factor);
         let computer = tokio::task::spawn_blocking(move || {
             while let Some(work) = work_rx.blocking_recv() {
-                if done_tx.send(compute(&kernel, &reference, work, slowdown)).is_err() {
+                if done_tx
+                    .send(compute(&kernel, &reference, work, slowdown, work_factor))
+                    .is_err()
+                {
                     break;
                 }
             }
@@ -476,9 +485,10 @@ impl Reference {
     }
 }
 
-/// Compute, then (emulation) wait as `Reference` says. The time reported is
-/// the kernel's plus the wait; a probe's random inputs are not counted.
-fn compute(kernel: &kernel::Kernel, reference: &Reference, work: Work, slowdown: f64) -> Done {
+/// Compute (`work_factor` times over, emulating a slower processor), then
+/// (emulation) wait as `Reference` says. The time reported is the kernel's
+/// plus the wait; a probe's random inputs are not counted.
+fn compute(kernel: &kernel::Kernel, reference: &Reference, work: Work, slowdown: f64, work_factor: u32) -> Done {
     let (n, k) = match work {
         Work::Chunk { n, k, .. } | Work::Probe { n, k } => (n, k),
     };
@@ -491,7 +501,10 @@ fn compute(kernel: &kernel::Kernel, reference: &Reference, work: Work, slowdown:
         Work::Chunk { key, n, k, ab } => {
             debug!(job = key.0 .0, chunk = key.1 .0, "computing");
             let t0 = Instant::now();
-            let c = kernel.multiply_batch(&ab, n as usize, k as usize);
+            let mut c = kernel.multiply_batch(&ab, n as usize, k as usize);
+            for _ in 1..work_factor {
+                kernel.multiply_into(&ab, n as usize, k as usize, &mut c);
+            }
             let wall = t0.elapsed().as_secs_f64();
             drop(ab);
             (
@@ -507,7 +520,7 @@ fn compute(kernel: &kernel::Kernel, reference: &Reference, work: Work, slowdown:
         }
         Work::Probe { n, k } => (
             Done::Probe { n, k, secs: 0.0 },
-            kernel::time_batch(kernel, n as usize, k as usize),
+            kernel::time_batch(kernel, n as usize, k as usize, work_factor),
         ),
     };
     if wait > 0.0 {

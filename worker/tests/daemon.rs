@@ -375,6 +375,18 @@ async fn slowdown_makes_computing_slower() {
     assert!(ts > 2.0 * tp, "slowdown 4: {ts} s against {tp} s");
 }
 
+#[tokio::test]
+async fn work_factor_repeats_real_work_and_keeps_results_right() {
+    let heavy = Daemon::start(&["--work-factor", "4"], None);
+    let plain = Daemon::start(&[], None);
+    let mut h = master(&heavy.addr, None).await.expect("handshake");
+    let mut p = master(&plain.addr, None).await.expect("handshake");
+    let (th, tp) = (probe_min(&mut h, 200, 4).await, probe_min(&mut p, 200, 4).await);
+    assert!(th > 2.0 * tp, "work factor 4: {th} s against {tp} s");
+    // Results are still A·B (checked against a naive product).
+    good_chunk(&mut h, 3, 24, 3).await;
+}
+
 #[test]
 fn refuses_public_address_without_token_and_stops_on_sigterm() {
     let out = Command::new(env!("CARGO_BIN_EXE_dls-worker"))

@@ -1,0 +1,358 @@
+//! `dls experiment KIND`: runs one of [`crate::experiment`]'s experiments
+//! on emulated local workers or on a cluster, then writes KIND.json,
+//! KIND.csv and KIND.svg and prints a table. With `--append` the rows join
+//! those already in KIND.json (a test bed is built anew for every platform,
+//! so a family of random platforms is many invocations).
+
+use crate::calibrate::{self, CalibrateOptions};
+use crate::cli::{runtime, ExperimentArgs, ExperimentKind};
+use crate::cluster::Cluster;
+use crate::experiment::{self as x, BaselineRow, Family, HeuristicsRow, LinearityRow, ParticipationRow};
+use crate::link::{self, Timeouts};
+use crate::run::Batch;
+use anyhow::{bail, Context, Result};
+use serde::{de::DeserializeOwned, Serialize};
+use std::path::Path;
+
+type Groups = Vec<(String, Vec<(String, f64)>)>;
+
+pub fn run(args: &ExperimentArgs) -> Result<()> {
+    if args.size == 0 || args.batch == 0 || args.platforms == 0 || args.count == 0 {
+        bail!("--size, --batch, --platforms and --count must be at least 1");
+    }
+    let remote = match (&args.cluster, &args.workers) {
+        (Some(p), _) => Some(Cluster::load(p)?),
+        (None, Some(l)) => Some(Cluster::from_list(l)?),
+        _ => None,
+    };
+    let labels = args.family.is_some() || args.speeds.is_some() || args.x.is_some();
+    if labels && remote.is_none() {
+        bail!("--family, --speeds and --x label runs on a cluster; give --cluster or --workers");
+    }
+    let speeds = args.speeds.as_deref().map(x::parse_speeds).transpose()?;
+    if let (Some(s), Some(c)) = (&speeds, &remote) {
+        if s.len() != c.worker.len() {
+            bail!(
+                "--speeds gives {} workers but the cluster has {}",
+                s.len(),
+                c.worker.len()
+            );
+        }
+    }
+    let opts = x::Options {
+        size: args.size,
+        batch: args.batch,
+        seed: args.seed,
+        platforms: args.platforms,
+        workers: args.count,
+        emulation: x::Emulation::default(),
+    };
+    let token = link::load_token(args.token_file.as_deref())?;
+    let say = |l: &str| eprintln!("{l}");
+    runtime()?.block_on(async {
+        match args.kind {
+            ExperimentKind::Linearity => {
+                let rows = match &remote {
+                    Some(c) => {
+                        let mut links = link::connect_all(c, token.as_ref(), Timeouts::default()).await?;
+                        let r = x::linearity(&mut links, opts.size).await;
+                        link::close_all(&mut links).await;
+                        r?
+                    }
+                    None => linearity_local(&opts).await?,
+                };
+                let rows = merged(args, "linearity", rows, |_, _| {})?;
+                linearity_outputs(args, &rows)
+            }
+            ExperimentKind::Heuristics => {
+                let rows = match &remote {
+                    Some(c) => {
+                        let family = args.family.unwrap_or(Family::Cluster);
+                        let first = if args.append {
+                            existing::<HeuristicsRow>(&args.out, "heuristics")?
+                                .iter()
+                                .filter(|r| r.family == family)
+                                .map(|r| r.platform + 1)
+                                .max()
+                                .unwrap_or(0)
+                        } else {
+                            0
+                        };
+                        let links = link::connect_all(c, token.as_ref(), Timeouts::default()).await?;
+                        let speeds = speeds.clone().unwrap_or_default();
+                        x::heuristics_cluster(links, &opts, family, &speeds, first).await?
+                    }
+                    None => x::heuristics_local(&opts, say).await?,
+                };
+                let rows = merged(args, "heuristics", rows, |_, _| {})?;
+                heuristics_outputs(args, &rows)
+            }
+            ExperimentKind::Baselines => {
+                let rows = match &remote {
+                    Some(cl) => {
+                        let mut links = link::connect_all(cl, token.as_ref(), Timeouts::default()).await?;
+                        let cal = calibrate::calibrate(&mut links, &CalibrateOptions::new(opts.size)).await;
+                        let platform = match cal.and_then(|c| c.platform()) {
+                            Ok(p) => p,
+                            Err(e) => {
+                                link::close_all(&mut links).await;
+                                return Err(e);
+                            }
+                        };
+                        let batch = Batch::random(opts.batch, opts.size, opts.seed);
+                        let speeds = speeds.clone().unwrap_or_default();
+                        let (mut links, r) = x::baselines_on(links, &platform, &batch, 0, &speeds).await;
+                        link::close_all(&mut links).await;
+                        r?
+                    }
+                    None => x::baselines_local(&opts, say).await?,
+                };
+                let rows = merged(
+                    args,
+                    "baselines",
+                    rows,
+                    |old: &[BaselineRow], new: &mut [BaselineRow]| {
+                        let next = old.iter().map(|r| r.platform + 1).max().unwrap_or(0);
+                        for r in new {
+                            r.platform += next;
+                        }
+                    },
+                )?;
+                baselines_outputs(args, &rows)
+            }
+            ExperimentKind::Participation => {
+                let rows = match &remote {
+                    Some(c) => {
+                        let Some(xv) = args.x else {
+                            bail!("on a cluster, say which platform it is with --x (1 or 3 in the report)");
+                        };
+                        if c.worker.len() != 4 {
+                            bail!(
+                                "the participation experiment needs the 4 workers P1..P4 in order; the cluster has {}",
+                                c.worker.len()
+                            );
+                        }
+                        x::participation_on(c, token.as_ref(), xv, &opts, say).await?
+                    }
+                    None => x::participation(&opts, say).await?,
+                };
+                let rows = merged(args, "participation", rows, |_, _| {})?;
+                participation_outputs(args, &rows)
+            }
+        }
+    })
+}
+
+/// Rows already in `dir/KIND.json` (none if there is no such file).
+fn existing<T: DeserializeOwned>(dir: &Path, kind: &str) -> Result<Vec<T>> {
+    let path = dir.join(format!("{kind}.json"));
+    match std::fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text)
+            .with_context(|| format!("--append: {} does not hold {kind} rows", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// With `--append`, the old rows followed by the new ones (which `renumber`
+/// may adjust, seeing the old); else the new rows.
+fn merged<T: DeserializeOwned>(
+    args: &ExperimentArgs,
+    kind: &str,
+    mut rows: Vec<T>,
+    renumber: impl FnOnce(&[T], &mut [T]),
+) -> Result<Vec<T>> {
+    if !args.append {
+        return Ok(rows);
+    }
+    let mut all = existing::<T>(&args.out, kind)?;
+    renumber(&all, &mut rows);
+    all.extend(rows);
+    Ok(all)
+}
+
+async fn linearity_local(opts: &x::Options) -> Result<Vec<LinearityRow>> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(opts.seed);
+    let specs: Vec<_> = (0..opts.workers)
+        .map(|i| {
+            let (c, w) = (rng.random_range(1..=10) as f64, rng.random_range(1..=10) as f64);
+            opts.emulation.worker(format!("w{i}"), c, w)
+        })
+        .collect();
+    let workers = crate::local::start(&specs).await?;
+    let r = async {
+        let mut links = link::connect_all(&workers.cluster, None, Timeouts::default()).await?;
+        let r = x::linearity(&mut links, opts.size).await;
+        link::close_all(&mut links).await;
+        r
+    }
+    .await;
+    workers.stop().await;
+    r
+}
+
+fn write_outputs<T: Serialize>(dir: &Path, kind: &str, rows: &[T], csv: String, svg: String) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let json = dir.join(format!("{kind}.json"));
+    std::fs::write(&json, serde_json::to_string_pretty(rows)?)
+        .with_context(|| format!("writing {}", json.display()))?;
+    std::fs::write(dir.join(format!("{kind}.csv")), csv).with_context(|| format!("writing {kind}.csv"))?;
+    std::fs::write(dir.join(format!("{kind}.svg")), svg).with_context(|| format!("writing {kind}.svg"))?;
+    eprintln!("wrote {kind}.json, {kind}.csv and {kind}.svg in {}", dir.display());
+    Ok(())
+}
+
+/// Prints `rows` as JSON with `--json`, else `table`.
+fn print<T: Serialize>(args: &ExperimentArgs, rows: &T, table: String) -> Result<()> {
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(rows)?);
+    } else {
+        print!("{table}");
+    }
+    Ok(())
+}
+
+fn linearity_outputs(args: &ExperimentArgs, rows: &[LinearityRow]) -> Result<()> {
+    let mut csv = String::from("worker,units,send,compute,return\n");
+    for r in rows {
+        csv.push_str(&format!(
+            "{},{},{},{},{}\n",
+            r.worker, r.units, r.send, r.compute, r.ret
+        ));
+    }
+    let mut names: Vec<String> = rows.iter().map(|r| r.worker.clone()).collect();
+    names.dedup();
+    let groups: Groups = names
+        .iter()
+        .map(|n| {
+            let per = rows
+                .iter()
+                .filter(|r| &r.worker == n)
+                .map(|r| (format!("{} units", r.units), r.send * 1e3))
+                .collect();
+            (n.clone(), per)
+        })
+        .collect();
+    let svg = x::bars(
+        "Linearity: send time against message size (Figure 8)",
+        "send time (ms)",
+        0.0,
+        &groups,
+    );
+    write_outputs(&args.out, "linearity", rows, csv, svg)?;
+    print(args, &rows, x::linearity_table(rows))
+}
+
+fn heuristics_outputs(args: &ExperimentArgs, rows: &[HeuristicsRow]) -> Result<()> {
+    let summary = x::summarise(rows);
+    let mut csv = String::from("family,platform,speeds,strategy,predicted,measured,inc_c_predicted\n");
+    for r in rows {
+        csv.push_str(&format!(
+            "{},{},{},{},{},{},{}\n",
+            r.family.name(),
+            r.platform,
+            x::speeds_label(&r.speeds),
+            r.strategy,
+            r.predicted,
+            r.measured,
+            r.inc_c_predicted
+        ));
+    }
+    let mut fams: Vec<String> = summary.iter().map(|s| s.family.clone()).collect();
+    fams.dedup();
+    let groups: Groups = fams
+        .iter()
+        .map(|f| {
+            let per = summary
+                .iter()
+                .filter(|s| &s.family == f)
+                .flat_map(|s| {
+                    [
+                        (format!("{} predicted", s.strategy), s.predicted_mean),
+                        (format!("{} measured", s.strategy), s.measured_mean),
+                    ]
+                })
+                .collect();
+            (f.clone(), per)
+        })
+        .collect();
+    let svg = x::bars(
+        "Heuristics, normalised by INC_C's prediction (Figures 10-12; axis from 0.9)",
+        "makespan / INC_C predicted",
+        0.9,
+        &groups,
+    );
+    write_outputs(&args.out, "heuristics", rows, csv, svg)?;
+    print(args, &summary, x::heuristics_table(&summary))
+}
+
+fn baselines_outputs(args: &ExperimentArgs, rows: &[BaselineRow]) -> Result<()> {
+    let mut csv = String::from("platform,speeds,method,predicted,measured,vs_plan\n");
+    for r in rows {
+        csv.push_str(&format!(
+            "{},{},{},{},{},{}\n",
+            r.platform,
+            x::speeds_label(&r.speeds),
+            r.method,
+            r.predicted,
+            r.measured,
+            r.vs_plan
+        ));
+    }
+    let mut plats: Vec<usize> = rows.iter().map(|r| r.platform).collect();
+    plats.dedup();
+    let groups: Groups = plats
+        .iter()
+        .map(|k| {
+            let per = rows
+                .iter()
+                .filter(|r| r.platform == *k)
+                .map(|r| (r.method.clone(), r.vs_plan))
+                .collect();
+            (format!("platform {k}"), per)
+        })
+        .collect();
+    let svg = x::bars(
+        "Baselines: measured makespan / the plan's",
+        "makespan / plan's",
+        0.0,
+        &groups,
+    );
+    write_outputs(&args.out, "baselines", rows, csv, svg)?;
+    print(args, &rows, x::baselines_table(rows))
+}
+
+fn participation_outputs(args: &ExperimentArgs, rows: &[ParticipationRow]) -> Result<()> {
+    let mut csv = String::from("x,allowed,enrolled,predicted,measured\n");
+    for r in rows {
+        csv.push_str(&format!(
+            "{},{},{},{},{}\n",
+            r.x,
+            r.allowed,
+            r.enrolled.join(" "),
+            r.predicted,
+            r.measured
+        ));
+    }
+    let groups: Groups = rows
+        .iter()
+        .map(|r| {
+            (
+                format!("x={} allow {}", r.x, r.allowed),
+                vec![
+                    ("predicted".to_string(), r.predicted),
+                    ("measured".to_string(), r.measured),
+                ],
+            )
+        })
+        .collect();
+    let svg = x::bars(
+        "Participation (Figure 14): makespan with 1 to 4 workers allowed",
+        "makespan (s)",
+        0.0,
+        &groups,
+    );
+    write_outputs(&args.out, "participation", rows, csv, svg)?;
+    print(args, &rows, x::participation_table(rows))
+}
