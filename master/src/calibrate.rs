@@ -83,6 +83,10 @@ pub struct CalibrateOptions {
     pub reps: usize,
     /// Longest wait for any one answer.
     pub timeout: Duration,
+    /// Probes stop growing once one size (send, compute and return) took
+    /// this many seconds, after at least three sizes: slow workers are
+    /// measured in seconds, not minutes.
+    pub max_probe_seconds: f64,
 }
 
 impl CalibrateOptions {
@@ -92,6 +96,7 @@ impl CalibrateOptions {
             max_probe_bytes: 32 << 20,
             reps: 3,
             timeout: Duration::from_secs(60),
+            max_probe_seconds: 2.0,
         }
     }
 }
@@ -180,7 +185,11 @@ pub async fn calibrate_worker(link: &mut Link, opts: &CalibrateOptions) -> Resul
                 other => bail!("worker {:?}: unexpected answer to a return probe: {other:?}", link.name),
             }
         }
-        samples.push((k, median(s), median(c), median(r)));
+        let sample = (k, median(s), median(c), median(r));
+        samples.push(sample);
+        if samples.len() >= 3 && sample.1 + sample.2 + sample.3 > opts.max_probe_seconds {
+            break;
+        }
     }
     let line =
         |f: fn(&(u64, f64, f64, f64)) -> f64| fit(&samples.iter().map(|s| (s.0 as f64, f(s))).collect::<Vec<_>>());
@@ -193,7 +202,7 @@ pub async fn calibrate_worker(link: &mut Link, opts: &CalibrateOptions) -> Resul
                 f.slope
             ));
         } else {
-            if sizes.len() >= 3 && f.r2 < 0.95 {
+            if samples.len() >= 3 && f.r2 < 0.95 {
                 warnings.push(format!("{what}: the linear model fits poorly (R² = {:.3})", f.r2));
             }
             if f.intercept > f.slope {

@@ -50,6 +50,7 @@ async fn every_strategy_computes_every_product_under_one_port() {
         max_probe_bytes: 1 << 20,
         reps: 1,
         timeout: Duration::from_secs(20),
+        max_probe_seconds: 2.0,
     };
     let cal = calibrate::calibrate(&mut links, &opts).await.expect("calibrates");
     let platform = cal.platform().expect("platform");
@@ -92,6 +93,27 @@ async fn every_strategy_computes_every_product_under_one_port() {
         // Every worker with load appears, and loads add up.
         assert_eq!(done.report.workers.iter().map(|w| w.load).sum::<u64>(), 60);
     }
+    link::close_all(&mut links).await;
+}
+
+/// Probes double in size up to the byte cap, unless a size takes longer than
+/// the budget: then they stop, but never before three sizes (a line needs them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calibration_probes_stop_growing_past_the_time_budget() {
+    let w = common::start(&[(None, 1.0)], None);
+    let mut links = common::connect(&w).await;
+    let mut opts = CalibrateOptions {
+        reps: 1,
+        max_probe_bytes: 16 * 16 * 16 * 8, // 8 units of 16×16
+        ..CalibrateOptions::new(16)
+    };
+    let full = calibrate::calibrate(&mut links, &opts).await.expect("calibrates");
+    let units: Vec<u64> = full.workers[0].samples.iter().map(|s| s.0).collect();
+    assert_eq!(units, [1, 2, 4, 8]);
+    opts.max_probe_seconds = 0.0;
+    let short = calibrate::calibrate(&mut links, &opts).await.expect("calibrates");
+    let units: Vec<u64> = short.workers[0].samples.iter().map(|s| s.0).collect();
+    assert_eq!(units, [1, 2, 4]);
     link::close_all(&mut links).await;
 }
 
