@@ -5,7 +5,8 @@
 //! per unit (its slope), the latency (its intercept) and R².
 //!
 //! Workers are probed one after the other, so that, as in a run, the
-//! master's port serves one transfer at a time.
+//! master's port serves one transfer at a time; each worker's transfers
+//! are probed before its computing (as in a run, it receives while idle).
 
 use crate::link::Link;
 use anyhow::{anyhow, bail, Context, Result};
@@ -83,9 +84,9 @@ pub struct CalibrateOptions {
     pub reps: usize,
     /// Longest wait for any one answer.
     pub timeout: Duration,
-    /// Probes stop growing once one size (send, compute and return) took
-    /// this many seconds, after at least three sizes: slow workers are
-    /// measured in seconds, not minutes.
+    /// Probes stop growing once one size took this many seconds (send and
+    /// return together, or computing), after at least three sizes: slow
+    /// workers are measured in seconds, not minutes.
     pub max_probe_seconds: f64,
 }
 
@@ -147,10 +148,15 @@ pub async fn calibrate_worker(link: &mut Link, opts: &CalibrateOptions) -> Resul
         sizes.push(sizes[sizes.len() - 1] * 2);
     }
     let buf = vec![0.0f64; (2 * nn * max_units) as usize];
-    let mut samples = Vec::new();
+    let reps = opts.reps.max(1);
+    // Transfers first, for every size, then computing: a worker is idle when
+    // it receives in a run, and so it is here. (Right after a compute probe
+    // a worker under a CPU quota may have spent its share and read late,
+    // which would show as transfer time.)
+    let mut comm = Vec::new();
     for &k in &sizes {
-        let (mut s, mut c, mut r) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..opts.reps.max(1) {
+        let (mut s, mut r) = (Vec::new(), Vec::new());
+        for _ in 0..reps {
             let len = 2 * nn * k;
             let t0 = Instant::now();
             link.conn
@@ -161,6 +167,27 @@ pub async fn calibrate_worker(link: &mut Link, opts: &CalibrateOptions) -> Resul
                 FromWorker::EchoAck { len: l } if l == len => s.push(t0.elapsed().as_secs_f64()),
                 other => bail!("worker {:?}: unexpected answer to a send probe: {other:?}", link.name),
             }
+            let len = nn * k;
+            let t0 = Instant::now();
+            link.conn.send(&ToWorker::Pull { len }).await?;
+            let f = answer(link, opts.timeout, "return probe").await?;
+            match f.msg {
+                FromWorker::PullData { len: l } if l == len && f.payload.len() as u64 == len => {
+                    r.push(t0.elapsed().as_secs_f64())
+                }
+                other => bail!("worker {:?}: unexpected answer to a return probe: {other:?}", link.name),
+            }
+        }
+        let (s, r) = (median(s), median(r));
+        comm.push((k, s, r));
+        if comm.len() >= 3 && s + r > opts.max_probe_seconds {
+            break;
+        }
+    }
+    let mut samples = Vec::new();
+    for &(k, s, r) in &comm {
+        let mut c = Vec::new();
+        for _ in 0..reps {
             link.conn
                 .send(&ToWorker::ComputeProbe {
                     n: n as u32,
@@ -174,20 +201,10 @@ pub async fn calibrate_worker(link: &mut Link, opts: &CalibrateOptions) -> Resul
                     link.name
                 ),
             }
-            let len = nn * k;
-            let t0 = Instant::now();
-            link.conn.send(&ToWorker::Pull { len }).await?;
-            let f = answer(link, opts.timeout, "return probe").await?;
-            match f.msg {
-                FromWorker::PullData { len: l } if l == len && f.payload.len() as u64 == len => {
-                    r.push(t0.elapsed().as_secs_f64())
-                }
-                other => bail!("worker {:?}: unexpected answer to a return probe: {other:?}", link.name),
-            }
         }
-        let sample = (k, median(s), median(c), median(r));
-        samples.push(sample);
-        if samples.len() >= 3 && sample.1 + sample.2 + sample.3 > opts.max_probe_seconds {
+        let c = median(c);
+        samples.push((k, s, c, r));
+        if samples.len() >= 3 && c > opts.max_probe_seconds {
             break;
         }
     }

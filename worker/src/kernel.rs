@@ -53,6 +53,14 @@ impl Kernel {
 
     /// As `multiply_batch`, into `c` (k·n² values).
     pub fn multiply_into(&self, ab: &[f64], n: usize, k: usize, c: &mut [f64]) {
+        self.multiply_repeated(ab, n, k, c, 1);
+    }
+
+    /// As `multiply_into`, computing every product `repeat` times over, one
+    /// product at a time (so the work per product grows `repeat`-fold while
+    /// the data in cache stays one product's): a slower processor for test
+    /// beds (`dls-worker --work-factor`).
+    pub fn multiply_repeated(&self, ab: &[f64], n: usize, k: usize, c: &mut [f64], repeat: u32) {
         let nn = n * n;
         debug_assert_eq!(ab.len(), 2 * k * nn);
         debug_assert_eq!(c.len(), k * nn);
@@ -61,26 +69,32 @@ impl Kernel {
         }
         let (a_all, b_all) = ab.split_at(k * nn);
         let pair = |i: usize| (&a_all[i * nn..(i + 1) * nn], &b_all[i * nn..(i + 1) * nn]);
-        if self.threads == 1 {
-            // No hand-off to the pool: the caller's thread is the one thread.
-            for (i, ci) in c.chunks_mut(nn).enumerate() {
-                let (a, b) = pair(i);
-                gemm(ci, a, b, n, Par::Seq);
-            }
-            return;
-        }
+        // Products are computed only on the pool's threads (named
+        // dls-kernel-N), even with one: a CPU quota can then cap computing
+        // alone, not the daemon's networking (scripts/testbed.sh does).
         self.pool.install(|| {
-            if k >= self.threads && n < SPLIT_PRODUCTS_BELOW {
+            if self.threads == 1 {
+                for (i, ci) in c.chunks_mut(nn).enumerate() {
+                    let (a, b) = pair(i);
+                    for _ in 0..repeat.max(1) {
+                        gemm(ci, a, b, n, Par::Seq);
+                    }
+                }
+            } else if k >= self.threads && n < SPLIT_PRODUCTS_BELOW {
                 // Many small products: one product per task.
                 c.par_chunks_mut(nn).enumerate().for_each(|(i, ci)| {
                     let (a, b) = pair(i);
-                    gemm(ci, a, b, n, Par::Seq);
+                    for _ in 0..repeat.max(1) {
+                        gemm(ci, a, b, n, Par::Seq);
+                    }
                 });
             } else {
                 let par = Par::rayon(self.threads);
                 for (i, ci) in c.chunks_mut(nn).enumerate() {
                     let (a, b) = pair(i);
-                    gemm(ci, a, b, n, par);
+                    for _ in 0..repeat.max(1) {
+                        gemm(ci, a, b, n, par);
+                    }
                 }
             }
         });
@@ -113,15 +127,13 @@ pub fn fill_random(values: &mut [f64], seed: u64) {
     }
 }
 
-/// Seconds to compute `k` products of size `n` on fresh data.
+/// Seconds to compute `k` products of size `n` on fresh data, each `repeat` times over.
 pub fn time_batch(kernel: &Kernel, n: usize, k: usize, repeat: u32) -> f64 {
     let mut ab = vec![0.0; 2 * k * n * n];
     fill_random(&mut ab, 0x5eed ^ n as u64);
     let t = Instant::now();
-    let mut c = kernel.multiply_batch(&ab, n, k);
-    for _ in 1..repeat {
-        kernel.multiply_into(&ab, n, k, &mut c);
-    }
+    let mut c = vec![0.0; k * n * n];
+    kernel.multiply_repeated(&ab, n, k, &mut c, repeat);
     let secs = t.elapsed().as_secs_f64();
     std::hint::black_box(c);
     secs

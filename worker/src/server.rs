@@ -501,10 +501,8 @@ fn compute(kernel: &kernel::Kernel, reference: &Reference, work: Work, slowdown:
         Work::Chunk { key, n, k, ab } => {
             debug!(job = key.0 .0, chunk = key.1 .0, "computing");
             let t0 = Instant::now();
-            let mut c = kernel.multiply_batch(&ab, n as usize, k as usize);
-            for _ in 1..work_factor {
-                kernel.multiply_into(&ab, n as usize, k as usize, &mut c);
-            }
+            let mut c = vec![0.0; k as usize * (n as usize).pow(2)];
+            kernel.multiply_repeated(&ab, n as usize, k as usize, &mut c, work_factor);
             let wall = t0.elapsed().as_secs_f64();
             drop(ab);
             (
