@@ -173,6 +173,9 @@ pub struct ExperimentArgs {
     /// Add the rows to those already in OUT/KIND.json (platforms numbered on).
     #[arg(long)]
     pub append: bool,
+    /// Run nothing: write the CSV, SVG and table again from OUT/KIND.json.
+    #[arg(long, conflicts_with_all = ["append", "cluster", "workers"])]
+    pub replot: bool,
     /// On a cluster: the family its platform was drawn from (heuristics label).
     #[arg(long, value_enum)]
     pub family: Option<crate::experiment::Family>,

@@ -341,6 +341,8 @@ pub struct HeuristicsSummary {
     pub measured_mean: f64,
     pub measured_std: f64,
     pub measured_over_predicted_mean: f64,
+    /// The largest |measured / predicted − 1| of any one run.
+    pub measured_over_predicted_worst: f64,
 }
 
 pub fn summarise(rows: &[HeuristicsRow]) -> Vec<HeuristicsSummary> {
@@ -367,6 +369,7 @@ pub fn summarise(rows: &[HeuristicsRow]) -> Vec<HeuristicsSummary> {
                 measured_mean: mm,
                 measured_std: ms,
                 measured_over_predicted_mean: stats(&ratio).0,
+                measured_over_predicted_worst: ratio.iter().map(|r| (r - 1.0).abs()).fold(0.0, f64::max),
             });
         }
     }
@@ -633,14 +636,20 @@ pub fn heuristics_table(summary: &[HeuristicsSummary]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<20} {:<6} {:>12} {:>12} {:>10} {:>12}",
-        "family", "strategy", "pred/inc-c", "meas/inc-c", "± std", "meas/pred"
+        "{:<20} {:<6} {:>12} {:>12} {:>10} {:>12} {:>12}",
+        "family", "strategy", "pred/inc-c", "meas/inc-c", "± std", "meas/pred", "worst run"
     );
     for r in summary {
         let _ = writeln!(
             s,
-            "{:<20} {:<6} {:>12.3} {:>12.3} {:>10.3} {:>12.3}",
-            r.family, r.strategy, r.predicted_mean, r.measured_mean, r.measured_std, r.measured_over_predicted_mean
+            "{:<20} {:<6} {:>12.3} {:>12.3} {:>10.3} {:>12.3} {:>11.1}%",
+            r.family,
+            r.strategy,
+            r.predicted_mean,
+            r.measured_mean,
+            r.measured_std,
+            r.measured_over_predicted_mean,
+            100.0 * r.measured_over_predicted_worst
         );
     }
     s

@@ -47,6 +47,9 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
         workers: args.count,
         emulation: x::Emulation::default(),
     };
+    if args.replot {
+        return replot(args);
+    }
     let token = link::load_token(args.token_file.as_deref())?;
     let say = |l: &str| eprintln!("{l}");
     runtime()?.block_on(async {
@@ -141,6 +144,26 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
             }
         }
     })
+}
+
+/// `--replot`: the outputs again from the stored rows.
+fn replot(args: &ExperimentArgs) -> Result<()> {
+    fn stored<T: DeserializeOwned>(args: &ExperimentArgs, kind: &str) -> Result<Vec<T>> {
+        let rows = existing::<T>(&args.out, kind)?;
+        if rows.is_empty() {
+            bail!(
+                "--replot: no rows in {}",
+                args.out.join(format!("{kind}.json")).display()
+            );
+        }
+        Ok(rows)
+    }
+    match args.kind {
+        ExperimentKind::Linearity => linearity_outputs(args, &stored(args, "linearity")?),
+        ExperimentKind::Heuristics => heuristics_outputs(args, &stored(args, "heuristics")?),
+        ExperimentKind::Baselines => baselines_outputs(args, &stored(args, "baselines")?),
+        ExperimentKind::Participation => participation_outputs(args, &stored(args, "participation")?),
+    }
 }
 
 /// Rows already in `dir/KIND.json` (none if there is no such file).
