@@ -236,6 +236,29 @@ fn print<T: Serialize>(args: &ExperimentArgs, rows: &T, table: String) -> Result
     Ok(())
 }
 
+/// Bar groups: one per distinct key, in order of first appearance, holding
+/// the bars of every item with that key.
+fn grouped<T, K: PartialEq>(
+    items: &[T],
+    key: impl Fn(&T) -> K,
+    label: impl Fn(&K) -> String,
+    bars: impl Fn(&T) -> Vec<(String, f64)>,
+) -> Groups {
+    let mut keys: Vec<K> = Vec::new();
+    for it in items {
+        let k = key(it);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    keys.iter()
+        .map(|k| {
+            let per = items.iter().filter(|it| key(it) == *k).flat_map(&bars).collect();
+            (label(k), per)
+        })
+        .collect()
+}
+
 fn linearity_outputs(args: &ExperimentArgs, rows: &[LinearityRow]) -> Result<()> {
     let mut csv = String::from("worker,units,send,compute,return\n");
     for r in rows {
@@ -244,19 +267,12 @@ fn linearity_outputs(args: &ExperimentArgs, rows: &[LinearityRow]) -> Result<()>
             r.worker, r.units, r.send, r.compute, r.ret
         ));
     }
-    let mut names: Vec<String> = rows.iter().map(|r| r.worker.clone()).collect();
-    names.dedup();
-    let groups: Groups = names
-        .iter()
-        .map(|n| {
-            let per = rows
-                .iter()
-                .filter(|r| &r.worker == n)
-                .map(|r| (format!("{} units", r.units), r.send * 1e3))
-                .collect();
-            (n.clone(), per)
-        })
-        .collect();
+    let groups = grouped(
+        rows,
+        |r| r.worker.clone(),
+        |w| w.clone(),
+        |r| vec![(format!("{} units", r.units), r.send * 1e3)],
+    );
     let svg = x::bars(
         "Linearity: send time against message size (Figure 8)",
         "send time (ms)",
@@ -282,24 +298,17 @@ fn heuristics_outputs(args: &ExperimentArgs, rows: &[HeuristicsRow]) -> Result<(
             r.inc_c_predicted
         ));
     }
-    let mut fams: Vec<String> = summary.iter().map(|s| s.family.clone()).collect();
-    fams.dedup();
-    let groups: Groups = fams
-        .iter()
-        .map(|f| {
-            let per = summary
-                .iter()
-                .filter(|s| &s.family == f)
-                .flat_map(|s| {
-                    [
-                        (format!("{} predicted", s.strategy), s.predicted_mean),
-                        (format!("{} measured", s.strategy), s.measured_mean),
-                    ]
-                })
-                .collect();
-            (f.clone(), per)
-        })
-        .collect();
+    let groups = grouped(
+        &summary,
+        |s| s.family.clone(),
+        |f| f.clone(),
+        |s| {
+            vec![
+                (format!("{} predicted", s.strategy), s.predicted_mean),
+                (format!("{} measured", s.strategy), s.measured_mean),
+            ]
+        },
+    );
     let svg = x::bars(
         "Heuristics, normalised by INC_C's prediction (Figures 10-12; axis from 0.9)",
         "makespan / INC_C predicted",
@@ -323,19 +332,12 @@ fn baselines_outputs(args: &ExperimentArgs, rows: &[BaselineRow]) -> Result<()> 
             r.vs_plan
         ));
     }
-    let mut plats: Vec<usize> = rows.iter().map(|r| r.platform).collect();
-    plats.dedup();
-    let groups: Groups = plats
-        .iter()
-        .map(|k| {
-            let per = rows
-                .iter()
-                .filter(|r| r.platform == *k)
-                .map(|r| (r.method.clone(), r.vs_plan))
-                .collect();
-            (format!("platform {k}"), per)
-        })
-        .collect();
+    let groups = grouped(
+        rows,
+        |r| r.platform,
+        |k| format!("platform {k}"),
+        |r| vec![(r.method.clone(), r.vs_plan)],
+    );
     let svg = x::bars(
         "Baselines: measured makespan / the plan's",
         "makespan / plan's",
@@ -358,18 +360,17 @@ fn participation_outputs(args: &ExperimentArgs, rows: &[ParticipationRow]) -> Re
             r.measured
         ));
     }
-    let groups: Groups = rows
-        .iter()
-        .map(|r| {
-            (
-                format!("x={} allow {}", r.x, r.allowed),
-                vec![
-                    ("predicted".to_string(), r.predicted),
-                    ("measured".to_string(), r.measured),
-                ],
-            )
-        })
-        .collect();
+    let groups = grouped(
+        rows,
+        |r| (r.x, r.allowed),
+        |(x, allowed)| format!("x={x} allow {allowed}"),
+        |r| {
+            vec![
+                ("predicted".to_string(), r.predicted),
+                ("measured".to_string(), r.measured),
+            ]
+        },
+    );
     let svg = x::bars(
         "Participation (Figure 14): makespan with 1 to 4 workers allowed",
         "makespan (s)",

@@ -285,8 +285,15 @@ fn experiments_on_a_cluster_append_labelled_rows() {
     std::fs::remove_file(out.join("baselines.csv")).expect("removes");
     let (ok, table, err) = dls(&["experiment", "baselines", "--replot", "--out", s(&out)], None);
     assert!(ok, "{err}");
-    assert_eq!(std::fs::read_to_string(out.join("baselines.csv")).expect("csv again"), csv);
-    assert_eq!(table.lines().filter(|l| l.contains("self-scheduling")).count(), 3, "{table}");
+    assert_eq!(
+        std::fs::read_to_string(out.join("baselines.csv")).expect("csv again"),
+        csv
+    );
+    assert_eq!(
+        table.lines().filter(|l| l.contains("self-scheduling")).count(),
+        3,
+        "{table}"
+    );
     let empty = tmp("experiments-none");
     let (ok, _, err) = dls(&["experiment", "heuristics", "--replot", "--out", s(&empty)], None);
     assert!(!ok && err.contains("--replot: no rows in"), "{err}");
