@@ -100,6 +100,16 @@ fn calibrate_opts(size: usize) -> CalibrateOptions {
     }
 }
 
+/// Calibrate `links` into a platform; on failure the links are closed
+/// (their workers are told `Bye`) before the error is returned.
+pub async fn calibrate_or_close(links: &mut [Link], opts: &CalibrateOptions) -> Result<Platform> {
+    let platform = async { calibrate::calibrate(links, opts).await?.platform() }.await;
+    if platform.is_err() {
+        link::close_all(links).await;
+    }
+    platform
+}
+
 /// Run `strategies` on `links`, one batch each; (strategy, report).
 async fn run_all(
     mut links: Vec<Link>,
@@ -295,17 +305,7 @@ pub async fn heuristics_cluster(
     first: usize,
 ) -> Result<Vec<HeuristicsRow>> {
     let mut links = links;
-    let platform = match calibrate::calibrate(&mut links, &calibrate_opts(opts.size)).await {
-        Ok(c) => c.platform(),
-        Err(e) => Err(e),
-    };
-    let platform = match platform {
-        Ok(p) => p,
-        Err(e) => {
-            link::close_all(&mut links).await;
-            return Err(e);
-        }
-    };
+    let platform = calibrate_or_close(&mut links, &calibrate_opts(opts.size)).await?;
     let mut rows = Vec::new();
     for k in 0..opts.platforms {
         let batch = Batch::random(opts.batch, opts.size, opts.seed + k as u64);

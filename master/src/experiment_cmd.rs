@@ -4,7 +4,7 @@
 //! those already in KIND.json (a test bed is built anew for every platform,
 //! so a family of random platforms is many invocations).
 
-use crate::calibrate::{self, CalibrateOptions};
+use crate::calibrate::CalibrateOptions;
 use crate::cli::{runtime, ExperimentArgs, ExperimentKind};
 use crate::cluster::Cluster;
 use crate::experiment::{self as x, BaselineRow, Family, HeuristicsRow, LinearityRow, ParticipationRow};
@@ -29,12 +29,18 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
     if labels && remote.is_none() {
         bail!("--family, --speeds and --x label runs on a cluster; give --cluster or --workers");
     }
-    let speeds = args.speeds.as_deref().map(x::parse_speeds).transpose()?;
-    if let (Some(s), Some(c)) = (&speeds, &remote) {
-        if s.len() != c.worker.len() {
+    // The labels of a cluster's rows; none unless --speeds says.
+    let speeds = args
+        .speeds
+        .as_deref()
+        .map(x::parse_speeds)
+        .transpose()?
+        .unwrap_or_default();
+    if let Some(c) = &remote {
+        if !speeds.is_empty() && speeds.len() != c.worker.len() {
             bail!(
                 "--speeds gives {} workers but the cluster has {}",
-                s.len(),
+                speeds.len(),
                 c.worker.len()
             );
         }
@@ -82,7 +88,6 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
                             0
                         };
                         let links = link::connect_all(c, token.as_ref(), Timeouts::default()).await?;
-                        let speeds = speeds.clone().unwrap_or_default();
                         x::heuristics_cluster(links, &opts, family, &speeds, first).await?
                     }
                     None => x::heuristics_local(&opts, say).await?,
@@ -94,16 +99,8 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
                 let rows = match &remote {
                     Some(cl) => {
                         let mut links = link::connect_all(cl, token.as_ref(), Timeouts::default()).await?;
-                        let cal = calibrate::calibrate(&mut links, &CalibrateOptions::new(opts.size)).await;
-                        let platform = match cal.and_then(|c| c.platform()) {
-                            Ok(p) => p,
-                            Err(e) => {
-                                link::close_all(&mut links).await;
-                                return Err(e);
-                            }
-                        };
+                        let platform = x::calibrate_or_close(&mut links, &CalibrateOptions::new(opts.size)).await?;
                         let batch = Batch::random(opts.batch, opts.size, opts.seed);
-                        let speeds = speeds.clone().unwrap_or_default();
                         let (mut links, r) = x::baselines_on(links, &platform, &batch, 0, &speeds).await;
                         link::close_all(&mut links).await;
                         r?

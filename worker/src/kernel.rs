@@ -67,6 +67,7 @@ impl Kernel {
         if k == 0 || n == 0 {
             return;
         }
+        let repeat = repeat.max(1);
         let (a_all, b_all) = ab.split_at(k * nn);
         let pair = |i: usize| (&a_all[i * nn..(i + 1) * nn], &b_all[i * nn..(i + 1) * nn]);
         // Products are computed only on the pool's threads (named
@@ -76,7 +77,7 @@ impl Kernel {
             if self.threads == 1 {
                 for (i, ci) in c.chunks_mut(nn).enumerate() {
                     let (a, b) = pair(i);
-                    for _ in 0..repeat.max(1) {
+                    for _ in 0..repeat {
                         gemm(ci, a, b, n, Par::Seq);
                     }
                 }
@@ -84,7 +85,7 @@ impl Kernel {
                 // Many small products: one product per task.
                 c.par_chunks_mut(nn).enumerate().for_each(|(i, ci)| {
                     let (a, b) = pair(i);
-                    for _ in 0..repeat.max(1) {
+                    for _ in 0..repeat {
                         gemm(ci, a, b, n, Par::Seq);
                     }
                 });
@@ -92,7 +93,7 @@ impl Kernel {
                 let par = Par::rayon(self.threads);
                 for (i, ci) in c.chunks_mut(nn).enumerate() {
                     let (a, b) = pair(i);
-                    for _ in 0..repeat.max(1) {
+                    for _ in 0..repeat {
                         gemm(ci, a, b, n, par);
                     }
                 }

@@ -364,24 +364,27 @@ async fn probe_min(c: &mut Master, n: u32, k: u32) -> f64 {
     best
 }
 
+/// A daemon started with `flags` and a plain one: the emulated one's
+/// connection and both best-of-five compute probe times.
+async fn against_plain(flags: &[&str]) -> (Daemon, Master, f64, f64) {
+    let emulated = Daemon::start(flags, None);
+    let plain = Daemon::start(&[], None);
+    let mut e = master(&emulated.addr, None).await.expect("handshake");
+    let mut p = master(&plain.addr, None).await.expect("handshake");
+    let (te, tp) = (probe_min(&mut e, 200, 4).await, probe_min(&mut p, 200, 4).await);
+    (emulated, e, te, tp)
+}
+
 #[tokio::test]
 async fn slowdown_makes_computing_slower() {
-    let slow = Daemon::start(&["--slowdown", "4"], None);
-    let plain = Daemon::start(&[], None);
-    let mut s = master(&slow.addr, None).await.expect("handshake");
-    let mut p = master(&plain.addr, None).await.expect("handshake");
-    let (ts, tp) = (probe_min(&mut s, 200, 4).await, probe_min(&mut p, 200, 4).await);
+    let (_slow, _, ts, tp) = against_plain(&["--slowdown", "4"]).await;
     // 4× slower; the best of five keeps other tests' load from deciding.
     assert!(ts > 2.0 * tp, "slowdown 4: {ts} s against {tp} s");
 }
 
 #[tokio::test]
 async fn work_factor_repeats_real_work_and_keeps_results_right() {
-    let heavy = Daemon::start(&["--work-factor", "4"], None);
-    let plain = Daemon::start(&[], None);
-    let mut h = master(&heavy.addr, None).await.expect("handshake");
-    let mut p = master(&plain.addr, None).await.expect("handshake");
-    let (th, tp) = (probe_min(&mut h, 200, 4).await, probe_min(&mut p, 200, 4).await);
+    let (_heavy, mut h, th, tp) = against_plain(&["--work-factor", "4"]).await;
     assert!(th > 2.0 * tp, "work factor 4: {th} s against {tp} s");
     // Results are still A·B (checked against a naive product).
     good_chunk(&mut h, 3, 24, 3).await;
