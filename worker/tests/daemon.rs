@@ -391,6 +391,17 @@ async fn work_factor_repeats_real_work_and_keeps_results_right() {
 }
 
 #[test]
+fn a_zero_work_factor_is_refused_by_name() {
+    let out = Command::new(env!("CARGO_BIN_EXE_dls-worker"))
+        .args(["--listen", "127.0.0.1:0", "--work-factor", "0"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--work-factor must be at least 1"), "{err}");
+}
+
+#[test]
 fn refuses_public_address_without_token_and_stops_on_sigterm() {
     let out = Command::new(env!("CARGO_BIN_EXE_dls-worker"))
         .args(["--listen", "0.0.0.0:0"])
