@@ -112,7 +112,7 @@ for i in "${!specs[@]}"; do
   tc -n "$ns" qdisc add dev "$inner" root tbf rate "${mbit}mbit" burst 64kb latency 50ms
   cpu_cgroup "$ns" "$cpu"
   # shellcheck disable=SC2086 # extra arguments are split on purpose
-  ip netns exec "$ns" "$worker_bin" --listen "10.213.$i.2:7070" --threads 1 --token-file "$dir/token" \
+  ip netns exec "$ns" "$worker_bin" --listen "10.213.$i.2:7070" --threads 1 --isolate-compute --token-file "$dir/token" \
     ${DLS_TESTBED_WORKER_ARGS:-} \
     >"$dir/$name.out" 2>"$dir/$name.err" &
   pid=$!

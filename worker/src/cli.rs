@@ -41,6 +41,10 @@ struct DaemonArgs {
     /// quota on the daemon scales it; used by scripts/testbed.sh).
     #[arg(long, default_value_t = 1)]
     work_factor: u32,
+    /// Compute only on the kernel's own threads (dls-kernel-N), so that a
+    /// CPU quota on them caps computing alone (used by scripts/testbed.sh).
+    #[arg(long)]
+    isolate_compute: bool,
     /// Emulation: throttle this worker's reads and writes to MBPS megabytes (10^6 bytes) per second.
     #[arg(long)]
     link_rate: Option<f64>,
@@ -100,6 +104,7 @@ fn daemon(args: DaemonArgs) -> Result<()> {
     cfg.slowdown = args.slowdown;
     cfg.link_rate = args.link_rate.map(|mb| mb * 1e6);
     cfg.work_factor = args.work_factor;
+    cfg.isolate_compute = args.isolate_compute;
     cfg.handshake_timeout = Duration::from_secs_f64(args.handshake_timeout);
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     rt.block_on(async move {

@@ -25,6 +25,7 @@ fn gemm(c: &mut [f64], a: &[f64], b: &[f64], n: usize, par: Par) {
 pub struct Kernel {
     pool: rayon::ThreadPool,
     threads: usize,
+    isolated: bool,
 }
 
 impl Kernel {
@@ -35,7 +36,21 @@ impl Kernel {
             .thread_name(|i| format!("dls-kernel-{i}"))
             .build()
             .map_err(|e| format!("cannot start {threads} kernel threads: {e}"))?;
-        Ok(Kernel { pool, threads })
+        Ok(Kernel {
+            pool,
+            threads,
+            isolated: false,
+        })
+    }
+
+    /// Compute only on the pool's threads (named `dls-kernel-N`), also with
+    /// one thread, so that a CPU quota on them caps computing alone and not
+    /// the daemon's networking (`scripts/testbed.sh`). Off by default: with
+    /// one thread the hand-off to the pool costs about 40% on batches of
+    /// 64×64 products (`cargo bench -p dls-worker --bench kernel`).
+    pub fn isolated(mut self) -> Kernel {
+        self.isolated = true;
+        self
     }
 
     pub fn threads(&self) -> usize {
@@ -70,17 +85,22 @@ impl Kernel {
         let repeat = repeat.max(1);
         let (a_all, b_all) = ab.split_at(k * nn);
         let pair = |i: usize| (&a_all[i * nn..(i + 1) * nn], &b_all[i * nn..(i + 1) * nn]);
-        // Products are computed only on the pool's threads (named
-        // dls-kernel-N), even with one: a CPU quota can then cap computing
-        // alone, not the daemon's networking (scripts/testbed.sh does).
+        let one_thread = |c: &mut [f64]| {
+            for (i, ci) in c.chunks_mut(nn).enumerate() {
+                let (a, b) = pair(i);
+                for _ in 0..repeat {
+                    gemm(ci, a, b, n, Par::Seq);
+                }
+            }
+        };
+        if self.threads == 1 && !self.isolated {
+            // No hand-off to the pool: the caller's thread is the one thread.
+            one_thread(c);
+            return;
+        }
         self.pool.install(|| {
             if self.threads == 1 {
-                for (i, ci) in c.chunks_mut(nn).enumerate() {
-                    let (a, b) = pair(i);
-                    for _ in 0..repeat {
-                        gemm(ci, a, b, n, Par::Seq);
-                    }
-                }
+                one_thread(c);
             } else if k >= self.threads && n < SPLIT_PRODUCTS_BELOW {
                 // Many small products: one product per task.
                 c.par_chunks_mut(nn).enumerate().for_each(|(i, ci)| {
@@ -185,10 +205,14 @@ pub fn gflops(kernel: &Kernel, n: usize) -> f64 {
 mod tests {
     use super::*;
 
-    fn check(n: usize, k: usize, threads: usize) {
+    fn check(n: usize, k: usize, threads: usize, isolated: bool) {
         let mut ab = vec![0.0; 2 * k * n * n];
         fill_random(&mut ab, (n * 31 + k) as u64);
-        let c = Kernel::new(threads).expect("pool").multiply_batch(&ab, n, k);
+        let mut kernel = Kernel::new(threads).expect("pool");
+        if isolated {
+            kernel = kernel.isolated();
+        }
+        let c = kernel.multiply_batch(&ab, n, k);
         let nn = n * n;
         for i in 0..k {
             let want = naive(&ab[i * nn..(i + 1) * nn], &ab[(k + i) * nn..(k + i + 1) * nn], n);
@@ -205,8 +229,9 @@ mod tests {
     fn matches_the_naive_product() {
         for (n, k) in [(1, 1), (2, 3), (7, 5), (16, 4), (33, 3), (64, 2), (300, 1)] {
             for threads in [1, 2, 3] {
-                check(n, k, threads);
+                check(n, k, threads, false);
             }
+            check(n, k, 1, true);
         }
     }
 

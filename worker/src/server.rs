@@ -39,6 +39,8 @@ pub struct Config {
     pub slowdown: f64,
     /// Emulation: bytes per second each way on this worker's connection.
     pub link_rate: Option<f64>,
+    /// Compute only on the kernel's own threads (`Kernel::isolated`).
+    pub isolate_compute: bool,
     /// Emulation: compute every product this many times (1 = off). Unlike
     /// `slowdown`, which waits, this is real work, so a CPU quota on the
     /// daemon scales it: the test bed's slower processors.
@@ -57,6 +59,7 @@ impl Config {
             slowdown: 1.0,
             link_rate: None,
             work_factor: 1,
+            isolate_compute: false,
             handshake_timeout: Duration::from_secs(5),
             max_connections: 32,
         }
@@ -84,7 +87,11 @@ impl Config {
 /// Serve masters on `listener` until `shutdown` completes; then tell the
 /// current master goodbye and return.
 pub async fn serve(listener: TcpListener, cfg: Config, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
-    let kernel = Arc::new(kernel::Kernel::new(cfg.threads).map_err(std::io::Error::other)?);
+    let mut kernel = kernel::Kernel::new(cfg.threads).map_err(std::io::Error::other)?;
+    if cfg.isolate_compute {
+        kernel = kernel.isolated();
+    }
+    let kernel = Arc::new(kernel);
     let reference = Arc::new(Reference::default());
     let cfg = Arc::new(cfg);
     let session_slot = Arc::new(Semaphore::new(1));
