@@ -1,4 +1,5 @@
-//! Kernel speed: GFLOP/s of the faer GEMM at n = 64, 256, 1024.
+//! Kernel speed: GFLOP/s of the faer GEMM at n = 64, 256, 1024 (1 and 2
+//! threads, and 1 thread of the pool as `--isolate-compute` uses it).
 //!
 //! `cargo bench -p dls-worker --bench kernel` — criterion reports the
 //! throughput in "elements" per second, one element being one flop
@@ -26,6 +27,12 @@ fn bench(c: &mut Criterion) {
                 b.iter(|| kern.multiply_batch(black_box(&ab), n, k))
             });
         }
+        // One thread of the pool instead of the caller's (--isolate-compute):
+        // what the hand-off costs.
+        let kern = kernel::Kernel::new(1).expect("pool").isolated();
+        g.bench_with_input(BenchmarkId::new("1-thread-isolated", n), &n, |b, &n| {
+            b.iter(|| kern.multiply_batch(black_box(&ab), n, k))
+        });
     }
     g.finish();
 }

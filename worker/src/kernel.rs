@@ -46,8 +46,9 @@ impl Kernel {
     /// Compute only on the pool's threads (named `dls-kernel-N`), also with
     /// one thread, so that a CPU quota on them caps computing alone and not
     /// the daemon's networking (`scripts/testbed.sh`). Off by default: with
-    /// one thread the hand-off to the pool costs about 40% on batches of
-    /// 64×64 products (`cargo bench -p dls-worker --bench kernel`).
+    /// one thread the hand-off to the pool makes batches of 64×64 products
+    /// 35–60% slower, of 256×256 10% (`cargo bench -p dls-worker --bench
+    /// kernel`, `1-thread-isolated`).
     pub fn isolated(mut self) -> Kernel {
         self.isolated = true;
         self
