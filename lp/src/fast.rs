@@ -41,6 +41,7 @@
 
 use crate::platform::Platform;
 use crate::schedule::Ports;
+use crate::tol::{RATIO_CONVERGED, STRICT_GAIN};
 
 /// A point of the FIFO chain polytope (with `g_1 = 1`).
 #[derive(Debug, Clone)]
@@ -189,7 +190,7 @@ pub fn fifo(platform: &Platform, order: &[usize], ports: Ports, load: f64) -> (V
     for _ in 0..100 {
         let p = chain.inner(lam, one_port, &mut take);
         let ratio = p.n / (1.0 + p.r);
-        if ratio <= lam * (1.0 + 1e-15) {
+        if ratio <= lam * (1.0 + RATIO_CONVERGED) {
             break;
         }
         best = p;
@@ -201,7 +202,7 @@ pub fn fifo(platform: &Platform, order: &[usize], ports: Ports, load: f64) -> (V
         // workers in order, each taking all it can until the port is full,
         // is as good when d/c is uniform; keep it when it is.
         let filled = chain.fill(&best.alpha);
-        if filled.n / (1.0 + filled.r) >= (best.n / (1.0 + best.r)) * (1.0 - 1e-12) {
+        if filled.n / (1.0 + filled.r) >= (best.n / (1.0 + best.r)) * (1.0 - STRICT_GAIN) {
             best = filled;
         }
     }

@@ -23,8 +23,10 @@
 //! Modules: [`platform`] (validated model), [`schedule`] (scenarios and
 //! timelines), [`lp`] (the reference LP for any pair of orders), [`fast`]
 //! (exact O(p)-per-pass FIFO and closed-form LIFO), [`rounding`] (whole
-//! units), [`plan`] (the strategies).
+//! units), [`plan`] (the strategies), [`baseline`] (loads chosen
+//! elsewhere, with their predicted timeline).
 
+pub mod baseline;
 pub mod error;
 pub mod fast;
 pub mod lp;
@@ -36,7 +38,7 @@ pub mod schedule;
 pub mod tol;
 
 pub use error::{Error, Result};
-pub use plan::{plan, Plan, Request, Strategy};
+pub use plan::{plan, plan_on, Plan, Problem, Request, Strategy};
 pub use platform::{Platform, Worker};
 pub use rounding::Rounding;
 pub use schedule::{Ports, Scenario, Timeline, WorkerTimes};

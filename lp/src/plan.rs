@@ -3,8 +3,8 @@
 use crate::error::Result;
 use crate::platform::Platform;
 use crate::rounding::{self, Rounding};
-use crate::schedule::{Ports, Scenario, Timeline};
-use crate::tol::{LOAD_EPS, REL_TOL};
+use crate::schedule::{Ports, Scenario, Timeline, WorkerTimes};
+use crate::tol::{LOAD_EPS, REL_TOL, STRICT_GAIN};
 use crate::{fast, lp};
 use std::fmt;
 use std::str::FromStr;
@@ -147,6 +147,53 @@ impl Plan {
     pub fn throughput(&self) -> f64 {
         self.load as f64 / self.rational.makespan
     }
+
+    /// This plan, made for the workers `subset` of a platform of `p`,
+    /// indexed like that whole platform: the others get nothing.
+    fn spread(self, subset: &[usize], p: usize) -> Plan {
+        let map = |o: &[usize]| o.iter().map(|&i| subset[i]).collect::<Vec<_>>();
+        let widen = |t: &Timeline| {
+            let mut workers = vec![WorkerTimes::default(); p];
+            for (k, &w) in subset.iter().enumerate() {
+                workers[w] = t.workers[k];
+            }
+            Timeline {
+                workers,
+                makespan: t.makespan,
+            }
+        };
+        let (mut loads, mut alpha) = (vec![0u64; p], vec![0.0; p]);
+        for (k, &w) in subset.iter().enumerate() {
+            loads[w] = self.loads[k];
+            alpha[w] = self.alpha[k];
+        }
+        Plan {
+            scenario: Scenario {
+                send_order: map(&self.scenario.send_order),
+                return_order: map(&self.scenario.return_order),
+            },
+            alpha,
+            loads,
+            integer: widen(&self.integer),
+            rational: widen(&self.rational),
+            ..self
+        }
+    }
+}
+
+/// One planning problem: `load` units on `platform` under `ports`. Every
+/// solver takes it, so the three always travel together.
+#[derive(Debug, Clone, Copy)]
+pub struct Problem<'a> {
+    pub platform: &'a Platform,
+    pub ports: Ports,
+    pub load: u64,
+}
+
+impl<'a> Problem<'a> {
+    pub fn new(platform: &'a Platform, ports: Ports, load: u64) -> Self {
+        Problem { platform, ports, load }
+    }
 }
 
 /// Rational solution of one scenario: loads, makespan (measured on its
@@ -167,8 +214,8 @@ fn fits(platform: &Platform, alpha: &[f64]) -> bool {
         .all(|(w, &a)| a <= w.bound() * (1.0 + REL_TOL) + LOAD_EPS)
 }
 
-fn finish(platform: &Platform, scenario: Scenario, alpha: Vec<f64>, ports: Ports, bounded: bool) -> Solved {
-    let makespan = Timeline::build(platform, &scenario, &alpha, ports).makespan;
+fn finish(pb: &Problem, scenario: Scenario, alpha: Vec<f64>, bounded: bool) -> Solved {
+    let makespan = Timeline::build(pb.platform, &scenario, &alpha, pb.ports).makespan;
     Solved {
         scenario,
         alpha,
@@ -179,33 +226,33 @@ fn finish(platform: &Platform, scenario: Scenario, alpha: Vec<f64>, ports: Ports
 
 /// Optimal loads for the FIFO scenario `order`: the fast path, or the LP when
 /// the fast path's loads break a `max_load` bound.
-pub fn solve_fifo(platform: &Platform, order: Vec<usize>, ports: Ports, load: u64) -> Result<Solved> {
-    let (alpha, _) = fast::fifo(platform, &order, ports, load as f64);
+pub fn solve_fifo(pb: &Problem, order: Vec<usize>) -> Result<Solved> {
+    let (alpha, _) = fast::fifo(pb.platform, &order, pb.ports, pb.load as f64);
     let scenario = Scenario::fifo(order);
-    if fits(platform, &alpha) {
-        return Ok(finish(platform, scenario, alpha, ports, false));
+    if fits(pb.platform, &alpha) {
+        return Ok(finish(pb, scenario, alpha, false));
     }
-    let (alpha, _) = lp::solve(platform, &scenario, ports, load as f64)?;
-    Ok(finish(platform, scenario, alpha, ports, true))
+    let (alpha, _) = lp::solve(pb.platform, &scenario, pb.ports, pb.load as f64)?;
+    Ok(finish(pb, scenario, alpha, true))
 }
 
 /// Optimal loads for the LIFO scenario `order` (sorted by `c + d`): the
 /// closed form, or the LP when it breaks a `max_load` bound.
-pub fn solve_lifo(platform: &Platform, order: Vec<usize>, ports: Ports, load: u64) -> Result<Solved> {
-    let (alpha, _) = fast::lifo(platform, &order, load as f64);
+pub fn solve_lifo(pb: &Problem, order: Vec<usize>) -> Result<Solved> {
+    let (alpha, _) = fast::lifo(pb.platform, &order, pb.load as f64);
     let scenario = Scenario::lifo(order);
-    if fits(platform, &alpha) {
-        return Ok(finish(platform, scenario, alpha, ports, false));
+    if fits(pb.platform, &alpha) {
+        return Ok(finish(pb, scenario, alpha, false));
     }
-    let (alpha, _) = lp::solve(platform, &scenario, ports, load as f64)?;
-    Ok(finish(platform, scenario, alpha, ports, true))
+    let (alpha, _) = lp::solve(pb.platform, &scenario, pb.ports, pb.load as f64)?;
+    Ok(finish(pb, scenario, alpha, true))
 }
 
 /// Optimal loads for any scenario, by the LP.
-pub fn solve_scenario(platform: &Platform, scenario: Scenario, ports: Ports, load: u64) -> Result<Solved> {
-    let (alpha, _) = lp::solve(platform, &scenario, ports, load as f64)?;
-    let bounded = platform.workers().iter().any(|w| w.max_load.is_some());
-    Ok(finish(platform, scenario, alpha, ports, bounded))
+pub fn solve_scenario(pb: &Problem, scenario: Scenario) -> Result<Solved> {
+    let (alpha, _) = lp::solve(pb.platform, &scenario, pb.ports, pb.load as f64)?;
+    let bounded = pb.platform.workers().iter().any(|w| w.max_load.is_some());
+    Ok(finish(pb, scenario, alpha, bounded))
 }
 
 fn sorted_by(platform: &Platform, key: impl Fn(&crate::Worker) -> f64) -> Vec<usize> {
@@ -236,20 +283,20 @@ pub fn order_inc_cd(platform: &Platform) -> Vec<usize> {
 }
 
 fn better(a: &Solved, b: &Solved) -> bool {
-    a.makespan < b.makespan * (1.0 - 1e-12)
+    a.makespan < b.makespan * (1.0 - STRICT_GAIN)
 }
 
 /// FIFO when `d/c` differs between workers: start from the better of inc-c
 /// and dec-c, then apply improving adjacent swaps until none improves or the
 /// evaluation budget is spent. Never worse than inc-c.
-fn fifo_local_search(platform: &Platform, ports: Ports, load: u64) -> Result<Solved> {
-    let mut best = solve_fifo(platform, order_inc_c(platform), ports, load)?;
-    let dec = solve_fifo(platform, order_dec_c(platform), ports, load)?;
+fn fifo_local_search(pb: &Problem) -> Result<Solved> {
+    let mut best = solve_fifo(pb, order_inc_c(pb.platform))?;
+    let dec = solve_fifo(pb, order_dec_c(pb.platform))?;
     if better(&dec, &best) {
         best = dec;
     }
     let mut evaluations = 2;
-    let p = platform.len();
+    let p = pb.platform.len();
     let mut improved = true;
     while improved && evaluations < LOCAL_SEARCH_BUDGET {
         improved = false;
@@ -259,7 +306,7 @@ fn fifo_local_search(platform: &Platform, ports: Ports, load: u64) -> Result<Sol
             }
             let mut order = best.scenario.send_order.clone();
             order.swap(k, k + 1);
-            let cand = solve_fifo(platform, order, ports, load)?;
+            let cand = solve_fifo(pb, order)?;
             evaluations += 1;
             if better(&cand, &best) {
                 best = cand;
@@ -288,10 +335,11 @@ fn permutations(items: &[usize]) -> Vec<Vec<usize>> {
 
 /// Every pair of orders (and, with two ports, every subset of workers: there
 /// a worker without load still constrains the LP, so it must be left out).
-pub fn exhaustive(platform: &Platform, ports: Ports, load: u64) -> Result<Solved> {
+pub fn exhaustive(pb: &Problem) -> Result<Solved> {
+    let (platform, load) = (pb.platform, pb.load);
     let p = platform.len();
     let mut subsets: Vec<Vec<usize>> = Vec::new();
-    match ports {
+    match pb.ports {
         Ports::One => subsets.push((0..p).collect()),
         Ports::Two => {
             for mask in 1u32..(1 << p) {
@@ -317,7 +365,7 @@ pub fn exhaustive(platform: &Platform, ports: Ports, load: u64) -> Result<Solved
                     send_order: s1.clone(),
                     return_order: s2.clone(),
                 };
-                let cand = solve_scenario(platform, scenario, ports, load)?;
+                let cand = solve_scenario(pb, scenario)?;
                 if best.as_ref().is_none_or(|b| better(&cand, b)) {
                     best = Some(cand);
                 }
@@ -330,6 +378,7 @@ pub fn exhaustive(platform: &Platform, ports: Ports, load: u64) -> Result<Solved
 /// Plan `req.load` units on `platform`.
 pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
     platform.check_load(req.load)?;
+    let pb = Problem::new(platform, req.ports, req.load);
     let (ports, load) = (req.ports, req.load);
     let z = platform.uniform_z();
     let mut notes = Vec::new();
@@ -341,41 +390,38 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
                 } else {
                     order_dec_c(platform)
                 };
-                (solve_fifo(platform, order, ports, load)?, true)
+                (solve_fifo(&pb, order)?, true)
             }
             None => {
                 notes.push(format!(
                     "d/c differs between workers, so Theorem 1 does not apply: the FIFO order comes from a local search (adjacent swaps from inc-c/dec-c, at most {LOCAL_SEARCH_BUDGET} evaluations)"
                 ));
-                (fifo_local_search(platform, ports, load)?, false)
+                (fifo_local_search(&pb)?, false)
             }
         },
-        Strategy::IncC => (
-            solve_fifo(platform, order_inc_c(platform), ports, load)?,
-            z.is_some_and(|z| z <= 1.0),
-        ),
-        Strategy::IncW => (solve_fifo(platform, order_inc_w(platform), ports, load)?, false),
-        Strategy::Lifo => (solve_lifo(platform, order_inc_cd(platform), ports, load)?, true),
+        Strategy::IncC => (solve_fifo(&pb, order_inc_c(platform))?, z.is_some_and(|z| z <= 1.0)),
+        Strategy::IncW => (solve_fifo(&pb, order_inc_w(platform))?, false),
+        Strategy::Lifo => (solve_lifo(&pb, order_inc_cd(platform))?, true),
         Strategy::Best => {
             // Candidates: the best FIFO, the best LIFO and, for small
             // platforms, the best of every pair of orders. The one that runs
             // fastest in whole units wins (rounding can reorder close ones).
             let mut cands = vec![
-                ("fifo", best_fifo(platform, ports, load, z)?),
-                ("lifo", solve_lifo(platform, order_inc_cd(platform), ports, load)?),
+                ("fifo", best_fifo(&pb, z)?),
+                ("lifo", solve_lifo(&pb, order_inc_cd(platform))?),
             ];
             let mut optimum = None;
             if platform.len() <= EXHAUSTIVE_MAX_WORKERS {
-                let ex = exhaustive(platform, ports, load)?;
+                let ex = exhaustive(&pb)?;
                 optimum = Some(ex.makespan);
                 cands.push(("every pair of orders", ex));
             }
             let mut best: Option<(&str, Solved, f64)> = None;
             for (name, c) in cands {
-                let m = integer_makespan(platform, &c, ports, load, req.rounding);
+                let m = integer_makespan(&pb, &c, req.rounding);
                 let wins = match &best {
                     None => true,
-                    Some((_, b, bm)) => m < bm * (1.0 - 1e-12) || (m <= *bm && better(&c, b)),
+                    Some((_, b, bm)) => m < bm * (1.0 - STRICT_GAIN) || (m <= *bm && better(&c, b)),
                 };
                 if wins {
                     best = Some((name, c, m));
@@ -394,7 +440,7 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
         optimal = false;
         notes.push("max_load bounds bind: loads come from the LP for this order; the order itself is not proven optimal under bounds".into());
     }
-    let loads = round(platform, &solved, ports, load, req.rounding);
+    let loads = round(&pb, &solved, req.rounding);
     let as_f64: Vec<f64> = loads.iter().map(|&l| l as f64).collect();
     let integer = Timeline::build(platform, &solved.scenario, &as_f64, ports);
     let rational = Timeline::build(platform, &solved.scenario, &solved.alpha, ports);
@@ -418,37 +464,35 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
     })
 }
 
-fn best_fifo(platform: &Platform, ports: Ports, load: u64, z: Option<f64>) -> Result<Solved> {
+/// Plan `req.load` units over the workers `subset` of `platform` only (the
+/// survivors of a run, say). The plan is indexed like the whole platform:
+/// the other workers get no load and an empty timeline, and the orders name
+/// whole-platform indices.
+pub fn plan_on(platform: &Platform, subset: &[usize], req: &Request) -> Result<Plan> {
+    let sub = platform.subset(subset)?;
+    Ok(plan(&sub, req)?.spread(subset, platform.len()))
+}
+
+fn best_fifo(pb: &Problem, z: Option<f64>) -> Result<Solved> {
     match z {
-        Some(z) => solve_fifo(
-            platform,
-            if z <= 1.0 {
-                order_inc_c(platform)
-            } else {
-                order_dec_c(platform)
-            },
-            ports,
-            load,
-        ),
-        None => fifo_local_search(platform, ports, load),
+        Some(z) if z <= 1.0 => solve_fifo(pb, order_inc_c(pb.platform)),
+        Some(_) => solve_fifo(pb, order_dec_c(pb.platform)),
+        None => fifo_local_search(pb),
     }
 }
 
 /// Whole units for a solved scenario.
-fn round(platform: &Platform, solved: &Solved, ports: Ports, load: u64, how: Rounding) -> Vec<u64> {
-    let mut loads = rounding::paper(platform, &solved.scenario.send_order, &solved.alpha, load);
+fn round(pb: &Problem, solved: &Solved, how: Rounding) -> Vec<u64> {
+    let mut loads = rounding::paper(pb.platform, &solved.scenario.send_order, &solved.alpha, pb.load);
     if how == Rounding::Refined {
-        rounding::refine(platform, &solved.scenario, ports, &solved.alpha, &mut loads);
+        rounding::refine(pb.platform, &solved.scenario, pb.ports, &solved.alpha, &mut loads);
     }
     loads
 }
 
-fn integer_makespan(platform: &Platform, solved: &Solved, ports: Ports, load: u64, how: Rounding) -> f64 {
-    let loads: Vec<f64> = round(platform, solved, ports, load, how)
-        .iter()
-        .map(|&l| l as f64)
-        .collect();
-    Timeline::build(platform, &solved.scenario, &loads, ports).makespan
+fn integer_makespan(pb: &Problem, solved: &Solved, how: Rounding) -> f64 {
+    let loads: Vec<f64> = round(pb, solved, how).iter().map(|&l| l as f64).collect();
+    Timeline::build(pb.platform, &solved.scenario, &loads, pb.ports).makespan
 }
 
 /// The equivalent homogeneous platform (Lastovetsky and Reddy, *On
@@ -488,53 +532,4 @@ pub fn efficiency(platform: &Platform, plan: &Plan) -> Result<(f64, f64)> {
     };
     let h = self::plan(&hom, &req)?;
     Ok((h.makespan_rational() / plan.makespan_rational(), h.makespan_rational()))
-}
-
-/// A plan with loads chosen elsewhere (a baseline such as an equal split),
-/// under the FIFO scenario `order`: its timeline is what the model predicts
-/// for those loads. `optimal` is false.
-pub fn with_loads(platform: &Platform, order: Vec<usize>, loads: Vec<u64>, ports: Ports) -> Result<Plan> {
-    let scenario = Scenario::fifo(order);
-    scenario.validate(platform)?;
-    if loads.len() != platform.len() {
-        return Err(crate::Error::BadScenario(format!(
-            "{} loads for {} workers",
-            loads.len(),
-            platform.len()
-        )));
-    }
-    let load: u64 = loads.iter().sum();
-    platform.check_load(load)?;
-    let alpha: Vec<f64> = loads.iter().map(|&l| l as f64).collect();
-    let integer = Timeline::build(platform, &scenario, &alpha, ports);
-    Ok(Plan {
-        strategy: Strategy::Fifo,
-        ports,
-        load,
-        optimal: false,
-        scenario,
-        rational: integer.clone(),
-        integer,
-        alpha,
-        loads,
-        notes: vec!["loads given, not planned".into()],
-    })
-}
-
-/// Split `load` units in proportion to `weights` (largest remainders).
-pub fn proportional(load: u64, weights: &[f64]) -> Vec<u64> {
-    let total: f64 = weights.iter().sum();
-    let exact: Vec<f64> = weights.iter().map(|w| load as f64 * w / total).collect();
-    let mut loads: Vec<u64> = exact.iter().map(|x| x.floor() as u64).collect();
-    let mut rest = load - loads.iter().sum::<u64>();
-    let mut by_remainder: Vec<usize> = (0..weights.len()).collect();
-    by_remainder.sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())));
-    for i in by_remainder {
-        if rest == 0 {
-            break;
-        }
-        loads[i] += 1;
-        rest -= 1;
-    }
-    loads
 }

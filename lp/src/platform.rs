@@ -93,6 +93,18 @@ impl Platform {
         Ok(Platform { workers })
     }
 
+    /// The platform of the workers at `indices` only, in that order.
+    pub fn subset(&self, indices: &[usize]) -> Result<Platform> {
+        let mut out = Vec::with_capacity(indices.len());
+        for &i in indices {
+            let w = self.workers.get(i).ok_or_else(|| {
+                Error::BadScenario(format!("worker index {i} out of range (p = {})", self.workers.len()))
+            })?;
+            out.push(w.clone());
+        }
+        Platform::new(out)
+    }
+
     pub fn workers(&self) -> &[Worker] {
         &self.workers
     }

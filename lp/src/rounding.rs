@@ -2,7 +2,7 @@
 
 use crate::platform::Platform;
 use crate::schedule::{Ports, Scenario, Timeline};
-use crate::tol::{LOAD_EPS, SNAP_EPS};
+use crate::tol::{LOAD_EPS, SNAP_EPS, STRICT_GAIN};
 
 /// How rational loads become whole units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,7 +123,7 @@ pub fn refine(platform: &Platform, scenario: &Scenario, ports: Ports, alpha: &[f
                 loads[i] += 1;
                 loads[j] -= 1;
                 let bar = best.map_or(current, |b| b.2);
-                if m < bar * (1.0 - 1e-12) {
+                if m < bar * (1.0 - STRICT_GAIN) {
                     best = Some((i, j, m));
                 }
             }

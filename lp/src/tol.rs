@@ -18,7 +18,19 @@ pub const Z_REL_EPS: f64 = 1e-9;
 /// rounding (so that 200.9999999999 is not floored to 200).
 pub const SNAP_EPS: f64 = 1e-6;
 
+/// A candidate schedule replaces the incumbent only when it is shorter by
+/// more than this fraction, so float noise never flips a choice (strategy
+/// picks, local search, rounding moves).
+pub const STRICT_GAIN: f64 = 1e-12;
+
+/// Dinkelbach's iteration on the FIFO ratio stops once the ratio grows by
+/// less than this fraction: a few ulps, i.e. converged.
+pub const RATIO_CONVERGED: f64 = 1e-15;
+
+/// Below this magnitude a value counts as zero in relative comparisons.
+pub const ABS_FLOOR: f64 = 1e-12;
+
 /// Relative equality, with an absolute floor for values near zero.
 pub fn close(a: f64, b: f64, rel: f64) -> bool {
-    (a - b).abs() <= rel * a.abs().max(b.abs()).max(1e-12)
+    (a - b).abs() <= rel * a.abs().max(b.abs()).max(ABS_FLOOR)
 }

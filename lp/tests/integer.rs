@@ -243,7 +243,7 @@ fn scenarios_are_validated() {
 
 #[test]
 fn given_loads_and_proportional_splits() {
-    use dls_lp::plan::{proportional, with_loads};
+    use dls_lp::baseline::{proportional, with_loads};
     assert_eq!(proportional(10, &[1.0, 1.0, 1.0]), vec![4, 3, 3]);
     assert_eq!(proportional(100, &[1.0, 3.0]), vec![25, 75]);
     assert_eq!(proportional(7, &[0.5, 0.25, 0.25]).iter().sum::<u64>(), 7);
@@ -254,4 +254,40 @@ fn given_loads_and_proportional_splits() {
     assert_eq!(pl.load, 5);
     assert!(with_loads(&p, vec![0, 1], vec![2], Ports::One).is_err());
     assert!(with_loads(&p, vec![0, 0], vec![2, 3], Ports::One).is_err());
+}
+
+#[test]
+fn a_plan_over_a_subset_is_indexed_like_the_whole_platform() {
+    let p = Platform::new(vec![
+        Worker::new("a", 0.010, 0.20, 0.005),
+        Worker::new("b", 0.020, 0.10, 0.010),
+        Worker::new("c", 0.015, 0.40, 0.0075),
+        Worker::new("d", 0.030, 0.05, 0.015),
+    ])
+    .expect("valid");
+    for (subset, strategy) in [
+        (vec![1, 3], dls_lp::Strategy::Fifo),
+        (vec![0, 2, 3], dls_lp::Strategy::Lifo),
+        (vec![2], dls_lp::Strategy::Best),
+    ] {
+        let req = dls_lp::Request::new(50, strategy);
+        let pl = dls_lp::plan_on(&p, &subset, &req).expect("plans");
+        assert_eq!(pl.loads.len(), 4);
+        assert_eq!(pl.loads.iter().sum::<u64>(), 50);
+        for w in 0..4 {
+            if !subset.contains(&w) {
+                assert_eq!(pl.loads[w], 0, "worker {w} is outside {subset:?}");
+                assert!(!pl.scenario.send_order.contains(&w));
+            }
+        }
+        // The timeline rebuilt on the whole platform from the spread loads
+        // and orders is the plan's own.
+        let loads: Vec<f64> = pl.loads.iter().map(|&l| l as f64).collect();
+        let t = dls_lp::Timeline::build(&p, &pl.scenario, &loads, Ports::One);
+        assert!((t.makespan - pl.makespan()).abs() <= 1e-9 * pl.makespan(), "{subset:?}");
+        for &w in &subset {
+            assert!((t.workers[w].return_end - pl.integer.workers[w].return_end).abs() <= 1e-9);
+        }
+    }
+    assert!(dls_lp::plan_on(&p, &[0, 9], &dls_lp::Request::new(5, dls_lp::Strategy::Fifo)).is_err());
 }

@@ -203,7 +203,8 @@ fn best_is_no_worse_than_any_pair_of_orders() {
                 }
             }
             // The exhaustive search finds the LP optimum over every pair.
-            let ex = dls_lp::plan::exhaustive(&platform, Ports::One, M as u64).expect("searches");
+            let ex =
+                dls_lp::plan::exhaustive(&dls_lp::Problem::new(&platform, Ports::One, M as u64)).expect("searches");
             assert_close(
                 ex.makespan,
                 oracle,
