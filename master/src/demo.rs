@@ -4,10 +4,10 @@
 //! same batch under several strategies, and compares what each plan
 //! predicted with what happened.
 
-use crate::calibrate::{self, CalibrateOptions};
-use crate::link::{self, Timeouts};
-use crate::run::Batch;
-use crate::session::{self, RunConfig};
+use crate::runtime::calibrate::{self, CalibrateOptions};
+use crate::runtime::link::{self, Timeouts};
+use crate::runtime::run::Batch;
+use crate::runtime::session::{self, RunConfig};
 use anyhow::{bail, Context, Result};
 use dls_lp::Strategy;
 use serde::Deserialize;
@@ -80,16 +80,16 @@ pub struct DemoRow {
 /// Run the demo; write `demo-trace.json` and `demo-gantt.svg` (of the first
 /// strategy) into `out_dir`. Returns the comparison rows and the printed text.
 pub async fn run(cfg: &DemoConfig, out_dir: &Path, mut say: impl FnMut(&str)) -> Result<Vec<DemoRow>> {
-    let specs: Vec<crate::local::Emulated> = cfg
+    let specs: Vec<crate::runtime::local::Emulated> = cfg
         .worker
         .iter()
-        .map(|w| crate::local::Emulated {
+        .map(|w| crate::runtime::local::Emulated {
             name: w.name.clone(),
             link_rate: Some(w.link_rate),
             slowdown: w.slowdown,
         })
         .collect();
-    let local = crate::local::start(&specs).await?;
+    let local = crate::runtime::local::start(&specs).await?;
     for (w, spec) in cfg.worker.iter().zip(&local.cluster.worker) {
         say(&format!(
             "started worker {} on {} (link {} MB/s, slowdown {}×)",
@@ -152,7 +152,7 @@ pub async fn run(cfg: &DemoConfig, out_dir: &Path, mut say: impl FnMut(&str)) ->
                     "dls demo: {} products of {}×{}, {strategy}",
                     cfg.batch, cfg.size, cfg.size
                 );
-                std::fs::write(&gantt, crate::gantt::svg(&done.trace, &title))
+                std::fs::write(&gantt, crate::output::gantt::svg(&done.trace, &title))
                     .with_context(|| format!("writing {}", gantt.display()))?;
             }
             rows.push(DemoRow {

@@ -1,7 +1,7 @@
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
-    match dls_master::cli::run(dls_master::cli::Cli::parse()) {
+    match dls_master::cli::run(dls_master::cli::args::Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

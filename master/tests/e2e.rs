@@ -4,10 +4,10 @@
 
 mod common;
 use dls_lp::Strategy;
-use dls_master::calibrate::{self, CalibrateOptions};
-use dls_master::link;
-use dls_master::run::Batch;
-use dls_master::session::{self, RunConfig};
+use dls_master::runtime::calibrate::{self, CalibrateOptions};
+use dls_master::runtime::link;
+use dls_master::runtime::run::Batch;
+use dls_master::runtime::session::{self, RunConfig};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -131,7 +131,7 @@ async fn more_workers_than_products() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn learning_from_runs_shrinks_the_prediction_error() {
-    use dls_master::learn::Model;
+    use dls_master::config::learn::Model;
     let w = common::start(&[(Some(40.0), 50.0), (Some(20.0), 20.0), (Some(80.0), 100.0)], None);
     let mut links = common::connect(&w).await;
     // A poor guess: every worker alike, and ten times too fast.
@@ -174,7 +174,7 @@ async fn two_ports_overlap_sends_and_returns_but_never_two_of_a_kind() {
     let cfg = RunConfig {
         ports: dls_lp::Ports::Two,
         verify: 2,
-        options: dls_master::run::RunOptions {
+        options: dls_master::runtime::run::RunOptions {
             max_chunk_bytes: 8 * 16 * 32 * 32,
             ..Default::default()
         },

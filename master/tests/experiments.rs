@@ -1,6 +1,6 @@
 //! Small, fast versions of the report's experiments, so they cannot rot.
 
-use dls_master::experiment::{self, Emulation, Family, Options};
+use dls_master::experiments::{self, Emulation, Family, Options};
 
 fn opts(size: usize, batch: usize) -> Options {
     Options {
@@ -15,7 +15,7 @@ fn opts(size: usize, batch: usize) -> Options {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn participation_leaves_the_slow_link_out_only_when_x_is_1() {
-    let rows = experiment::participation(&opts(64, 80), |_| {}).await.expect("runs");
+    let rows = experiments::participation(&opts(64, 80), |_| {}).await.expect("runs");
     assert_eq!(rows.len(), 8);
     for r in &rows {
         assert!(r.enrolled.len() <= r.allowed);
@@ -43,8 +43,10 @@ async fn participation_leaves_the_slow_link_out_only_when_x_is_1() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heuristics_cover_every_family_and_strategy() {
-    let rows = experiment::heuristics_local(&opts(16, 30), |_| {}).await.expect("runs");
-    assert_eq!(rows.len(), 3 * experiment::HEURISTICS.len());
+    let rows = experiments::heuristics_local(&opts(16, 30), |_| {})
+        .await
+        .expect("runs");
+    assert_eq!(rows.len(), 3 * experiments::HEURISTICS.len());
     for f in [
         Family::HomogeneousBus,
         Family::HeterogeneousBus,
@@ -60,14 +62,14 @@ async fn heuristics_cover_every_family_and_strategy() {
         );
         assert!(rows.iter().filter(|r| r.family == f).all(|r| r.measured > 0.0));
     }
-    let summary = experiment::summarise(&rows);
+    let summary = experiments::summarise(&rows);
     assert_eq!(summary.len(), rows.len());
-    assert!(experiment::heuristics_table(&summary).contains("heterogeneous-star"));
+    assert!(experiments::heuristics_table(&summary).contains("heterogeneous-star"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn baselines_run_through_the_same_runtime() {
-    let rows = experiment::baselines_local(&opts(16, 40), |_| {}).await.expect("runs");
+    let rows = experiments::baselines_local(&opts(16, 40), |_| {}).await.expect("runs");
     assert_eq!(rows.len(), 4);
     assert_eq!(rows[0].method, "plan");
     assert_eq!(rows[0].vs_plan, 1.0);

@@ -2,7 +2,7 @@
 //! 127.0.0.1.
 
 mod common;
-use dls_master::npy;
+use dls_master::output::npy;
 use std::path::PathBuf;
 use std::process::Command;
 

@@ -6,11 +6,11 @@
 //! measurements that it did.
 
 use dls_lp::{Platform, Worker};
-use dls_master::cluster::Cluster;
-use dls_master::link::{self, Timeouts};
-use dls_master::report::RunReport;
-use dls_master::run::{Batch, RunOptions};
-use dls_master::session::{self, RunConfig};
+use dls_master::config::cluster::Cluster;
+use dls_master::output::report::RunReport;
+use dls_master::runtime::link::{self, Timeouts};
+use dls_master::runtime::run::{Batch, RunOptions};
+use dls_master::runtime::session::{self, RunConfig};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;

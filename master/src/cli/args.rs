@@ -1,10 +1,8 @@
-//! The `dls` command line.
+//! The `dls` command line: clap types and the helpers every command shares.
 
-use crate::plan_report::{self, PlanJson};
-use crate::platform_file::PlatformFile;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use dls_lp::{Ports, Request, Rounding, Strategy};
+use dls_lp::Strategy;
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -178,7 +176,7 @@ pub struct ExperimentArgs {
     pub replot: bool,
     /// On a cluster: the family its platform was drawn from (heuristics label).
     #[arg(long, value_enum)]
-    pub family: Option<crate::experiment::Family>,
+    pub family: Option<crate::experiments::Family>,
     /// On a cluster: the speeds it was built from, COMM:COMP per worker, comma-separated (label).
     #[arg(long)]
     pub speeds: Option<String>,
@@ -250,58 +248,10 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Runtime::new().context("starting the async runtime")
 }
 
-pub(crate) fn cluster_of(w: &Workers) -> Result<crate::cluster::Cluster> {
+pub(crate) fn cluster_of(w: &Workers) -> Result<crate::config::cluster::Cluster> {
     match (&w.cluster, &w.workers) {
-        (Some(path), _) => crate::cluster::Cluster::load(path),
-        (None, Some(list)) => crate::cluster::Cluster::from_list(list),
+        (Some(path), _) => crate::config::cluster::Cluster::load(path),
+        (None, Some(list)) => crate::config::cluster::Cluster::from_list(list),
         (None, None) => anyhow::bail!("give the workers with --cluster FILE or --workers host:port,..."),
-    }
-}
-
-pub fn run(cli: Cli) -> Result<()> {
-    match cli.command {
-        Command::Calibrate {
-            workers,
-            size,
-            output,
-            json,
-        } => crate::commands::calibrate(&workers, size, &output, json),
-        Command::Run(args) => crate::commands::run(&args),
-        Command::Partition {
-            speeds,
-            elements,
-            cost,
-            json,
-        } => crate::partition_cmd::run(&speeds, elements, cost.as_deref(), json),
-        Command::Experiment(args) => crate::experiment_cmd::run(&args),
-        Command::Gantt { trace, output } => crate::commands::gantt(&trace, &output),
-        Command::Demo { config, out_dir, json } => crate::commands::demo(config.as_deref(), &out_dir, json),
-        Command::Plan {
-            platform,
-            load,
-            strategy,
-            ports,
-            rounding,
-            json,
-        } => {
-            let plat = PlatformFile::load(&platform)?;
-            let req = Request {
-                load,
-                strategy: strategy.into(),
-                ports: if ports == 1 { Ports::One } else { Ports::Two },
-                rounding: match rounding {
-                    RoundingArg::Paper => Rounding::Paper,
-                    RoundingArg::Refined => Rounding::Refined,
-                },
-            };
-            let plan = dls_lp::plan(&plat, &req)
-                .with_context(|| format!("planning {load} units on {}", platform.display()))?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&PlanJson::new(&plat, &plan))?);
-            } else {
-                print!("{}", plan_report::table(&plat, &plan));
-            }
-            Ok(())
-        }
     }
 }

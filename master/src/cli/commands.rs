@@ -1,12 +1,12 @@
 //! What each `dls` subcommand does beyond parsing its flags.
 
-use crate::calibrate::{self, CalibrateOptions};
-use crate::cli::{cluster_of, runtime, RoundingArg, RunArgs, Workers};
-use crate::link::{self, Timeouts};
-use crate::platform_file::PlatformFile;
-use crate::run::{Batch, RunOptions};
-use crate::session::{self, RunConfig};
-use crate::trace::Trace;
+use crate::cli::args::{cluster_of, runtime, RoundingArg, RunArgs, Workers};
+use crate::config::platform_file::PlatformFile;
+use crate::output::trace::Trace;
+use crate::runtime::calibrate::{self, CalibrateOptions};
+use crate::runtime::link::{self, Timeouts};
+use crate::runtime::run::{Batch, RunOptions};
+use crate::runtime::session::{self, RunConfig};
 use anyhow::{bail, Context, Result};
 use dls_lp::{Ports, Rounding};
 use std::io::IsTerminal;
@@ -116,7 +116,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         _ => None,
     };
     let mut model = match &model_path {
-        Some(p) => match crate::learn::Model::load(p)? {
+        Some(p) => match crate::config::learn::Model::load(p)? {
             Some(m) if m.size != batch.n => {
                 bail!(
                     "{} holds costs for matrices of size {}, not {}",
@@ -126,7 +126,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
                 )
             }
             Some(m) => Some(m),
-            None => Some(crate::learn::Model::new(batch.n)),
+            None => Some(crate::config::learn::Model::new(batch.n)),
         },
         None => None,
     };
@@ -188,12 +188,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
             );
         }
         if let Some(path) = &args.output {
-            let mats = crate::npy::Matrices {
+            let mats = crate::output::npy::Matrices {
                 m: batch.m,
                 n: batch.n,
                 data: done.outcome.c,
             };
-            crate::npy::write(path, &mats)?;
+            crate::output::npy::write(path, &mats)?;
             eprintln!("wrote C to {}", path.display());
         }
         if let Some(path) = &args.trace {
@@ -205,7 +205,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
                 "{} products of {}×{}, {}",
                 batch.m, batch.n, batch.n, done.plan.strategy
             );
-            std::fs::write(path, crate::gantt::svg(&done.trace, &title))
+            std::fs::write(path, crate::output::gantt::svg(&done.trace, &title))
                 .with_context(|| format!("writing {}", path.display()))?;
             eprintln!("wrote Gantt chart to {}", path.display());
         }
@@ -223,7 +223,8 @@ pub fn gantt(trace: &Path, output: &Path) -> Result<()> {
     let title = trace
         .file_name()
         .map_or_else(|| "trace".to_string(), |f| f.to_string_lossy().into_owned());
-    std::fs::write(output, crate::gantt::svg(&t, &title)).with_context(|| format!("writing {}", output.display()))?;
+    std::fs::write(output, crate::output::gantt::svg(&t, &title))
+        .with_context(|| format!("writing {}", output.display()))?;
     eprintln!("wrote {}", output.display());
     Ok(())
 }

@@ -1,15 +1,15 @@
-//! `dls experiment KIND`: runs one of [`crate::experiment`]'s experiments
+//! `dls experiment KIND`: runs one of [`crate::experiments`]'s experiments
 //! on emulated local workers or on a cluster, then writes KIND.json,
 //! KIND.csv and KIND.svg and prints a table. With `--append` the rows join
 //! those already in KIND.json (a test bed is built anew for every platform,
 //! so a family of random platforms is many invocations).
 
-use crate::calibrate::CalibrateOptions;
-use crate::cli::{runtime, ExperimentArgs, ExperimentKind};
-use crate::cluster::Cluster;
-use crate::experiment::{self as x, BaselineRow, Family, HeuristicsRow, LinearityRow, ParticipationRow};
-use crate::link::{self, Timeouts};
-use crate::run::Batch;
+use crate::cli::args::{runtime, ExperimentArgs, ExperimentKind};
+use crate::config::cluster::Cluster;
+use crate::experiments::{self as x, BaselineRow, Family, HeuristicsRow, LinearityRow, ParticipationRow};
+use crate::runtime::calibrate::CalibrateOptions;
+use crate::runtime::link::{self, Timeouts};
+use crate::runtime::run::Batch;
 use anyhow::{bail, Context, Result};
 use serde::{de::DeserializeOwned, Serialize};
 use std::path::Path;
@@ -200,7 +200,7 @@ async fn linearity_local(opts: &x::Options) -> Result<Vec<LinearityRow>> {
             opts.emulation.worker(format!("w{i}"), c, w)
         })
         .collect();
-    let workers = crate::local::start(&specs).await?;
+    let workers = crate::runtime::local::start(&specs).await?;
     let r = async {
         let mut links = link::connect_all(&workers.cluster, None, Timeouts::default()).await?;
         let r = x::linearity(&mut links, opts.size).await;

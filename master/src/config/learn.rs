@@ -9,7 +9,7 @@
 //! the least-squares slope through the origin of that table. The model is
 //! stored as JSON, next to the cluster file by default.
 
-use crate::report::RunReport;
+use crate::output::report::RunReport;
 use anyhow::{bail, Context, Result};
 use dls_lp::partition::monotone;
 use dls_lp::{Platform, Worker};

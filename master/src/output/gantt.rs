@@ -3,20 +3,14 @@
 //! one time axis. Sends are white, computing dark grey, returns pale grey,
 //! idle time hatched.
 
-use crate::trace::{Trace, MEASURED_PID, PREDICTED_PID};
+use crate::output::svg::escape;
+use crate::output::trace::{Trace, MEASURED_PID, PREDICTED_PID};
 use std::fmt::Write as _;
 
 const ROW: f64 = 22.0;
 const LABEL: f64 = 130.0;
 const WIDTH: f64 = 1000.0;
 const GAP: f64 = 36.0;
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 fn style(cat: &str) -> &'static str {
     match cat {
@@ -176,7 +170,7 @@ fn format_tick(t: f64, step: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::Span;
+    use crate::output::trace::Span;
 
     #[test]
     fn draws_every_span_once() {

@@ -33,7 +33,7 @@ pub struct WorkerJson {
     pub load: u64,
     /// The predicted timeline of the whole-unit loads.
     #[serde(flatten)]
-    pub times: crate::report::Times,
+    pub times: crate::output::report::Times,
 }
 
 impl PlanJson {
@@ -64,7 +64,7 @@ impl PlanJson {
                     name: w.name.clone(),
                     alpha: plan.alpha[i],
                     load: plan.loads[i],
-                    times: crate::report::Times::from(&plan.integer.workers[i]),
+                    times: crate::output::report::Times::from(&plan.integer.workers[i]),
                 })
                 .collect(),
             notes: plan.notes.clone(),

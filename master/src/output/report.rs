@@ -1,6 +1,6 @@
 //! The summary of a run: predicted against measured, worker by worker.
 
-use crate::run::{Measured, Outcome};
+use crate::runtime::run::{Measured, Outcome};
 use dls_lp::{Plan, Platform, WorkerTimes};
 use serde::Serialize;
 use std::fmt::Write as _;

@@ -4,7 +4,7 @@
 //! what the plan predicted (`"args": {"predicted": true}`); in each, thread
 //! 0 is the master's port and thread i+1 is worker i.
 
-use crate::run::Measured;
+use crate::runtime::run::Measured;
 use anyhow::{Context, Result};
 use dls_lp::{Plan, WorkerTimes};
 use serde::{Deserialize, Serialize};

@@ -8,7 +8,7 @@
 //! master's port serves one transfer at a time; each worker's transfers
 //! are probed before its computing (as in a run, it receives while idle).
 
-use crate::link::Link;
+use crate::runtime::link::Link;
 use anyhow::{anyhow, bail, Context, Result};
 use dls_lp::{Platform, Worker};
 use dls_protocol::{FromWorker, ToWorker};
@@ -294,7 +294,7 @@ impl Calibration {
             ));
         }
         out.push('\n');
-        let file = crate::platform_file::PlatformFile::from_platform(&self.platform()?);
+        let file = crate::config::platform_file::PlatformFile::from_platform(&self.platform()?);
         out.push_str(&toml::to_string(&file)?);
         Ok(out)
     }

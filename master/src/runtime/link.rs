@@ -1,6 +1,6 @@
 //! Connections from the master to its workers.
 
-use crate::cluster::Cluster;
+use crate::config::cluster::Cluster;
 use anyhow::{anyhow, Context, Result};
 use dls_protocol::{handshake, Capabilities, Connection, FromWorker, ToWorker, Token};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Worker daemons started inside this process on loopback, made unequal by
 //! emulation (`dls demo`, `dls experiment --local`).
 
-use crate::cluster::{Cluster, WorkerSpec};
+use crate::config::cluster::{Cluster, WorkerSpec};
 use anyhow::{Context, Result};
 
 /// One emulated worker: its name, link rate (MB/s each way, `None` for the

@@ -6,8 +6,8 @@
 //! loop owns the [`Executor`], so the single-port discipline lives in one
 //! place and is checked by its own tests.
 
-use crate::executor::{self, Command, Event, Executor, Schedule, SelfScheduler};
-use crate::link::Link;
+use crate::runtime::executor::{self, Command, Event, Executor, Schedule, SelfScheduler};
+use crate::runtime::link::Link;
 use anyhow::{anyhow, bail, Context, Result};
 use dls_lp::{Plan, Platform, Ports, Request, WorkerTimes};
 use dls_protocol::{ChunkId, FromWorker, JobId, ToWorker};
@@ -43,8 +43,8 @@ impl Batch {
 
     /// A and B from `.npy` files of shape (M, n, n), float64.
     pub fn from_npy(a: &std::path::Path, b: &std::path::Path, n: Option<usize>) -> Result<Batch> {
-        let ma = crate::npy::read(a, n)?;
-        let mb = crate::npy::read(b, Some(ma.n))?;
+        let ma = crate::output::npy::read(a, n)?;
+        let mb = crate::output::npy::read(b, Some(ma.n))?;
         if ma.m != mb.m {
             bail!(
                 "{} holds {} matrices but {} holds {}: A and B must pair up",

@@ -3,7 +3,8 @@
 //!
 //! ```no_run
 //! # async fn doc() -> anyhow::Result<()> {
-//! use dls_master::{calibrate, cluster::Cluster, link, run::Batch, session};
+//! use dls_master::config::cluster::Cluster;
+//! use dls_master::runtime::{calibrate, link, run::Batch, session};
 //! let cluster = Cluster::from_list("127.0.0.1:7070,127.0.0.1:7071")?;
 //! let mut links = link::connect_all(&cluster, None, link::Timeouts::default()).await?;
 //! let cal = calibrate::calibrate(&mut links, &calibrate::CalibrateOptions::new(128)).await?;
@@ -15,10 +16,10 @@
 //! # drop(links); Ok(()) }
 //! ```
 
-use crate::link::Link;
-use crate::report::RunReport;
-use crate::run::{self, Batch, Outcome, RunOptions};
-use crate::trace::Trace;
+use crate::output::report::RunReport;
+use crate::output::trace::Trace;
+use crate::runtime::link::Link;
+use crate::runtime::run::{self, Batch, Outcome, RunOptions};
 use anyhow::{anyhow, bail, Result};
 use dls_lp::{Plan, Platform, Ports, Request, Rounding, Strategy, Worker};
 use dls_protocol::JobId;

@@ -1,0 +1,62 @@
+//! The `dls` command line: [`args`] holds the clap types, the other modules
+//! what each subcommand does; [`run`] dispatches. Nothing outside this
+//! folder imports from it.
+
+pub mod args;
+pub mod commands;
+pub mod experiment_cmd;
+pub mod partition_cmd;
+
+use crate::config::platform_file::PlatformFile;
+use crate::output::plan_report::{self, PlanJson};
+use anyhow::{Context, Result};
+use args::{Cli, Command, RoundingArg};
+use dls_lp::{Ports, Request, Rounding};
+
+pub fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Calibrate {
+            workers,
+            size,
+            output,
+            json,
+        } => commands::calibrate(&workers, size, &output, json),
+        Command::Run(args) => commands::run(&args),
+        Command::Partition {
+            speeds,
+            elements,
+            cost,
+            json,
+        } => partition_cmd::run(&speeds, elements, cost.as_deref(), json),
+        Command::Experiment(args) => experiment_cmd::run(&args),
+        Command::Gantt { trace, output } => commands::gantt(&trace, &output),
+        Command::Demo { config, out_dir, json } => commands::demo(config.as_deref(), &out_dir, json),
+        Command::Plan {
+            platform,
+            load,
+            strategy,
+            ports,
+            rounding,
+            json,
+        } => {
+            let plat = PlatformFile::load(&platform)?;
+            let req = Request {
+                load,
+                strategy: strategy.into(),
+                ports: if ports == 1 { Ports::One } else { Ports::Two },
+                rounding: match rounding {
+                    RoundingArg::Paper => Rounding::Paper,
+                    RoundingArg::Refined => Rounding::Refined,
+                },
+            };
+            let plan = dls_lp::plan(&plat, &req)
+                .with_context(|| format!("planning {load} units on {}", platform.display()))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&PlanJson::new(&plat, &plan))?);
+            } else {
+                print!("{}", plan_report::table(&plat, &plan));
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! What users would do instead of planning, on the same workers and batch.
+
+use super::{nan_if_null, start_calibrated, stats, Family, Options};
+use crate::runtime::link::{self, Link};
+use crate::runtime::run::Batch;
+use crate::runtime::session::{self, RunConfig};
+use anyhow::Result;
+use dls_lp::{Platform, Strategy};
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BaselineRow {
+    pub platform: usize,
+    pub speeds: Vec<(f64, f64)>,
+    /// `plan` (the fifo plan), `equal`, `proportional`, `self-scheduling`.
+    pub method: String,
+    #[serde(deserialize_with = "nan_if_null")]
+    pub predicted: f64,
+    pub measured: f64,
+    /// measured / the plan's measured makespan on the same platform.
+    #[serde(deserialize_with = "nan_if_null")]
+    pub vs_plan: f64,
+}
+
+/// What users would do instead, on the same workers and batch: an equal
+/// split, a split proportional to compute speed ignoring communication,
+/// demand-driven self-scheduling (chunks of about M / 4p products handed
+/// out as workers finish), and the plan (fifo). All go through the same
+/// one-port runtime.
+pub async fn baselines_on(
+    links: Vec<Link>,
+    platform: &Platform,
+    batch: &Batch,
+    k: usize,
+    speeds: &[(f64, f64)],
+) -> (Vec<Link>, Result<Vec<BaselineRow>>) {
+    let mut links = links;
+    let platform = match session::align(platform, &links, batch.n) {
+        Ok(p) => p,
+        Err(e) => return (links, Err(e)),
+    };
+    let m = batch.m as u64;
+    let p = platform.len();
+    let order = dls_lp::plan::order_inc_c(&platform);
+    let cfg = RunConfig {
+        verify: 1,
+        rounding: dls_lp::Rounding::Paper,
+        ..RunConfig::default()
+    };
+    let planned = dls_lp::plan(&platform, &dls_lp::Request::new(m, Strategy::Fifo));
+    let equal = dls_lp::baseline::with_loads(
+        &platform,
+        order.clone(),
+        dls_lp::baseline::proportional(m, &vec![1.0; p]),
+        cfg.ports,
+    );
+    let speeds_w: Vec<f64> = platform.workers().iter().map(|w| 1.0 / w.w).collect();
+    let prop = dls_lp::baseline::with_loads(
+        &platform,
+        order,
+        dls_lp::baseline::proportional(m, &speeds_w),
+        cfg.ports,
+    );
+    // Self-scheduling: about four chunks per worker, handed out on demand.
+    let chunk = (batch.m / (4 * p)).max(1);
+    let self_sched = dls_lp::baseline::with_loads(
+        &platform,
+        dls_lp::plan::order_inc_c(&platform),
+        dls_lp::baseline::proportional(m, &vec![1.0; p]),
+        cfg.ports,
+    );
+    let mut rows: Vec<BaselineRow> = Vec::new();
+    for (method, plan, on_demand) in [
+        ("plan", planned, None),
+        ("equal", equal, None),
+        ("proportional", prop, None),
+        ("self-scheduling", self_sched, Some(chunk)),
+    ] {
+        let plan = match plan {
+            Ok(p) => p,
+            Err(e) => return (links, Err(e.into())),
+        };
+        let run_cfg = RunConfig {
+            options: crate::runtime::run::RunOptions {
+                self_schedule: on_demand,
+                ..cfg.options
+            },
+            ..cfg
+        };
+        let (back, done) = session::run_plan(
+            links,
+            platform.clone(),
+            plan,
+            batch,
+            &run_cfg,
+            rows.len() as u64 + 1,
+            |_| {},
+        )
+        .await;
+        links = back;
+        match done {
+            Ok(d) => rows.push(BaselineRow {
+                platform: k,
+                speeds: speeds.to_vec(),
+                method: method.into(),
+                // Self-scheduling has no model of its own to predict with.
+                predicted: if on_demand.is_some() {
+                    f64::NAN
+                } else {
+                    d.report.predicted_makespan
+                },
+                measured: d.report.measured_makespan,
+                vs_plan: f64::NAN,
+            }),
+            Err(e) => return (links, Err(e.context(format!("running the {method} split")))),
+        }
+    }
+    let base = rows[0].measured;
+    for r in &mut rows {
+        r.vs_plan = r.measured / base;
+    }
+    (links, Ok(rows))
+}
+
+/// Baselines on emulated heterogeneous stars.
+pub async fn baselines_local(opts: &Options, mut say: impl FnMut(&str)) -> Result<Vec<BaselineRow>> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(opts.seed);
+    let batch = Batch::random(opts.batch, opts.size, opts.seed);
+    let mut rows = Vec::new();
+    for k in 0..opts.platforms {
+        let speeds = Family::HeterogeneousStar.speeds(&mut rng, opts.workers);
+        let (workers, links, platform) = start_calibrated(&speeds, opts).await?;
+        let (mut links, result) = baselines_on(links, &platform, &batch, k, &speeds).await;
+        link::close_all(&mut links).await;
+        workers.stop().await;
+        rows.extend(result?);
+        say(&format!("platform #{k}: speeds {speeds:?} done"));
+    }
+    Ok(rows)
+}
+
+pub fn baselines_table(rows: &[BaselineRow]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:>8} {:<15} {:>11} {:>11} {:>9}",
+        "platform", "method", "predicted", "measured", "vs plan"
+    );
+    for r in rows {
+        let predicted = if r.predicted.is_nan() {
+            "-".to_string()
+        } else {
+            format!("{:.4}s", r.predicted)
+        };
+        let _ = writeln!(
+            s,
+            "{:>8} {:<15} {:>11} {:>10.4}s {:>9.3}",
+            r.platform, r.method, predicted, r.measured, r.vs_plan
+        );
+    }
+    for method in ["equal", "proportional", "self-scheduling"] {
+        let v: Vec<f64> = rows.iter().filter(|r| r.method == method).map(|r| r.vs_plan).collect();
+        if !v.is_empty() {
+            let (m, sd) = stats(&v);
+            let _ = writeln!(s, "{method}: measured makespan / plan's, mean {m:.3} ± {sd:.3}");
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_without_a_prediction_survive_json() {
+        let row = BaselineRow {
+            platform: 2,
+            speeds: vec![(1.0, 2.0)],
+            method: "self-scheduling".into(),
+            predicted: f64::NAN,
+            measured: 1.5,
+            vs_plan: 1.25,
+        };
+        let text = serde_json::to_string(&row).expect("writes");
+        let back: BaselineRow = serde_json::from_str(&text).expect("reads");
+        assert!(back.predicted.is_nan());
+        assert_eq!((back.platform, back.measured, back.vs_plan), (2, 1.5, 1.25));
+    }
+}

@@ -1,0 +1,172 @@
+//! Random platforms of three families; LIFO, INC_C, INC_W and `best`,
+//! measured and predicted, normalised by INC_C's prediction (the report's
+//! Figures 10–12).
+
+use super::{calibrate_opts, calibrate_or_close, nan_if_null, run_all, start_calibrated, stats, Family, Options};
+use crate::runtime::link::{self, Link};
+use crate::runtime::run::Batch;
+use anyhow::Result;
+use dls_lp::Strategy;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeuristicsRow {
+    pub family: Family,
+    pub platform: usize,
+    pub speeds: Vec<(f64, f64)>,
+    pub strategy: String,
+    pub predicted: f64,
+    pub measured: f64,
+    /// INC_C's predicted makespan on the same platform (the normaliser).
+    #[serde(deserialize_with = "nan_if_null")]
+    pub inc_c_predicted: f64,
+}
+
+pub const HEURISTICS: [Strategy; 4] = [Strategy::Lifo, Strategy::IncC, Strategy::IncW, Strategy::Best];
+
+fn heuristics_rows(
+    family: Family,
+    k: usize,
+    speeds: &[(f64, f64)],
+    reports: &[crate::output::report::RunReport],
+) -> Vec<HeuristicsRow> {
+    let inc_c = reports
+        .iter()
+        .find(|r| r.strategy == "inc-c")
+        .map_or(f64::NAN, |r| r.predicted_makespan);
+    reports
+        .iter()
+        .map(|r| HeuristicsRow {
+            family,
+            platform: k,
+            speeds: speeds.to_vec(),
+            strategy: r.strategy.clone(),
+            predicted: r.predicted_makespan,
+            measured: r.measured_makespan,
+            inc_c_predicted: inc_c,
+        })
+        .collect()
+}
+
+/// Emulated platforms of every family, `opts.platforms` of each.
+pub async fn heuristics_local(opts: &Options, mut say: impl FnMut(&str)) -> Result<Vec<HeuristicsRow>> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(opts.seed);
+    let batch = Batch::random(opts.batch, opts.size, opts.seed);
+    let mut rows = Vec::new();
+    for family in [
+        Family::HomogeneousBus,
+        Family::HeterogeneousBus,
+        Family::HeterogeneousStar,
+    ] {
+        for k in 0..opts.platforms {
+            let speeds = family.speeds(&mut rng, opts.workers);
+            let (workers, links, platform) = start_calibrated(&speeds, opts).await?;
+            let (mut links, reports) = run_all(links, &platform, &batch, &HEURISTICS).await;
+            link::close_all(&mut links).await;
+            workers.stop().await;
+            let reports = reports?;
+            say(&format!("{} #{k}: speeds {speeds:?} done", family.name()));
+            rows.extend(heuristics_rows(family, k, &speeds, &reports));
+        }
+    }
+    Ok(rows)
+}
+
+/// The same strategies, `opts.platforms` times, on a real cluster. The rows
+/// are labelled `family` and `speeds` (a test bed built from drawn speeds
+/// says which), and numbered from `first`.
+pub async fn heuristics_cluster(
+    links: Vec<Link>,
+    opts: &Options,
+    family: Family,
+    speeds: &[(f64, f64)],
+    first: usize,
+) -> Result<Vec<HeuristicsRow>> {
+    let mut links = links;
+    let platform = calibrate_or_close(&mut links, &calibrate_opts(opts.size)).await?;
+    let mut rows = Vec::new();
+    for k in 0..opts.platforms {
+        let batch = Batch::random(opts.batch, opts.size, opts.seed + k as u64);
+        let (back, reports) = run_all(links, &platform, &batch, &HEURISTICS).await;
+        links = back;
+        match reports {
+            Ok(r) => rows.extend(heuristics_rows(family, first + k, speeds, &r)),
+            Err(e) => {
+                link::close_all(&mut links).await;
+                return Err(e);
+            }
+        }
+    }
+    link::close_all(&mut links).await;
+    Ok(rows)
+}
+
+/// Per family and strategy: mean (and spread) of predicted and measured
+/// makespans normalised by INC_C's prediction.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeuristicsSummary {
+    pub family: String,
+    pub strategy: String,
+    pub predicted_mean: f64,
+    pub measured_mean: f64,
+    pub measured_std: f64,
+    pub measured_over_predicted_mean: f64,
+    /// The largest |measured / predicted − 1| of any one run.
+    pub measured_over_predicted_worst: f64,
+}
+
+pub fn summarise(rows: &[HeuristicsRow]) -> Vec<HeuristicsSummary> {
+    let mut out = Vec::new();
+    let mut families: Vec<Family> = rows.iter().map(|r| r.family).collect();
+    families.dedup();
+    for f in families {
+        for s in HEURISTICS {
+            let sel: Vec<&HeuristicsRow> = rows
+                .iter()
+                .filter(|r| r.family == f && r.strategy == s.name())
+                .collect();
+            if sel.is_empty() {
+                continue;
+            }
+            let pred: Vec<f64> = sel.iter().map(|r| r.predicted / r.inc_c_predicted).collect();
+            let meas: Vec<f64> = sel.iter().map(|r| r.measured / r.inc_c_predicted).collect();
+            let ratio: Vec<f64> = sel.iter().map(|r| r.measured / r.predicted).collect();
+            let (mm, ms) = stats(&meas);
+            out.push(HeuristicsSummary {
+                family: f.name().into(),
+                strategy: s.name().into(),
+                predicted_mean: stats(&pred).0,
+                measured_mean: mm,
+                measured_std: ms,
+                measured_over_predicted_mean: stats(&ratio).0,
+                measured_over_predicted_worst: ratio.iter().map(|r| (r - 1.0).abs()).fold(0.0, f64::max),
+            });
+        }
+    }
+    out
+}
+
+pub fn heuristics_table(summary: &[HeuristicsSummary]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<20} {:<6} {:>12} {:>12} {:>10} {:>12} {:>12}",
+        "family", "strategy", "pred/inc-c", "meas/inc-c", "± std", "meas/pred", "worst run"
+    );
+    for r in summary {
+        let _ = writeln!(
+            s,
+            "{:<20} {:<6} {:>12.3} {:>12.3} {:>10.3} {:>12.3} {:>11.1}%",
+            r.family,
+            r.strategy,
+            r.predicted_mean,
+            r.measured_mean,
+            r.measured_std,
+            r.measured_over_predicted_mean,
+            100.0 * r.measured_over_predicted_worst
+        );
+    }
+    s
+}

@@ -1,0 +1,10 @@
+//! What a plan or a run writes: the summary table and JSON, the Chrome
+//! trace, the SVG Gantt chart, `.npy` matrices, and the SVG helpers shared
+//! with the experiment charts. Pure formatting over finished data.
+
+pub mod gantt;
+pub mod npy;
+pub mod plan_report;
+pub mod report;
+pub mod svg;
+pub mod trace;
