@@ -125,28 +125,49 @@ pub struct Allocation {
     pub time: f64,
 }
 
+/// Bisection on a monotone predicate: `ok(lo)` holds and `ok(hi)` does not.
+/// Halves `[lo, hi]` until it cannot shrink in floating point, `enough(lo,
+/// hi)` says it is narrow enough, or after `rounds` halvings; returns the
+/// final `(lo, hi)`.
+fn bisect(
+    mut lo: f64,
+    mut hi: f64,
+    rounds: usize,
+    ok: impl Fn(f64) -> bool,
+    enough: impl Fn(f64, f64) -> bool,
+) -> (f64, f64) {
+    for _ in 0..rounds {
+        if enough(lo, hi) {
+            break;
+        }
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if ok(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo, hi)
+}
+
+/// The largest x in `[0, cap]` with `f(x) ≤ y`, for a non-decreasing `f`.
+fn largest_within(cap: f64, y: f64, f: impl Fn(f64) -> f64) -> f64 {
+    if f(cap) <= y {
+        return cap;
+    }
+    bisect(0.0, cap, 200, |x| f(x) <= y, |_, _| false).0
+}
+
 /// The most elements processor `p` can take within `t` seconds (real
 /// valued): the largest x with x / s(x) ≤ t, found by bisection (times are
 /// non-decreasing in x under the model's shape assumptions), capped by its
 /// bound.
 fn reach(p: &Processor, t: f64, cap: f64) -> f64 {
     let hi_cap = p.max_elements.map_or(cap, |b| (b as f64).min(cap));
-    if p.speed.time(hi_cap) <= t {
-        return hi_cap;
-    }
-    let (mut lo, mut hi) = (0.0, hi_cap);
-    for _ in 0..200 {
-        let mid = 0.5 * (lo + hi);
-        if mid <= lo || mid >= hi {
-            break;
-        }
-        if p.speed.time(mid) <= t {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
+    largest_within(hi_cap, t, |x| p.speed.time(x))
 }
 
 fn check(procs: &[Processor], n: u64) -> Result<()> {
@@ -203,30 +224,20 @@ pub fn fpm(procs: &[Processor], n: u64) -> Result<Allocation> {
         (a.max(s), b.min(s))
     });
     let (mut t_u, mut t_l) = (share / smax, share / smin);
-    while total(t_u) > nf && t_u > 1e-300 {
+    while total(t_u) > nf && t_u > f64::MIN_POSITIVE {
         t_u *= 0.5;
     }
     while total(t_l) < nf {
         t_l *= 2.0;
     }
-    for _ in 0..300 {
-        let spread = procs
+    // Narrow enough once no processor's share changes by a whole element.
+    let spread = |lo: f64, hi: f64| {
+        procs
             .iter()
-            .map(|p| reach(p, t_l, nf) - reach(p, t_u, nf))
-            .fold(0.0, f64::max);
-        if spread < 1.0 {
-            break;
-        }
-        let mid = 0.5 * (t_u + t_l);
-        if mid <= t_u || mid >= t_l {
-            break;
-        }
-        if total(mid) <= nf {
-            t_u = mid;
-        } else {
-            t_l = mid;
-        }
-    }
+            .map(|p| reach(p, hi, nf) - reach(p, lo, nf))
+            .fold(0.0, f64::max)
+    };
+    let (t_u, _) = bisect(t_u, t_l, 300, |t| total(t) <= nf, |lo, hi| spread(lo, hi) < 1.0);
     let mut elements: Vec<u64> = procs.iter().map(|p| reach(p, t_u, nf).floor() as u64).collect();
     let mut assigned: u64 = elements.iter().sum();
     while assigned > n {
@@ -314,7 +325,25 @@ pub enum Cost {
 }
 
 impl Cost {
+    /// The cost of `n` elements.
     pub fn eval(&self, n: f64) -> f64 {
+        match self {
+            Cost::Table(pts) => Cost::Table(monotone(pts)).eval_prepared(n),
+            other => other.eval_prepared(n),
+        }
+    }
+
+    /// The same cost with a table sorted and made non-decreasing, once:
+    /// what [`Cost::eval_prepared`] assumes.
+    fn prepared(&self) -> Cost {
+        match self {
+            Cost::Table(pts) => Cost::Table(monotone(pts)),
+            other => other.clone(),
+        }
+    }
+
+    /// `eval` on a [`Cost::prepared`] cost (a table is not sorted again).
+    fn eval_prepared(&self, n: f64) -> f64 {
         match self {
             Cost::Linear => n,
             Cost::NLogN => {
@@ -327,8 +356,7 @@ impl Cost {
                 }
             }
             Cost::Square => n * n,
-            Cost::Table(pts) => {
-                let xs: Vec<(f64, f64)> = monotone(pts);
+            Cost::Table(xs) => {
                 if xs.len() == 1 {
                     return xs[0].1 * n / xs[0].0;
                 }
@@ -343,24 +371,9 @@ impl Cost {
         }
     }
 
-    /// The largest n with f(n) ≤ c (bisection: f is non-decreasing).
+    /// The largest n with f(n) ≤ c, on a prepared cost (f is non-decreasing).
     fn inverse(&self, c: f64, cap: f64) -> f64 {
-        if self.eval(cap) <= c {
-            return cap;
-        }
-        let (mut lo, mut hi) = (0.0, cap);
-        for _ in 0..200 {
-            let mid = 0.5 * (lo + hi);
-            if mid <= lo || mid >= hi {
-                break;
-            }
-            if self.eval(mid) <= c {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
+        largest_within(cap, c, |x| self.eval_prepared(x))
     }
 }
 
@@ -405,25 +418,16 @@ pub fn related(k: &[f64], bounds: &[Option<u64>], cost: &Cost, n: u64) -> Result
         }
     }
     let nf = n as f64;
+    let cost = cost.prepared();
     let cap = |i: usize| bounds.get(i).copied().flatten().map_or(nf, |b| (b as f64).min(nf));
     let share = |t: f64, i: usize| cost.inverse(t * k[i], cap(i));
     let total = |t: f64| (0..k.len()).map(|i| share(t, i)).sum::<f64>();
-    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    let mut hi = 1.0f64;
     while total(hi) < nf {
         hi *= 2.0;
     }
-    for _ in 0..200 {
-        let mid = 0.5 * (lo + hi);
-        if mid <= lo || mid >= hi {
-            break;
-        }
-        if total(mid) <= nf {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    let time = |i: usize, e: u64| cost.eval(e as f64) / k[i];
+    let (lo, _) = bisect(0.0, hi, 200, |t| total(t) <= nf, |_, _| false);
+    let time = |i: usize, e: u64| cost.eval_prepared(e as f64) / k[i];
     let mut elements: Vec<u64> = (0..k.len()).map(|i| share(lo, i).floor() as u64).collect();
     let mut assigned: u64 = elements.iter().sum();
     while assigned < n {

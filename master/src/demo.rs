@@ -4,9 +4,10 @@
 //! same batch under several strategies, and compares what each plan
 //! predicted with what happened.
 
+use crate::runtime::batch::Batch;
 use crate::runtime::calibrate::{self, CalibrateOptions};
-use crate::runtime::link::{self, Timeouts};
-use crate::runtime::run::Batch;
+use crate::runtime::link::Timeouts;
+use crate::runtime::pool::Pool;
 use crate::runtime::session::{self, RunConfig};
 use anyhow::{bail, Context, Result};
 use dls_lp::Strategy;
@@ -97,14 +98,31 @@ pub async fn run(cfg: &DemoConfig, out_dir: &Path, mut say: impl FnMut(&str)) ->
         ));
     }
     let result = async {
-        let mut links = link::connect_all(&local.cluster, None, Timeouts::default()).await?;
+        let mut pool = Pool::connect(&local.cluster, None, Timeouts::default()).await?;
+        let rows = demo_runs(&mut pool, cfg, out_dir, &mut say).await;
+        pool.close().await;
+        rows
+    }
+    .await;
+    local.stop().await;
+    result
+}
+
+/// Calibrate the demo's workers, then run the batch under every strategy.
+async fn demo_runs(
+    pool: &mut Pool,
+    cfg: &DemoConfig,
+    out_dir: &Path,
+    say: &mut impl FnMut(&str),
+) -> Result<Vec<DemoRow>> {
+    {
         say(&format!(
             "calibrating {} workers with {}×{} matrices ...",
-            links.len(),
+            pool.len(),
             cfg.size,
             cfg.size
         ));
-        let cal = calibrate::calibrate(&mut links, &CalibrateOptions::new(cfg.size)).await?;
+        let cal = calibrate::calibrate(pool.links_mut(), &CalibrateOptions::new(cfg.size)).await?;
         let mut t = String::new();
         let _ = writeln!(
             t,
@@ -133,9 +151,9 @@ pub async fn run(cfg: &DemoConfig, out_dir: &Path, mut say: impl FnMut(&str)) ->
                 seed: cfg.seed,
                 ..RunConfig::default()
             };
-            let (back, done) = session::run_batch(links, &platform, &batch, &rc, k as u64 + 1, |_| {}).await;
-            links = back;
-            let done = done.with_context(|| format!("running the batch under {strategy}"))?;
+            let done = session::run_batch(pool, &platform, &batch, &rc, k as u64 + 1, |_| {})
+                .await
+                .with_context(|| format!("running the batch under {strategy}"))?;
             let r = &done.report;
             say(&format!(
                 "{strategy:<6} predicted {:.4} s, measured {:.4} s (×{:.3}), workers {}",
@@ -164,12 +182,8 @@ pub async fn run(cfg: &DemoConfig, out_dir: &Path, mut say: impl FnMut(&str)) ->
                 verified: r.verified,
             });
         }
-        link::close_all(&mut links).await;
         Ok(rows)
     }
-    .await;
-    local.stop().await;
-    result
 }
 
 /// The comparison table, normalised as the report's figures are (by the

@@ -4,9 +4,8 @@
 
 mod common;
 use dls_lp::Strategy;
+use dls_master::runtime::batch::Batch;
 use dls_master::runtime::calibrate::{self, CalibrateOptions};
-use dls_master::runtime::link;
-use dls_master::runtime::run::Batch;
 use dls_master::runtime::session::{self, RunConfig};
 use serde_json::Value;
 use std::time::Duration;
@@ -44,7 +43,7 @@ async fn every_strategy_computes_every_product_under_one_port() {
         &[(Some(300.0), 3.0), (Some(150.0), 2.0), (None, 1.0), (Some(20.0), 1.0)],
         None,
     );
-    let mut links = common::connect(&w).await;
+    let mut pool = common::connect(&w).await;
     let opts = CalibrateOptions {
         size: 16,
         max_probe_bytes: 1 << 20,
@@ -52,7 +51,7 @@ async fn every_strategy_computes_every_product_under_one_port() {
         timeout: Duration::from_secs(20),
         max_probe_seconds: 2.0,
     };
-    let cal = calibrate::calibrate(&mut links, &opts).await.expect("calibrates");
+    let cal = calibrate::calibrate(pool.links_mut(), &opts).await.expect("calibrates");
     let platform = cal.platform().expect("platform");
     let batch = Batch::random(60, 16, 5);
     let want = common::naive_all(&batch.a, &batch.b, batch.m, batch.n);
@@ -62,8 +61,7 @@ async fn every_strategy_computes_every_product_under_one_port() {
             verify: 2,
             ..RunConfig::default()
         };
-        let (back, done) = session::run_batch(links, &platform, &batch, &cfg, job as u64 + 1, |_| {}).await;
-        links = back;
+        let done = session::run_batch(&mut pool, &platform, &batch, &cfg, job as u64 + 1, |_| {}).await;
         let done = done.unwrap_or_else(|e| panic!("{strategy}: {e:#}"));
         common::assert_close(&done.outcome.c, &want, batch.n);
         assert_eq!(done.report.verified, 2);
@@ -93,7 +91,7 @@ async fn every_strategy_computes_every_product_under_one_port() {
         // Every worker with load appears, and loads add up.
         assert_eq!(done.report.workers.iter().map(|w| w.load).sum::<u64>(), 60);
     }
-    link::close_all(&mut links).await;
+    pool.close().await;
 }
 
 /// Probes double in size up to the byte cap, unless a size takes longer than
@@ -101,29 +99,29 @@ async fn every_strategy_computes_every_product_under_one_port() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calibration_probes_stop_growing_past_the_time_budget() {
     let w = common::start(&[(None, 1.0)], None);
-    let mut links = common::connect(&w).await;
+    let mut pool = common::connect(&w).await;
     let mut opts = CalibrateOptions {
         reps: 1,
         max_probe_bytes: 16 * 16 * 16 * 8, // 8 units of 16×16
         ..CalibrateOptions::new(16)
     };
-    let full = calibrate::calibrate(&mut links, &opts).await.expect("calibrates");
+    let full = calibrate::calibrate(pool.links_mut(), &opts).await.expect("calibrates");
     let units: Vec<u64> = full.workers[0].samples.iter().map(|s| s.0).collect();
     assert_eq!(units, [1, 2, 4, 8]);
     opts.max_probe_seconds = 0.0;
-    let short = calibrate::calibrate(&mut links, &opts).await.expect("calibrates");
+    let short = calibrate::calibrate(pool.links_mut(), &opts).await.expect("calibrates");
     let units: Vec<u64> = short.workers[0].samples.iter().map(|s| s.0).collect();
     assert_eq!(units, [1, 2, 4]);
-    link::close_all(&mut links).await;
+    pool.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_workers_than_products() {
     let w = common::start(&[(None, 1.0), (None, 1.0), (None, 1.0)], None);
-    let links = common::connect(&w).await;
+    let mut pool = common::connect(&w).await;
     let platform = common::alike(3, 1e-3, 1e-2, 5e-4);
     let batch = Batch::random(2, 4, 1);
-    let (_links, done) = session::run_batch(links, &platform, &batch, &RunConfig::default(), 1, |_| {}).await;
+    let done = session::run_batch(&mut pool, &platform, &batch, &RunConfig::default(), 1, |_| {}).await;
     let done = done.expect("runs");
     assert_eq!(done.report.workers.iter().filter(|w| w.load == 0).count(), 1);
     common::assert_close(&done.outcome.c, &common::naive_all(&batch.a, &batch.b, 2, 4), 4);
@@ -133,7 +131,7 @@ async fn more_workers_than_products() {
 async fn learning_from_runs_shrinks_the_prediction_error() {
     use dls_master::config::learn::Model;
     let w = common::start(&[(Some(40.0), 50.0), (Some(20.0), 20.0), (Some(80.0), 100.0)], None);
-    let mut links = common::connect(&w).await;
+    let mut pool = common::connect(&w).await;
     // A poor guess: every worker alike, and ten times too fast.
     let guess = common::alike(3, 1e-4, 1e-4, 5e-5);
     let n = 64;
@@ -150,8 +148,7 @@ async fn learning_from_runs_shrinks_the_prediction_error() {
             verify: 1,
             ..RunConfig::default()
         };
-        let (back, done) = session::run_batch(links, &platform, &batch, &cfg, k + 1, |_| {}).await;
-        links = back;
+        let done = session::run_batch(&mut pool, &platform, &batch, &cfg, k + 1, |_| {}).await;
         let report = done.expect("runs").report;
         errors.push((report.ratio - 1.0).abs());
         model.observe(&report).expect("observes");
@@ -162,25 +159,25 @@ async fn learning_from_runs_shrinks_the_prediction_error() {
         errors[3] < 0.25 && errors[3] < errors[0] / 4.0,
         "learning did not help: {errors:?}"
     );
-    link::close_all(&mut links).await;
+    pool.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_ports_overlap_sends_and_returns_but_never_two_of_a_kind() {
     let w = common::start(&[(Some(200.0), 20.0), (Some(100.0), 10.0), (Some(150.0), 30.0)], None);
-    let links = common::connect(&w).await;
+    let mut pool = common::connect(&w).await;
     let platform = common::alike(3, 1e-3, 5e-3, 5e-4);
     let batch = Batch::random(90, 32, 8);
     let cfg = RunConfig {
         ports: dls_lp::Ports::Two,
         verify: 2,
-        options: dls_master::runtime::run::RunOptions {
+        options: dls_master::runtime::shell::RunOptions {
             max_chunk_bytes: 8 * 16 * 32 * 32,
             ..Default::default()
         },
         ..RunConfig::default()
     };
-    let (_links, done) = session::run_batch(links, &platform, &batch, &cfg, 1, |_| {}).await;
+    let done = session::run_batch(&mut pool, &platform, &batch, &cfg, 1, |_| {}).await;
     let done = done.expect("runs");
     common::assert_close(&done.outcome.c, &common::naive_all(&batch.a, &batch.b, 90, 32), 32);
     let spans = port_spans(&done.trace.to_json());

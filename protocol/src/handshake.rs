@@ -116,7 +116,7 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
             Some(other) => {
                 return Err(Error::Refused {
                     code: ErrorCode::UnexpectedMessage,
-                    message: format!("expected Hello as the first frame, got {}", variant(&other)),
+                    message: format!("expected Hello as the first frame, got {}", other.name()),
                 })
             }
             None => {
@@ -137,7 +137,7 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
             Some(other) => {
                 return Err(Error::Refused {
                     code: ErrorCode::UnexpectedMessage,
-                    message: format!("expected Auth, got {}", variant(&other)),
+                    message: format!("expected Auth, got {}", other.name()),
                 })
             }
             None => {
@@ -181,10 +181,4 @@ pub async fn tell_master<S: AsyncRead + AsyncWrite + Unpin>(conn: &mut Connectio
             })
             .await;
     }
-}
-
-/// A message's variant name, without its contents (which may be large or secret).
-pub fn variant<M: std::fmt::Debug>(m: &M) -> String {
-    let s = format!("{m:?}");
-    s.split([' ', '(', '{']).next().unwrap_or("?").to_string()
 }

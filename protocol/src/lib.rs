@@ -33,8 +33,28 @@ pub use message::{
     Capabilities, ChunkId, ErrorCode, Frame, FromWorker, JobId, Nonce, Payload, Proof, ToWorker, PROTOCOL_VERSION,
 };
 
-/// Bytes a chunk of `k` products of size `n` takes on the wire to the worker
-/// (A and B) plus room for its header; the master uses it as `max_frame`.
-pub fn assign_frame_bytes(n: u32, k: u32) -> u64 {
-    2 * 8 * (n as u64) * (n as u64) * (k as u64) + frame::MAX_HEAD as u64 + 8
+/// Bytes of one n×n matrix of f64 (saturating: never overflows).
+pub fn matrix_bytes(n: u32) -> u64 {
+    8u64.saturating_mul(n as u64).saturating_mul(n as u64)
+}
+
+/// Bytes of the inputs (A and B) of `k` products of size `n`: what a chunk
+/// carries to a worker, and what the worker holds until it has computed it.
+pub fn ab_bytes(n: u32, k: u32) -> u64 {
+    matrix_bytes(n).saturating_mul(2).saturating_mul(k as u64)
+}
+
+/// Bytes of the results (C) of `k` products of size `n`.
+pub fn c_bytes(n: u32, k: u32) -> u64 {
+    matrix_bytes(n).saturating_mul(k as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes_are_bytes_of_f64_and_saturate() {
+        assert_eq!(super::ab_bytes(4, 3), 2 * 3 * 16 * 8);
+        assert_eq!(super::c_bytes(4, 3), 3 * 16 * 8);
+        assert_eq!(super::ab_bytes(u32::MAX, u32::MAX), u64::MAX);
+    }
 }

@@ -36,7 +36,7 @@ pub struct Capabilities {
 impl Capabilities {
     /// How many products of size n fit in the memory limit (A, B and C each).
     pub fn max_products(&self, n: u32) -> u64 {
-        let per = 3 * 8 * (n as u64) * (n as u64);
+        let per = crate::ab_bytes(n, 1).saturating_add(crate::c_bytes(n, 1));
         self.memory_limit.checked_div(per).unwrap_or(0)
     }
 }
@@ -142,6 +142,43 @@ pub enum FromWorker {
         message: String,
     },
     Bye,
+}
+
+impl ToWorker {
+    /// The variant's name, without its contents (which may be large or secret).
+    pub fn name(&self) -> &'static str {
+        match self {
+            ToWorker::Hello { .. } => "Hello",
+            ToWorker::Auth { .. } => "Auth",
+            ToWorker::Assign { .. } => "Assign",
+            ToWorker::Grant { .. } => "Grant",
+            ToWorker::Cancel { .. } => "Cancel",
+            ToWorker::Heartbeat { .. } => "Heartbeat",
+            ToWorker::Echo { .. } => "Echo",
+            ToWorker::Pull { .. } => "Pull",
+            ToWorker::ComputeProbe { .. } => "ComputeProbe",
+            ToWorker::Bye => "Bye",
+        }
+    }
+}
+
+impl FromWorker {
+    /// The variant's name, without its contents.
+    pub fn name(&self) -> &'static str {
+        match self {
+            FromWorker::Challenge { .. } => "Challenge",
+            FromWorker::Welcome(_) => "Welcome",
+            FromWorker::Received { .. } => "Received",
+            FromWorker::Ready { .. } => "Ready",
+            FromWorker::Results { .. } => "Results",
+            FromWorker::EchoAck { .. } => "EchoAck",
+            FromWorker::PullData { .. } => "PullData",
+            FromWorker::ComputeDone { .. } => "ComputeDone",
+            FromWorker::HeartbeatAck { .. } => "HeartbeatAck",
+            FromWorker::Error { .. } => "Error",
+            FromWorker::Bye => "Bye",
+        }
+    }
 }
 
 /// Why a worker refuses something.

@@ -8,9 +8,11 @@
 use dls_lp::{Platform, Worker};
 use dls_master::config::cluster::Cluster;
 use dls_master::output::report::RunReport;
-use dls_master::runtime::link::{self, Timeouts};
-use dls_master::runtime::run::{Batch, RunOptions};
+use dls_master::runtime::batch::Batch;
+use dls_master::runtime::link::Timeouts;
+use dls_master::runtime::pool::Pool;
 use dls_master::runtime::session::{self, RunConfig};
+use dls_master::runtime::shell::RunOptions;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -142,12 +144,12 @@ fn run_with_victim(blow: Blow, max_chunk_bytes: u64) -> (RunReport, Vec<f64>, Ba
         });
         let out = rt.block_on(async {
             let cluster = Cluster::from_list(&list).expect("cluster");
-            let links = link::connect_all(&cluster, None, Timeouts::default())
+            let mut pool = Pool::connect(&cluster, None, Timeouts::default())
                 .await
                 .expect("connects");
-            let (_links, done) = tokio::time::timeout(
+            let done = tokio::time::timeout(
                 Duration::from_secs(120),
-                session::run_batch(links, &platform, &b, &cfg, 1, |_| {}),
+                session::run_batch(&mut pool, &platform, &b, &cfg, 1, |_| {}),
             )
             .await
             .expect("the run ends by itself");
@@ -283,11 +285,11 @@ fn malformed_results_are_redone_elsewhere() {
         )
         .expect("platform");
         let cluster = Cluster::from_list(&list).expect("cluster");
-        let links = link::connect_all(&cluster, None, Timeouts::default())
+        let mut pool = Pool::connect(&cluster, None, Timeouts::default())
             .await
             .expect("connects");
         let batch = Batch::random(M, N, 3);
-        let (_l, done) = session::run_batch(links, &platform, &batch, &RunConfig::default(), 1, |_| {}).await;
+        let done = session::run_batch(&mut pool, &platform, &batch, &RunConfig::default(), 1, |_| {}).await;
         let d = done.expect("the run completes on the honest worker");
         (d.report, d.outcome.c, batch)
     });
@@ -320,7 +322,7 @@ fn a_straggler_is_given_up_on_when_asked() {
         let platform =
             Platform::new((0..3).map(|i| Worker::new(format!("w{i}"), 1e-4, 1e-4, 5e-5)).collect()).expect("platform");
         let cluster = Cluster::from_list(&list).expect("cluster");
-        let links = link::connect_all(&cluster, None, Timeouts::default())
+        let mut pool = Pool::connect(&cluster, None, Timeouts::default())
             .await
             .expect("connects");
         let cfg = RunConfig {
@@ -330,7 +332,7 @@ fn a_straggler_is_given_up_on_when_asked() {
             },
             ..RunConfig::default()
         };
-        let (_l, done) = session::run_batch(links, &platform, &Batch::random(M, N, 4), &cfg, 1, |_| {}).await;
+        let done = session::run_batch(&mut pool, &platform, &Batch::random(M, N, 4), &cfg, 1, |_| {}).await;
         done.expect("completes").report
     });
     assert_eq!(report.failures.len(), 1, "{:?}", report.failures);
@@ -359,11 +361,11 @@ fn losing_every_worker_fails_clearly() {
         let out = rt.block_on(async {
             let platform = Platform::new(vec![Worker::new("w0", 0.01, 0.01, 0.005)]).expect("platform");
             let cluster = Cluster::from_list(&addr).expect("cluster");
-            let links = link::connect_all(&cluster, None, Timeouts::default())
+            let mut pool = Pool::connect(&cluster, None, Timeouts::default())
                 .await
                 .expect("connects");
-            let (_l, done) = session::run_batch(
-                links,
+            let done = session::run_batch(
+                &mut pool,
                 &platform,
                 &Batch::random(10, N, 1),
                 &RunConfig::default(),

@@ -213,14 +213,8 @@ struct Computed {
     c: Vec<f64>,
 }
 
-/// Bytes a chunk holds: A and B until computed, C until returned.
-fn ab_bytes(n: u32, k: u32) -> u64 {
-    16 * (n as u64) * (n as u64) * (k as u64)
-}
-
-fn c_bytes(n: u32, k: u32) -> u64 {
-    8 * (n as u64) * (n as u64) * (k as u64)
-}
+// A chunk holds A and B until computed, C until returned.
+use dls_protocol::{ab_bytes, c_bytes};
 
 struct Session {
     cfg: Arc<Config>,
@@ -413,10 +407,7 @@ impl Session {
                 return Ok(Flow::Stop);
             }
             other @ (ToWorker::Hello { .. } | ToWorker::Auth { .. }) => {
-                return Err(unexpected(format!(
-                    "{} after the handshake",
-                    handshake::variant(&other)
-                )));
+                return Err(unexpected(format!("{} after the handshake", other.name())));
             }
         }
         Ok(Flow::Continue)

@@ -3,10 +3,12 @@
 use crate::cli::args::{cluster_of, runtime, RoundingArg, RunArgs, Workers};
 use crate::config::platform_file::PlatformFile;
 use crate::output::trace::Trace;
+use crate::runtime::batch::Batch;
 use crate::runtime::calibrate::{self, CalibrateOptions};
 use crate::runtime::link::{self, Timeouts};
-use crate::runtime::run::{Batch, RunOptions};
+use crate::runtime::pool::Pool;
 use crate::runtime::session::{self, RunConfig};
+use crate::runtime::shell::RunOptions;
 use anyhow::{bail, Context, Result};
 use dls_lp::{Ports, Rounding};
 use std::io::IsTerminal;
@@ -19,10 +21,11 @@ pub fn calibrate(workers: &Workers, size: usize, output: &Path, json: bool) -> R
     let cluster = cluster_of(workers)?;
     let token = link::load_token(workers.token_file.as_deref())?;
     runtime()?.block_on(async {
-        let mut links = link::connect_all(&cluster, token.as_ref(), Timeouts::default()).await?;
-        eprintln!("calibrating {} worker(s) with {size}×{size} matrices ...", links.len());
-        let cal = calibrate::calibrate(&mut links, &CalibrateOptions::new(size)).await?;
-        link::close_all(&mut links).await;
+        let mut pool = Pool::connect(&cluster, token.as_ref(), Timeouts::default()).await?;
+        eprintln!("calibrating {} worker(s) with {size}×{size} matrices ...", pool.len());
+        let cal = calibrate::calibrate(pool.links_mut(), &CalibrateOptions::new(size)).await;
+        pool.close().await;
+        let cal = cal?;
         std::fs::write(output, cal.to_toml()?).with_context(|| format!("writing {}", output.display()))?;
         for w in &cal.workers {
             eprintln!(
@@ -132,7 +135,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     };
     let names: Vec<String> = cluster.worker.iter().map(|w| w.name.clone()).collect();
     runtime()?.block_on(async {
-        let mut links = link::connect_all(&cluster, token.as_ref(), Timeouts::default()).await?;
+        let mut pool = Pool::connect(&cluster, token.as_ref(), Timeouts::default()).await?;
         let learned_all = model.as_ref().is_some_and(|m| m.covers(&names));
         let platform = match given {
             Some(p) => p,
@@ -144,8 +147,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
                 dls_lp::Platform::new(blank)?
             }
             None => {
-                eprintln!("calibrating {} worker(s) (no --platform given) ...", links.len());
-                let cal = calibrate::calibrate(&mut links, &CalibrateOptions::new(batch.n)).await?;
+                eprintln!("calibrating {} worker(s) (no --platform given) ...", pool.len());
+                let cal = calibrate::calibrate(pool.links_mut(), &CalibrateOptions::new(batch.n)).await;
+                if cal.is_err() {
+                    pool.close().await;
+                }
+                let cal = cal?;
                 for w in &cal.workers {
                     for warn in &w.warnings {
                         eprintln!("warning: {}: {warn}", w.name);
@@ -169,9 +176,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
             indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} products returned ({elapsed})")
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
-        let (mut links, done) = session::run_batch(links, &platform, &batch, &cfg, 1, |k| bar.inc(k as u64)).await;
+        let done = session::run_batch(&mut pool, &platform, &batch, &cfg, 1, |k| bar.inc(k as u64)).await;
         bar.finish_and_clear();
-        link::close_all(&mut links).await;
+        pool.close().await;
         let done = done?;
         if let (Some(m), Some(p)) = (model.as_mut(), &model_path) {
             m.observe(&done.report)?;

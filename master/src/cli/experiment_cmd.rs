@@ -7,9 +7,10 @@
 use crate::cli::args::{runtime, ExperimentArgs, ExperimentKind};
 use crate::config::cluster::Cluster;
 use crate::experiments::{self as x, BaselineRow, Family, HeuristicsRow, LinearityRow, ParticipationRow};
+use crate::runtime::batch::Batch;
 use crate::runtime::calibrate::CalibrateOptions;
 use crate::runtime::link::{self, Timeouts};
-use crate::runtime::run::Batch;
+use crate::runtime::pool::Pool;
 use anyhow::{bail, Context, Result};
 use serde::{de::DeserializeOwned, Serialize};
 use std::path::Path;
@@ -63,9 +64,9 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
             ExperimentKind::Linearity => {
                 let rows = match &remote {
                     Some(c) => {
-                        let mut links = link::connect_all(c, token.as_ref(), Timeouts::default()).await?;
-                        let r = x::linearity(&mut links, opts.size).await;
-                        link::close_all(&mut links).await;
+                        let mut pool = Pool::connect(c, token.as_ref(), Timeouts::default()).await?;
+                        let r = x::linearity(pool.links_mut(), opts.size).await;
+                        pool.close().await;
                         r?
                     }
                     None => linearity_local(&opts).await?,
@@ -87,8 +88,8 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
                         } else {
                             0
                         };
-                        let links = link::connect_all(c, token.as_ref(), Timeouts::default()).await?;
-                        x::heuristics_cluster(links, &opts, family, &speeds, first).await?
+                        let mut pool = Pool::connect(c, token.as_ref(), Timeouts::default()).await?;
+                        x::heuristics_cluster(&mut pool, &opts, family, &speeds, first).await?
                     }
                     None => x::heuristics_local(&opts, say).await?,
                 };
@@ -98,11 +99,11 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
             ExperimentKind::Baselines => {
                 let rows = match &remote {
                     Some(cl) => {
-                        let mut links = link::connect_all(cl, token.as_ref(), Timeouts::default()).await?;
-                        let platform = x::calibrate_or_close(&mut links, &CalibrateOptions::new(opts.size)).await?;
+                        let mut pool = Pool::connect(cl, token.as_ref(), Timeouts::default()).await?;
+                        let platform = x::calibrate_or_close(&mut pool, &CalibrateOptions::new(opts.size)).await?;
                         let batch = Batch::random(opts.batch, opts.size, opts.seed);
-                        let (mut links, r) = x::baselines_on(links, &platform, &batch, 0, &speeds).await;
-                        link::close_all(&mut links).await;
+                        let r = x::baselines_on(&mut pool, &platform, &batch, 0, &speeds).await;
+                        pool.close().await;
                         r?
                     }
                     None => x::baselines_local(&opts, say).await?,
@@ -202,9 +203,9 @@ async fn linearity_local(opts: &x::Options) -> Result<Vec<LinearityRow>> {
         .collect();
     let workers = crate::runtime::local::start(&specs).await?;
     let r = async {
-        let mut links = link::connect_all(&workers.cluster, None, Timeouts::default()).await?;
-        let r = x::linearity(&mut links, opts.size).await;
-        link::close_all(&mut links).await;
+        let mut pool = Pool::connect(&workers.cluster, None, Timeouts::default()).await?;
+        let r = x::linearity(pool.links_mut(), opts.size).await;
+        pool.close().await;
         r
     }
     .await;

@@ -1,10 +1,10 @@
 //! What users would do instead of planning, on the same workers and batch.
 
 use super::{nan_if_null, start_calibrated, stats, Family, Options};
-use crate::runtime::link::{self, Link};
-use crate::runtime::run::Batch;
+use crate::runtime::batch::Batch;
+use crate::runtime::pool::Pool;
 use crate::runtime::session::{self, RunConfig};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use dls_lp::{Platform, Strategy};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
@@ -30,17 +30,13 @@ pub struct BaselineRow {
 /// out as workers finish), and the plan (fifo). All go through the same
 /// one-port runtime.
 pub async fn baselines_on(
-    links: Vec<Link>,
+    pool: &mut Pool,
     platform: &Platform,
     batch: &Batch,
     k: usize,
     speeds: &[(f64, f64)],
-) -> (Vec<Link>, Result<Vec<BaselineRow>>) {
-    let mut links = links;
-    let platform = match session::align(platform, &links, batch.n) {
-        Ok(p) => p,
-        Err(e) => return (links, Err(e)),
-    };
+) -> Result<Vec<BaselineRow>> {
+    let platform = session::align(platform, pool.links(), batch.n)?;
     let m = batch.m as u64;
     let p = platform.len();
     let order = dls_lp::plan::order_inc_c(&platform);
@@ -78,50 +74,37 @@ pub async fn baselines_on(
         ("proportional", prop, None),
         ("self-scheduling", self_sched, Some(chunk)),
     ] {
-        let plan = match plan {
-            Ok(p) => p,
-            Err(e) => return (links, Err(e.into())),
-        };
+        let plan = plan?;
         let run_cfg = RunConfig {
-            options: crate::runtime::run::RunOptions {
+            options: crate::runtime::shell::RunOptions {
                 self_schedule: on_demand,
                 ..cfg.options
             },
             ..cfg
         };
-        let (back, done) = session::run_plan(
-            links,
-            platform.clone(),
-            plan,
-            batch,
-            &run_cfg,
-            rows.len() as u64 + 1,
-            |_| {},
-        )
-        .await;
-        links = back;
-        match done {
-            Ok(d) => rows.push(BaselineRow {
-                platform: k,
-                speeds: speeds.to_vec(),
-                method: method.into(),
-                // Self-scheduling has no model of its own to predict with.
-                predicted: if on_demand.is_some() {
-                    f64::NAN
-                } else {
-                    d.report.predicted_makespan
-                },
-                measured: d.report.measured_makespan,
-                vs_plan: f64::NAN,
-            }),
-            Err(e) => return (links, Err(e.context(format!("running the {method} split")))),
-        }
+        let job = rows.len() as u64 + 1;
+        let d = session::run_plan(pool, platform.clone(), plan, batch, &run_cfg, job, |_| {})
+            .await
+            .with_context(|| format!("running the {method} split"))?;
+        rows.push(BaselineRow {
+            platform: k,
+            speeds: speeds.to_vec(),
+            method: method.into(),
+            // Self-scheduling has no model of its own to predict with.
+            predicted: if on_demand.is_some() {
+                f64::NAN
+            } else {
+                d.report.predicted_makespan
+            },
+            measured: d.report.measured_makespan,
+            vs_plan: f64::NAN,
+        });
     }
     let base = rows[0].measured;
     for r in &mut rows {
         r.vs_plan = r.measured / base;
     }
-    (links, Ok(rows))
+    Ok(rows)
 }
 
 /// Baselines on emulated heterogeneous stars.
@@ -131,9 +114,9 @@ pub async fn baselines_local(opts: &Options, mut say: impl FnMut(&str)) -> Resul
     let mut rows = Vec::new();
     for k in 0..opts.platforms {
         let speeds = Family::HeterogeneousStar.speeds(&mut rng, opts.workers);
-        let (workers, links, platform) = start_calibrated(&speeds, opts).await?;
-        let (mut links, result) = baselines_on(links, &platform, &batch, k, &speeds).await;
-        link::close_all(&mut links).await;
+        let (workers, mut pool, platform) = start_calibrated(&speeds, opts).await?;
+        let result = baselines_on(&mut pool, &platform, &batch, k, &speeds).await;
+        pool.close().await;
         workers.stop().await;
         rows.extend(result?);
         say(&format!("platform #{k}: speeds {speeds:?} done"));

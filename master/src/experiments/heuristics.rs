@@ -3,8 +3,8 @@
 //! Figures 10–12).
 
 use super::{calibrate_opts, calibrate_or_close, nan_if_null, run_all, start_calibrated, stats, Family, Options};
-use crate::runtime::link::{self, Link};
-use crate::runtime::run::Batch;
+use crate::runtime::batch::Batch;
+use crate::runtime::pool::Pool;
 use anyhow::Result;
 use dls_lp::Strategy;
 use rand::SeedableRng;
@@ -62,9 +62,9 @@ pub async fn heuristics_local(opts: &Options, mut say: impl FnMut(&str)) -> Resu
     ] {
         for k in 0..opts.platforms {
             let speeds = family.speeds(&mut rng, opts.workers);
-            let (workers, links, platform) = start_calibrated(&speeds, opts).await?;
-            let (mut links, reports) = run_all(links, &platform, &batch, &HEURISTICS).await;
-            link::close_all(&mut links).await;
+            let (workers, mut pool, platform) = start_calibrated(&speeds, opts).await?;
+            let reports = run_all(&mut pool, &platform, &batch, &HEURISTICS).await;
+            pool.close().await;
             workers.stop().await;
             let reports = reports?;
             say(&format!("{} #{k}: speeds {speeds:?} done", family.name()));
@@ -78,29 +78,25 @@ pub async fn heuristics_local(opts: &Options, mut say: impl FnMut(&str)) -> Resu
 /// are labelled `family` and `speeds` (a test bed built from drawn speeds
 /// says which), and numbered from `first`.
 pub async fn heuristics_cluster(
-    links: Vec<Link>,
+    pool: &mut Pool,
     opts: &Options,
     family: Family,
     speeds: &[(f64, f64)],
     first: usize,
 ) -> Result<Vec<HeuristicsRow>> {
-    let mut links = links;
-    let platform = calibrate_or_close(&mut links, &calibrate_opts(opts.size)).await?;
-    let mut rows = Vec::new();
-    for k in 0..opts.platforms {
-        let batch = Batch::random(opts.batch, opts.size, opts.seed + k as u64);
-        let (back, reports) = run_all(links, &platform, &batch, &HEURISTICS).await;
-        links = back;
-        match reports {
-            Ok(r) => rows.extend(heuristics_rows(family, first + k, speeds, &r)),
-            Err(e) => {
-                link::close_all(&mut links).await;
-                return Err(e);
-            }
+    let platform = calibrate_or_close(pool, &calibrate_opts(opts.size)).await?;
+    let runs = async {
+        let mut rows = Vec::new();
+        for k in 0..opts.platforms {
+            let batch = Batch::random(opts.batch, opts.size, opts.seed + k as u64);
+            let reports = run_all(pool, &platform, &batch, &HEURISTICS).await?;
+            rows.extend(heuristics_rows(family, first + k, speeds, &reports));
         }
+        Ok(rows)
     }
-    link::close_all(&mut links).await;
-    Ok(rows)
+    .await;
+    pool.close().await;
+    runs
 }
 
 /// Per family and strategy: mean (and spread) of predicted and measured
@@ -119,8 +115,14 @@ pub struct HeuristicsSummary {
 
 pub fn summarise(rows: &[HeuristicsRow]) -> Vec<HeuristicsSummary> {
     let mut out = Vec::new();
-    let mut families: Vec<Family> = rows.iter().map(|r| r.family).collect();
-    families.dedup();
+    // Each family once, in order of first appearance (rows gathered with
+    // --append may come in any order).
+    let mut families: Vec<Family> = Vec::new();
+    for r in rows {
+        if !families.contains(&r.family) {
+            families.push(r.family);
+        }
+    }
     for f in families {
         for s in HEURISTICS {
             let sel: Vec<&HeuristicsRow> = rows
@@ -169,4 +171,37 @@ pub fn heuristics_table(summary: &[HeuristicsSummary]) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(family: Family, strategy: Strategy, measured: f64) -> HeuristicsRow {
+        HeuristicsRow {
+            family,
+            platform: 0,
+            speeds: vec![(1.0, 1.0)],
+            strategy: strategy.name().into(),
+            predicted: 1.0,
+            measured,
+            inc_c_predicted: 1.0,
+        }
+    }
+
+    #[test]
+    fn summaries_group_families_in_any_order() {
+        // Appended runs: star, bus, star again.
+        let rows = [
+            row(Family::HeterogeneousStar, Strategy::Lifo, 1.0),
+            row(Family::HeterogeneousBus, Strategy::Lifo, 5.0),
+            row(Family::HeterogeneousStar, Strategy::Lifo, 3.0),
+        ];
+        let s = summarise(&rows);
+        assert_eq!(s.len(), 2, "one summary per family and strategy");
+        let star = s.iter().find(|x| x.family == "heterogeneous-star").expect("star");
+        assert_eq!(star.measured_mean, 2.0);
+        let bus = s.iter().find(|x| x.family == "heterogeneous-bus").expect("bus");
+        assert_eq!(bus.measured_mean, 5.0);
+    }
 }

@@ -29,12 +29,13 @@ pub use participation::{
     PARTICIPATION_COMM_RATIO,
 };
 
+use crate::runtime::batch::Batch;
 use crate::runtime::calibrate::{self, CalibrateOptions};
-use crate::runtime::link::{self, Link, Timeouts};
+use crate::runtime::link::Timeouts;
 use crate::runtime::local::{self, Emulated};
-use crate::runtime::run::Batch;
+use crate::runtime::pool::Pool;
 use crate::runtime::session::{self, RunConfig};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use dls_lp::{Platform, Strategy};
 use rand::Rng;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -115,23 +116,23 @@ pub(crate) fn calibrate_opts(size: usize) -> CalibrateOptions {
     }
 }
 
-/// Calibrate `links` into a platform; on failure the links are closed
-/// (their workers are told `Bye`) before the error is returned.
-pub async fn calibrate_or_close(links: &mut [Link], opts: &CalibrateOptions) -> Result<Platform> {
-    let platform = async { calibrate::calibrate(links, opts).await?.platform() }.await;
+/// Calibrate the pool's workers into a platform; on failure the pool is
+/// closed (its workers are told `Bye`) before the error is returned.
+pub async fn calibrate_or_close(pool: &mut Pool, opts: &CalibrateOptions) -> Result<Platform> {
+    let platform = async { calibrate::calibrate(pool.links_mut(), opts).await?.platform() }.await;
     if platform.is_err() {
-        link::close_all(links).await;
+        pool.close().await;
     }
     platform
 }
 
 /// Run `strategies` on `links`, one batch each; (strategy, report).
 pub(crate) async fn run_all(
-    mut links: Vec<Link>,
+    pool: &mut Pool,
     platform: &Platform,
     batch: &Batch,
     strategies: &[Strategy],
-) -> (Vec<Link>, Result<Vec<crate::output::report::RunReport>>) {
+) -> Result<Vec<crate::output::report::RunReport>> {
     let mut out = Vec::new();
     for (k, &strategy) in strategies.iter().enumerate() {
         // The report's rounding: extra units only to enrolled workers, so
@@ -142,14 +143,10 @@ pub(crate) async fn run_all(
             rounding: dls_lp::Rounding::Paper,
             ..RunConfig::default()
         };
-        let (back, done) = session::run_batch(links, platform, batch, &cfg, k as u64 + 1, |_| {}).await;
-        links = back;
-        match done {
-            Ok(d) => out.push(d.report),
-            Err(e) => return (links, Err(e.context(format!("running {strategy}")))),
-        }
+        let done = session::run_batch(pool, platform, batch, &cfg, k as u64 + 1, |_| {}).await;
+        out.push(done.with_context(|| format!("running {strategy}"))?.report);
     }
-    (links, Ok(out))
+    Ok(out)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -194,7 +191,7 @@ impl Family {
 pub(crate) async fn start_calibrated(
     speeds: &[(f64, f64)],
     opts: &Options,
-) -> Result<(local::LocalWorkers, Vec<Link>, Platform)> {
+) -> Result<(local::LocalWorkers, Pool, Platform)> {
     let specs: Vec<Emulated> = speeds
         .iter()
         .enumerate()
@@ -202,15 +199,13 @@ pub(crate) async fn start_calibrated(
         .collect();
     let workers = local::start(&specs).await?;
     let ready = async {
-        let mut links = link::connect_all(&workers.cluster, None, Timeouts::default()).await?;
-        let platform = calibrate::calibrate(&mut links, &calibrate_opts(opts.size))
-            .await?
-            .platform()?;
-        Ok::<_, anyhow::Error>((links, platform))
+        let mut pool = Pool::connect(&workers.cluster, None, Timeouts::default()).await?;
+        let platform = calibrate_or_close(&mut pool, &calibrate_opts(opts.size)).await?;
+        Ok::<_, anyhow::Error>((pool, platform))
     }
     .await;
     match ready {
-        Ok((links, platform)) => Ok((workers, links, platform)),
+        Ok((pool, platform)) => Ok((workers, pool, platform)),
         Err(e) => {
             workers.stop().await;
             Err(e)

@@ -1,10 +1,11 @@
 //! Section 5.3.4 of the report: which workers take part as a link speeds up.
 
 use super::{calibrate_opts, run_all, Emulation, Options};
+use crate::runtime::batch::Batch;
 use crate::runtime::calibrate;
-use crate::runtime::link::{self, Timeouts};
+use crate::runtime::link::Timeouts;
 use crate::runtime::local::{self, Emulated};
-use crate::runtime::run::Batch;
+use crate::runtime::pool::Pool;
 use anyhow::Result;
 use dls_lp::{Platform, Strategy};
 use serde::{Deserialize, Serialize};
@@ -40,7 +41,7 @@ pub fn participation_speeds(x: f64) -> Vec<(f64, f64)> {
 pub async fn participation(opts: &Options, mut say: impl FnMut(&str)) -> Result<Vec<ParticipationRow>> {
     let kernel = dls_worker::kernel::Kernel::new(1).map_err(anyhow::Error::msg)?;
     let t_ref = dls_worker::kernel::seconds_per_product(&kernel, opts.size);
-    let unit_bytes = 16.0 * (opts.size * opts.size) as f64;
+    let unit_bytes = dls_protocol::ab_bytes(opts.size as u32, 1) as f64;
     let c_base = unit_bytes / (opts.emulation.base_link * 1e6);
     let emulation = Emulation {
         base_slowdown: (c_base / PARTICIPATION_COMM_RATIO / t_ref).max(1.0),
@@ -73,10 +74,9 @@ pub async fn participation_on(
     mut say: impl FnMut(&str),
 ) -> Result<Vec<ParticipationRow>> {
     let batch = Batch::random(opts.batch, opts.size, opts.seed);
-    let mut links = link::connect_all(cluster, token, Timeouts::default()).await?;
-    let full = calibrate::calibrate(&mut links, &calibrate_opts(opts.size)).await;
-    link::close_all(&mut links).await;
-    drop(links);
+    let mut pool = Pool::connect(cluster, token, Timeouts::default()).await?;
+    let full = calibrate::calibrate(pool.links_mut(), &calibrate_opts(opts.size)).await;
+    pool.close().await;
     let full = full?.platform()?;
     let costs: Vec<String> = full
         .workers()
@@ -90,9 +90,9 @@ pub async fn participation_on(
             worker: cluster.worker[..allowed].to_vec(),
         };
         let platform = Platform::new(full.workers()[..allowed].to_vec())?;
-        let links = link::connect_all(&first, token, Timeouts::default()).await?;
-        let (mut links, reports) = run_all(links, &platform, &batch, &[Strategy::Fifo]).await;
-        link::close_all(&mut links).await;
+        let mut pool = Pool::connect(&first, token, Timeouts::default()).await?;
+        let reports = run_all(&mut pool, &platform, &batch, &[Strategy::Fifo]).await;
+        pool.close().await;
         let r = reports?.remove(0);
         out.push(ParticipationRow {
             x,

@@ -1,6 +1,7 @@
 //! The summary of a run: predicted against measured, worker by worker.
 
-use crate::runtime::run::{Measured, Outcome};
+use crate::runtime::record::Measured;
+use crate::runtime::shell::Outcome;
 use dls_lp::{Plan, Platform, WorkerTimes};
 use serde::Serialize;
 use std::fmt::Write as _;

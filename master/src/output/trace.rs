@@ -4,7 +4,7 @@
 //! what the plan predicted (`"args": {"predicted": true}`); in each, thread
 //! 0 is the master's port and thread i+1 is worker i.
 
-use crate::runtime::run::Measured;
+use crate::runtime::record::Measured;
 use anyhow::{Context, Result};
 use dls_lp::{Plan, WorkerTimes};
 use serde::{Deserialize, Serialize};
@@ -45,6 +45,9 @@ fn span(pid: u32, tid: u32, cat: &str, worker: &str, start: f64, end: f64, extra
             a.insert(k.clone(), v.clone());
         }
     }
+    // Whole microseconds, ends rounded as starts are: a transfer that
+    // starts the instant the previous one ends never appears to overlap it.
+    let (ts, end_us) = ((start * 1e6).round(), (end * 1e6).round());
     Span {
         name: if tid == 0 {
             format!("{cat} {worker}")
@@ -53,8 +56,8 @@ fn span(pid: u32, tid: u32, cat: &str, worker: &str, start: f64, end: f64, extra
         },
         cat: cat.to_string(),
         ph: "X".into(),
-        ts: start * 1e6,
-        dur: ((end - start) * 1e6).max(0.0),
+        ts,
+        dur: (end_us - ts).max(0.0),
         pid,
         tid,
         args,

@@ -141,7 +141,7 @@ pub async fn calibrate_worker(link: &mut Link, opts: &CalibrateOptions) -> Resul
             link.caps.memory_limit
         );
     }
-    let by_bytes = (opts.max_probe_bytes / (16 * nn)).max(1);
+    let by_bytes = (opts.max_probe_bytes / dls_protocol::ab_bytes(opts.size as u32, 1).max(1)).max(1);
     let max_units = by_bytes.min(32).min(max_load / 2).max(1);
     let mut sizes = vec![1u64];
     while sizes[sizes.len() - 1] * 2 <= max_units {

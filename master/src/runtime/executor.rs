@@ -1,20 +1,15 @@
-//! The one-port executor: a synchronous state machine that decides, from
-//! events, when to send the next chunk and when to grant a worker the port
-//! for its results. It knows nothing of sockets or clocks; the runtime feeds
-//! it events and carries out its commands, and tests drive it with a
-//! simulated platform.
-//!
-//! Rules (the report's model):
-//! - sends go back to back in send order, every chunk of a worker before the
-//!   next worker's; a send ends when the worker says it has the whole chunk;
-//! - returns go in return order; a worker is granted the port when it is its
-//!   turn, every chunk of it is computed, and the port is free (one port:
-//!   also every send is over); its chunks then return back to back;
-//! - one transfer at a time on the master's port (two ports: one send and
-//!   one return at a time).
+//! Schedules of one round: which chunk to send next and which worker to
+//! grant the port for its results, from the events of that round. The
+//! planned [`Executor`] follows a plan's orders; the [`SelfScheduler`] hands
+//! chunks out on demand. Both are synchronous and know nothing of sockets,
+//! clocks or other rounds: the [`Port`] belongs to the batch machine
+//! (`machine.rs`), which asks a schedule for a transfer only when the port
+//! is free for it (one transfer at a time; two ports: one send and one
+//! return at a time).
 
 use dls_lp::Ports;
 use dls_protocol::ChunkId;
+use std::collections::VecDeque;
 use std::fmt;
 
 /// A contiguous range of products `[start, start + len)` for one worker.
@@ -26,15 +21,6 @@ pub struct Chunk {
     pub len: usize,
 }
 
-/// What the runtime must do next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Command {
-    /// Send this chunk (A and B of its products).
-    Assign(Chunk),
-    /// Let this worker return this chunk's results.
-    Grant { worker: usize, chunk: ChunkId },
-}
-
 /// What the runtime saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
@@ -44,6 +30,17 @@ pub enum Event {
     Ready { worker: usize, chunk: ChunkId },
     /// The master has the chunk's whole results.
     Results { worker: usize, chunk: ChunkId },
+}
+
+impl Event {
+    /// The worker and chunk it is about.
+    pub fn key(self) -> (usize, ChunkId) {
+        match self {
+            Event::Received { worker, chunk } | Event::Ready { worker, chunk } | Event::Results { worker, chunk } => {
+                (worker, chunk)
+            }
+        }
+    }
 }
 
 /// An event the plan does not allow: the worker broke the protocol.
@@ -93,6 +90,117 @@ pub fn chunks(send_order: &[usize], loads: &[u64], max_chunk: usize) -> Vec<Vec<
     out
 }
 
+/// The master's port(s): which transfer holds them now. The batch machine
+/// owns it; every schedule asks it before starting a transfer, so two
+/// rounds running at once still share one port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Port {
+    ports: Ports,
+    sending: Option<(usize, ChunkId)>,
+    returning: Option<(usize, ChunkId)>,
+}
+
+impl Port {
+    pub fn new(ports: Ports) -> Port {
+        Port {
+            ports,
+            sending: None,
+            returning: None,
+        }
+    }
+
+    pub fn ports(&self) -> Ports {
+        self.ports
+    }
+
+    /// Whether a send may start now.
+    pub fn can_send(&self) -> bool {
+        match self.ports {
+            Ports::One => self.sending.is_none() && self.returning.is_none(),
+            Ports::Two => self.sending.is_none(),
+        }
+    }
+
+    /// Whether a return may start now.
+    pub fn can_return(&self) -> bool {
+        match self.ports {
+            Ports::One => self.sending.is_none() && self.returning.is_none(),
+            Ports::Two => self.returning.is_none(),
+        }
+    }
+
+    pub fn start_send(&mut self, worker: usize, chunk: ChunkId) {
+        debug_assert!(self.can_send());
+        self.sending = Some((worker, chunk));
+    }
+
+    pub fn start_return(&mut self, worker: usize, chunk: ChunkId) {
+        debug_assert!(self.can_return());
+        self.returning = Some((worker, chunk));
+    }
+
+    /// The send of `chunk` to `worker` is over; false if it was not the one
+    /// holding the port.
+    pub fn end_send(&mut self, worker: usize, chunk: ChunkId) -> bool {
+        let ours = self.sending == Some((worker, chunk));
+        if ours {
+            self.sending = None;
+        }
+        ours
+    }
+
+    pub fn end_return(&mut self, worker: usize, chunk: ChunkId) -> bool {
+        let ours = self.returning == Some((worker, chunk));
+        if ours {
+            self.returning = None;
+        }
+        ours
+    }
+
+    /// `worker` is gone: whatever transfer it held ends.
+    pub fn release(&mut self, worker: usize) {
+        if self.sending.is_some_and(|s| s.0 == worker) {
+            self.sending = None;
+        }
+        if self.returning.is_some_and(|r| r.0 == worker) {
+            self.returning = None;
+        }
+    }
+
+    /// Whether no transfer holds the port.
+    pub fn idle(&self) -> bool {
+        self.sending.is_none() && self.returning.is_none()
+    }
+}
+
+/// What the batch machine needs of a round's schedule: the planned one-port
+/// [`Executor`], or the demand-driven [`SelfScheduler`] baseline. A schedule
+/// tracks its own chunks; the [`Port`] is not its to hold: the machine asks
+/// for the next send or return only when the port is free for it, and the
+/// schedule marks that transfer as started.
+pub trait Schedule: Send {
+    /// The chunk to send now, if any.
+    fn next_send(&mut self) -> Option<Chunk>;
+    /// The (worker, chunk) to grant the port for its results now, if any.
+    fn next_return(&mut self) -> Option<(usize, ChunkId)>;
+    fn on_event(&mut self, ev: Event) -> Result<(), Unexpected>;
+    /// Every chunk returned or handed back.
+    fn done(&self) -> bool;
+    /// Give up on `worker`: the chunks it had not returned (and, when no
+    /// worker is left to take them, the chunks nobody was given yet).
+    fn lose(&mut self, worker: usize) -> Vec<Chunk>;
+    /// Whether `worker` holds a chunk of this schedule not yet computed.
+    fn awaiting_ready(&self, worker: usize) -> bool;
+    /// A chunk by id, with the worker it went to.
+    fn chunk(&self, id: ChunkId) -> Option<Chunk>;
+}
+
+/// The planned schedule of one round (the report's model):
+/// - sends go back to back in send order, every chunk of a worker before the
+///   next worker's; a send ends when the worker says it has the whole chunk;
+/// - returns go in return order; a worker's turn comes when every chunk of
+///   it is computed (one port: and every send of the round is over); its
+///   chunks then return back to back.
 pub struct Executor {
     ports: Ports,
     send_order: Vec<usize>,
@@ -103,8 +211,6 @@ pub struct Executor {
     send_pos: (usize, usize),
     /// Position in `return_order` and chunk index of the next return.
     return_pos: (usize, usize),
-    sending: bool,
-    returning: bool,
     /// Workers lost (dead, stalled, or misbehaving); their chunks are skipped.
     lost: Vec<bool>,
 }
@@ -113,7 +219,7 @@ impl Executor {
     /// Workers with no chunk are dropped from both orders.
     pub fn new(ports: Ports, send_order: &[usize], return_order: &[usize], chunks: Vec<Vec<Chunk>>) -> Self {
         let p = chunks.len();
-        let has = |w: &usize| !chunks[*w].is_empty();
+        let has = |w: &usize| chunks.get(*w).is_some_and(|c| !c.is_empty());
         let stage = chunks.iter().map(|c| vec![Stage::Pending; c.len()]).collect();
         Executor {
             ports,
@@ -123,8 +229,6 @@ impl Executor {
             stage,
             send_pos: (0, 0),
             return_pos: (0, 0),
-            sending: false,
-            returning: false,
             lost: vec![false; p],
         }
     }
@@ -133,54 +237,12 @@ impl Executor {
         &self.chunks
     }
 
-    /// The first commands.
-    pub fn start(&mut self) -> Vec<Command> {
-        self.advance()
-    }
-
-    pub fn done(&self) -> bool {
-        self.return_pos.0 >= self.return_order.len()
-    }
-
     fn all_sent(&self) -> bool {
         self.send_pos.0 >= self.send_order.len()
     }
 
-    /// Whether `worker` holds a chunk it has received but not yet computed.
-    pub fn awaiting_ready(&self, worker: usize) -> bool {
-        self.stage
-            .get(worker)
-            .is_some_and(|s| s.iter().any(|s| matches!(s, Stage::Sending | Stage::Sent)))
-    }
-
-    /// Whether `worker` has been lost.
-    pub fn is_lost(&self, worker: usize) -> bool {
+    fn is_lost(&self, worker: usize) -> bool {
         self.lost.get(worker).copied().unwrap_or(false)
-    }
-
-    /// Give up on `worker`: every chunk of it not yet returned is handed
-    /// back (to be redone elsewhere), the port is freed if it held it, and
-    /// the schedule goes on without it. Returns the lost chunks and the
-    /// commands that can start now.
-    pub fn lose(&mut self, worker: usize) -> (Vec<Chunk>, Vec<Command>) {
-        if worker >= self.lost.len() || self.lost[worker] {
-            return (Vec::new(), Vec::new());
-        }
-        self.lost[worker] = true;
-        let lost: Vec<Chunk> = self.chunks[worker]
-            .iter()
-            .zip(&self.stage[worker])
-            .filter(|(_, s)| **s != Stage::Returned)
-            .map(|(c, _)| *c)
-            .collect();
-        if self.sending && self.send_order.get(self.send_pos.0) == Some(&worker) {
-            self.sending = false;
-        }
-        if self.returning && self.return_order.get(self.return_pos.0) == Some(&worker) {
-            self.returning = false;
-        }
-        self.skip_lost();
-        (lost, self.advance())
     }
 
     fn skip_lost(&mut self) {
@@ -199,154 +261,123 @@ impl Executor {
         self.chunks.get(worker)?.iter().position(|c| c.id == chunk)
     }
 
-    pub fn on_event(&mut self, ev: Event) -> Result<Vec<Command>, Unexpected> {
+    /// The position after chunk `c` of the worker at `p` of `order`.
+    fn step(&self, order: &[usize], (p, c): (usize, usize)) -> (usize, usize) {
+        if c + 1 < self.chunks[order[p]].len() {
+            (p, c + 1)
+        } else {
+            (p + 1, 0)
+        }
+    }
+}
+
+impl Schedule for Executor {
+    fn next_send(&mut self) -> Option<Chunk> {
+        if self.all_sent() {
+            return None;
+        }
+        let (p, c) = self.send_pos;
+        let w = self.send_order[p];
+        if self.stage[w][c] != Stage::Pending {
+            return None;
+        }
+        self.stage[w][c] = Stage::Sending;
+        Some(self.chunks[w][c])
+    }
+
+    fn next_return(&mut self) -> Option<(usize, ChunkId)> {
+        // The report's one-port model: every send of the round precedes
+        // every return.
+        if self.done() || (self.ports == Ports::One && !self.all_sent()) {
+            return None;
+        }
+        let (p, c) = self.return_pos;
+        let w = self.return_order[p];
+        // A worker's turn starts only when all its chunks are computed;
+        // within its turn the chunks follow each other.
+        let turn_ok = c > 0 || self.stage[w].iter().all(|s| *s == Stage::Ready);
+        if !turn_ok || self.stage[w][c] != Stage::Ready {
+            return None;
+        }
+        self.stage[w][c] = Stage::Returning;
+        Some((w, self.chunks[w][c].id))
+    }
+
+    fn on_event(&mut self, ev: Event) -> Result<(), Unexpected> {
         let bad = || Unexpected(ev);
-        let (worker, chunk) = match ev {
-            Event::Received { worker, chunk } | Event::Ready { worker, chunk } | Event::Results { worker, chunk } => {
-                (worker, chunk)
-            }
-        };
+        let (worker, chunk) = ev.key();
         let j = self.find(worker, chunk).ok_or_else(bad)?;
         let st = &mut self.stage[worker][j];
-        match ev {
-            Event::Received { .. } => {
-                if *st != Stage::Sending {
-                    return Err(bad());
-                }
+        match (ev, *st) {
+            (Event::Received { .. }, Stage::Sending) => {
                 *st = Stage::Sent;
-                self.sending = false;
-                let (p, c) = self.send_pos;
-                self.send_pos = if c + 1 < self.chunks[self.send_order[p]].len() {
-                    (p, c + 1)
-                } else {
-                    (p + 1, 0)
-                };
+                self.send_pos = self.step(&self.send_order, self.send_pos);
                 self.skip_lost();
             }
-            Event::Ready { .. } => {
-                if *st != Stage::Sent {
-                    return Err(bad());
-                }
-                *st = Stage::Ready;
-            }
-            Event::Results { .. } => {
-                if *st != Stage::Returning {
-                    return Err(bad());
-                }
+            (Event::Ready { .. }, Stage::Sent) => *st = Stage::Ready,
+            (Event::Results { .. }, Stage::Returning) => {
                 *st = Stage::Returned;
-                self.returning = false;
-                let (p, c) = self.return_pos;
-                self.return_pos = if c + 1 < self.chunks[self.return_order[p]].len() {
-                    (p, c + 1)
-                } else {
-                    (p + 1, 0)
-                };
+                self.return_pos = self.step(&self.return_order, self.return_pos);
                 self.skip_lost();
             }
+            _ => return Err(bad()),
         }
-        Ok(self.advance())
+        Ok(())
     }
 
-    fn port_free_for_send(&self) -> bool {
-        match self.ports {
-            Ports::One => !self.sending && !self.returning,
-            Ports::Two => !self.sending,
-        }
+    fn done(&self) -> bool {
+        self.return_pos.0 >= self.return_order.len()
     }
 
-    fn port_free_for_return(&self) -> bool {
-        match self.ports {
-            // The report's model: every send precedes every return.
-            Ports::One => !self.sending && !self.returning && self.all_sent(),
-            Ports::Two => !self.returning,
+    fn lose(&mut self, worker: usize) -> Vec<Chunk> {
+        if worker >= self.lost.len() || self.lost[worker] {
+            return Vec::new();
         }
+        self.lost[worker] = true;
+        self.skip_lost();
+        self.chunks[worker]
+            .iter()
+            .zip(&self.stage[worker])
+            .filter(|(_, s)| **s != Stage::Returned)
+            .map(|(c, _)| *c)
+            .collect()
     }
 
-    fn advance(&mut self) -> Vec<Command> {
-        let mut out = Vec::new();
-        if !self.all_sent() && self.port_free_for_send() {
-            let (p, c) = self.send_pos;
-            let w = self.send_order[p];
-            self.stage[w][c] = Stage::Sending;
-            self.sending = true;
-            out.push(Command::Assign(self.chunks[w][c]));
-        }
-        if !self.done() && self.port_free_for_return() {
-            let (p, c) = self.return_pos;
-            let w = self.return_order[p];
-            // A worker's turn starts only when all its chunks are computed;
-            // within its turn the chunks follow each other.
-            let turn_ok = c > 0 || self.stage[w].iter().all(|s| *s == Stage::Ready);
-            if turn_ok && self.stage[w][c] == Stage::Ready {
-                self.stage[w][c] = Stage::Returning;
-                self.returning = true;
-                out.push(Command::Grant {
-                    worker: w,
-                    chunk: self.chunks[w][c].id,
-                });
-            }
-        }
-        out
+    fn awaiting_ready(&self, worker: usize) -> bool {
+        !self.is_lost(worker)
+            && self
+                .stage
+                .get(worker)
+                .is_some_and(|s| s.iter().any(|s| matches!(s, Stage::Sending | Stage::Sent)))
+    }
+
+    fn chunk(&self, id: ChunkId) -> Option<Chunk> {
+        self.chunks.iter().flatten().find(|c| c.id == id).copied()
     }
 }
 
 #[cfg(test)]
 mod tests;
 
-/// What the runtime needs of a schedule: the planned one-port [`Executor`],
-/// or the demand-driven [`SelfScheduler`] baseline.
-pub trait Schedule: Send {
-    fn start(&mut self) -> Vec<Command>;
-    fn on_event(&mut self, ev: Event) -> Result<Vec<Command>, Unexpected>;
-    fn done(&self) -> bool;
-    fn lose(&mut self, worker: usize) -> (Vec<Chunk>, Vec<Command>);
-    fn is_lost(&self, worker: usize) -> bool;
-    fn awaiting_ready(&self, worker: usize) -> bool;
-}
-
-impl Schedule for Executor {
-    fn start(&mut self) -> Vec<Command> {
-        Executor::start(self)
-    }
-    fn on_event(&mut self, ev: Event) -> Result<Vec<Command>, Unexpected> {
-        Executor::on_event(self, ev)
-    }
-    fn done(&self) -> bool {
-        Executor::done(self)
-    }
-    fn lose(&mut self, worker: usize) -> (Vec<Chunk>, Vec<Command>) {
-        Executor::lose(self, worker)
-    }
-    fn is_lost(&self, worker: usize) -> bool {
-        Executor::is_lost(self, worker)
-    }
-    fn awaiting_ready(&self, worker: usize) -> bool {
-        Executor::awaiting_ready(self, worker)
-    }
-}
-
 /// Demand-driven self-scheduling, the baseline general task runtimes use:
 /// fixed-size chunks handed out one at a time; a worker gets its next chunk
 /// once its previous results are in. Still one transfer at a time on the
-/// master's port (a pending send goes before a pending return, to keep
-/// workers busy). Chunks are listed up front; the worker of each is chosen
-/// when it is sent.
+/// master's port (the machine offers the port to a send before a return, to
+/// keep workers busy). Chunks are listed up front; the worker of each is
+/// chosen when it is sent.
 pub struct SelfScheduler {
-    ports: Ports,
     chunks: Vec<Chunk>,
     stage: Vec<Stage>,
     next: usize,
-    want: std::collections::VecDeque<usize>,
-    ready: std::collections::VecDeque<usize>,
-    sending: Option<usize>,
-    returning: Option<usize>,
+    want: VecDeque<usize>,
+    ready: VecDeque<usize>,
     lost: Vec<bool>,
     settled: usize,
 }
 
 impl SelfScheduler {
     /// `m` products in chunks of `size`, over `workers` (indices < `p`).
-    pub fn new(ports: Ports, p: usize, workers: &[usize], m: usize, size: usize, first_id: u64) -> Self {
+    pub fn new(p: usize, workers: &[usize], m: usize, size: usize, first_id: u64) -> Self {
         let size = size.max(1);
         let chunks: Vec<Chunk> = (0..m.div_ceil(size))
             .map(|k| Chunk {
@@ -357,14 +388,11 @@ impl SelfScheduler {
             })
             .collect();
         SelfScheduler {
-            ports,
             stage: vec![Stage::Pending; chunks.len()],
             chunks,
             next: 0,
             want: workers.iter().copied().collect(),
-            ready: Default::default(),
-            sending: None,
-            returning: None,
+            ready: VecDeque::new(),
             lost: vec![false; p],
             settled: 0,
         }
@@ -377,85 +405,61 @@ impl SelfScheduler {
 
     fn find(&self, worker: usize, chunk: ChunkId) -> Option<usize> {
         let k = self.chunks.iter().position(|c| c.id == chunk)?;
-        (self.chunks[k].worker == worker && !self.lost[worker]).then_some(k)
+        (self.chunks[k].worker == worker && !self.lost.get(worker).copied().unwrap_or(true)).then_some(k)
     }
 
-    fn advance(&mut self) -> Vec<Command> {
-        let mut out = Vec::new();
-        let free_send = match self.ports {
-            Ports::One => self.sending.is_none() && self.returning.is_none(),
-            Ports::Two => self.sending.is_none(),
-        };
-        if free_send && self.next < self.chunks.len() {
-            while let Some(&w) = self.want.front() {
-                if !self.lost[w] {
-                    break;
-                }
-                self.want.pop_front();
-            }
-            if let Some(w) = self.want.pop_front() {
-                let k = self.next;
-                self.next += 1;
-                self.chunks[k].worker = w;
-                self.stage[k] = Stage::Sending;
-                self.sending = Some(k);
-                out.push(Command::Assign(self.chunks[k]));
-            }
-        }
-        let free_return = match self.ports {
-            Ports::One => self.sending.is_none() && self.returning.is_none(),
-            Ports::Two => self.returning.is_none(),
-        };
-        if free_return {
-            while let Some(&k) = self.ready.front() {
-                if !self.lost[self.chunks[k].worker] {
-                    break;
-                }
-                self.ready.pop_front();
-            }
-            if let Some(k) = self.ready.pop_front() {
-                self.stage[k] = Stage::Returning;
-                self.returning = Some(k);
-                out.push(Command::Grant {
-                    worker: self.chunks[k].worker,
-                    chunk: self.chunks[k].id,
-                });
-            }
-        }
-        out
+    /// Whether any surviving worker holds a chunk not yet returned (it will
+    /// ask for more when it is done).
+    fn any_worker_busy(&self) -> bool {
+        self.chunks
+            .iter()
+            .zip(&self.stage)
+            .any(|(c, s)| c.worker != usize::MAX && !self.lost[c.worker] && *s != Stage::Returned)
     }
 }
 
 impl Schedule for SelfScheduler {
-    fn start(&mut self) -> Vec<Command> {
-        self.advance()
+    fn next_send(&mut self) -> Option<Chunk> {
+        if self.next >= self.chunks.len() {
+            return None;
+        }
+        while self.want.front().is_some_and(|&w| self.lost[w]) {
+            self.want.pop_front();
+        }
+        let w = self.want.pop_front()?;
+        let k = self.next;
+        self.next += 1;
+        self.chunks[k].worker = w;
+        self.stage[k] = Stage::Sending;
+        Some(self.chunks[k])
     }
 
-    fn on_event(&mut self, ev: Event) -> Result<Vec<Command>, Unexpected> {
-        let (worker, chunk) = match ev {
-            Event::Received { worker, chunk } | Event::Ready { worker, chunk } | Event::Results { worker, chunk } => {
-                (worker, chunk)
-            }
-        };
+    fn next_return(&mut self) -> Option<(usize, ChunkId)> {
+        while self.ready.front().is_some_and(|&k| self.lost[self.chunks[k].worker]) {
+            self.ready.pop_front();
+        }
+        let k = self.ready.pop_front()?;
+        self.stage[k] = Stage::Returning;
+        Some((self.chunks[k].worker, self.chunks[k].id))
+    }
+
+    fn on_event(&mut self, ev: Event) -> Result<(), Unexpected> {
+        let (worker, chunk) = ev.key();
         let k = self.find(worker, chunk).ok_or(Unexpected(ev))?;
         match (ev, self.stage[k]) {
-            (Event::Received { .. }, Stage::Sending) => {
-                self.stage[k] = Stage::Sent;
-                self.sending = None;
-            }
+            (Event::Received { .. }, Stage::Sending) => self.stage[k] = Stage::Sent,
             (Event::Ready { .. }, Stage::Sent) => {
                 self.stage[k] = Stage::Ready;
                 self.ready.push_back(k);
             }
             (Event::Results { .. }, Stage::Returning) => {
                 self.stage[k] = Stage::Returned;
-                self.returning = None;
                 self.settled += 1;
                 self.want.push_back(worker);
             }
             _ => return Err(Unexpected(ev)),
         }
-        Ok(self.advance())
+        Ok(())
     }
 
     fn done(&self) -> bool {
@@ -464,9 +468,9 @@ impl Schedule for SelfScheduler {
         self.settled == self.chunks.len()
     }
 
-    fn lose(&mut self, worker: usize) -> (Vec<Chunk>, Vec<Command>) {
+    fn lose(&mut self, worker: usize) -> Vec<Chunk> {
         if worker >= self.lost.len() || self.lost[worker] {
-            return (Vec::new(), Vec::new());
+            return Vec::new();
         }
         self.lost[worker] = true;
         let mut gone = Vec::new();
@@ -477,14 +481,8 @@ impl Schedule for SelfScheduler {
                 self.settled += 1;
             }
         }
-        if self.sending.is_some_and(|k| self.chunks[k].worker == worker) {
-            self.sending = None;
-        }
-        if self.returning.is_some_and(|k| self.chunks[k].worker == worker) {
-            self.returning = None;
-        }
         // With no worker left to ask, the chunks not yet handed out are lost too.
-        if self.lost.iter().all(|&l| l) || self.want.iter().all(|&w| self.lost[w]) && self.no_worker_busy() {
+        if self.want.iter().all(|&w| self.lost[w]) && !self.any_worker_busy() {
             for k in self.next..self.chunks.len() {
                 gone.push(self.chunks[k]);
                 self.stage[k] = Stage::Returned;
@@ -492,11 +490,7 @@ impl Schedule for SelfScheduler {
             }
             self.next = self.chunks.len();
         }
-        (gone, self.advance())
-    }
-
-    fn is_lost(&self, worker: usize) -> bool {
-        self.lost.get(worker).copied().unwrap_or(false)
+        gone
     }
 
     fn awaiting_ready(&self, worker: usize) -> bool {
@@ -505,16 +499,8 @@ impl Schedule for SelfScheduler {
             .zip(&self.stage)
             .any(|(c, s)| c.worker == worker && matches!(s, Stage::Sending | Stage::Sent))
     }
-}
 
-impl SelfScheduler {
-    /// Whether any surviving worker holds a chunk not yet returned (it will
-    /// ask for more when it is done).
-    fn no_worker_busy(&self) -> bool {
-        !self
-            .chunks
-            .iter()
-            .zip(&self.stage)
-            .any(|(c, s)| c.worker != usize::MAX && !self.lost[c.worker] && *s != Stage::Returned)
+    fn chunk(&self, id: ChunkId) -> Option<Chunk> {
+        self.chunks.iter().find(|c| c.id == id).copied()
     }
 }

@@ -1,11 +1,18 @@
-//! Running batches: connections to workers ([`link`]), measuring them
-//! ([`calibrate`]), the one-port state machine ([`executor`]) and the async
-//! shell that carries out its commands ([`run`]), the public API
-//! ([`session`]), and in-process workers for demos and tests ([`local`]).
+//! Running batches. Connections to workers ([`link`], owned by a [`pool`]),
+//! measuring them ([`calibrate`]), the batch state machine ([`machine`],
+//! over the round schedules of [`executor`], recording into [`record`]), the
+//! async shell that carries out its commands ([`shell`], one
+//! [`link_task`] per worker), the public API ([`session`]), and in-process
+//! workers for demos and tests ([`local`]).
 
+pub mod batch;
 pub mod calibrate;
 pub mod executor;
 pub mod link;
+mod link_task;
 pub mod local;
-pub mod run;
+pub mod machine;
+pub mod pool;
+pub mod record;
 pub mod session;
+pub mod shell;

@@ -4,22 +4,24 @@
 //! ```no_run
 //! # async fn doc() -> anyhow::Result<()> {
 //! use dls_master::config::cluster::Cluster;
-//! use dls_master::runtime::{calibrate, link, run::Batch, session};
+//! use dls_master::runtime::{batch::Batch, calibrate, link, pool::Pool, session};
 //! let cluster = Cluster::from_list("127.0.0.1:7070,127.0.0.1:7071")?;
-//! let mut links = link::connect_all(&cluster, None, link::Timeouts::default()).await?;
-//! let cal = calibrate::calibrate(&mut links, &calibrate::CalibrateOptions::new(128)).await?;
+//! let mut pool = Pool::connect(&cluster, None, link::Timeouts::default()).await?;
+//! let cal = calibrate::calibrate(pool.links_mut(), &calibrate::CalibrateOptions::new(128)).await?;
 //! let platform = cal.platform()?;
 //! let batch = Batch::random(1000, 128, 42);
-//! let (links, done) = session::run_batch(links, &platform, &batch, &session::RunConfig::default(), 1, |_| {}).await;
-//! let done = done?;
+//! let done = session::run_batch(&mut pool, &platform, &batch, &session::RunConfig::default(), 1, |_| {}).await?;
 //! println!("{}", done.report.table());
-//! # drop(links); Ok(()) }
+//! pool.close().await;
+//! # Ok(()) }
 //! ```
 
 use crate::output::report::RunReport;
 use crate::output::trace::Trace;
+use crate::runtime::batch::{self, Batch};
 use crate::runtime::link::Link;
-use crate::runtime::run::{self, Batch, Outcome, RunOptions};
+use crate::runtime::pool::Pool;
+use crate::runtime::shell::{self, Outcome, RunOptions};
 use anyhow::{anyhow, bail, Result};
 use dls_lp::{Plan, Platform, Ports, Request, Rounding, Strategy, Worker};
 use dls_protocol::JobId;
@@ -28,6 +30,7 @@ use dls_protocol::JobId;
 #[derive(Debug, Clone, Copy)]
 pub struct RunConfig {
     pub strategy: Strategy,
+    /// The port model to plan for (the run follows the plan's).
     pub ports: Ports,
     pub rounding: Rounding,
     /// Products the master recomputes to check the results.
@@ -89,68 +92,50 @@ pub fn align(platform: &Platform, links: &[Link], n: usize) -> Result<Platform> 
 
 /// Plan `batch` on `platform` with `cfg`, run it, verify it.
 pub async fn run_batch(
-    links: Vec<Link>,
+    pool: &mut Pool,
     platform: &Platform,
     batch: &Batch,
     cfg: &RunConfig,
     job: u64,
     on_chunk: impl FnMut(usize),
-) -> (Vec<Link>, Result<BatchRun>) {
+) -> Result<BatchRun> {
     if batch.m == 0 {
-        return (links, Err(anyhow!("the batch is empty: give at least one product")));
+        bail!("the batch is empty: give at least one product");
     }
-    let platform = match align(platform, &links, batch.n) {
-        Ok(p) => p,
-        Err(e) => return (links, Err(e)),
-    };
+    let platform = align(platform, pool.links(), batch.n)?;
     let req = Request {
         load: batch.m as u64,
         strategy: cfg.strategy,
         ports: cfg.ports,
         rounding: cfg.rounding,
     };
-    let plan = match dls_lp::plan(&platform, &req) {
-        Ok(p) => p,
-        Err(e) => return (links, Err(anyhow!("planning {} products: {e}", batch.m))),
-    };
-    run_plan(links, platform, plan, batch, cfg, job, on_chunk).await
+    let plan = dls_lp::plan(&platform, &req).map_err(|e| anyhow!("planning {} products: {e}", batch.m))?;
+    run_plan(pool, platform, plan, batch, cfg, job, on_chunk).await
 }
 
 /// Run a plan made elsewhere (a baseline, say) on `platform` (already
-/// aligned with `links`, see [`align`]), verify it, report it.
+/// aligned with the pool's links, see [`align`]), verify it, report it.
+/// The port model is the plan's.
 pub async fn run_plan(
-    links: Vec<Link>,
+    pool: &mut Pool,
     platform: Platform,
     plan: Plan,
     batch: &Batch,
     cfg: &RunConfig,
     job: u64,
     on_chunk: impl FnMut(usize),
-) -> (Vec<Link>, Result<BatchRun>) {
-    let opts = RunOptions {
-        ports: cfg.ports,
-        ..cfg.options
-    };
-    let (links, outcome) = run::execute(links, &platform, &plan, batch, JobId(job), &opts, on_chunk).await;
-    let outcome = match outcome {
-        Ok(o) => o,
-        Err(e) => return (links, Err(e)),
-    };
-    let verified = match run::verify(batch, &outcome.c, cfg.verify, cfg.seed) {
-        Ok(v) => v,
-        Err(e) => return (links, Err(e.context("verification failed"))),
-    };
+) -> Result<BatchRun> {
+    let outcome = shell::execute(pool, &platform, &plan, batch, JobId(job), &cfg.options, on_chunk).await?;
+    let verified =
+        batch::verify(batch, &outcome.c, cfg.verify, cfg.seed).map_err(|e| e.context("verification failed"))?;
     let report = RunReport::from_outcome(&platform, &plan, &outcome, batch.n, verified);
     let names: Vec<String> = platform.workers().iter().map(|w| w.name.clone()).collect();
     let trace = Trace::new(&names, &plan, &outcome.measured);
-    (
-        links,
-        Ok(BatchRun {
-            platform,
-            plan,
-            outcome,
-            report,
-            trace,
-        }),
-    )
+    Ok(BatchRun {
+        platform,
+        plan,
+        outcome,
+        report,
+        trace,
+    })
 }

@@ -1,0 +1,199 @@
+//! One task per worker owns its connection for the length of a run: it
+//! writes the frames the shell hands it and turns what the worker says into
+//! events. It decides nothing about the schedule; it only watches that the
+//! worker stays alive (bytes or heartbeat answers at least every `liveness`)
+//! and reports when it does not.
+
+use crate::runtime::batch::Batch;
+use crate::runtime::link::Link;
+use dls_protocol::{ChunkId, Frame, FromWorker, JobId, ToWorker};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// What the shell tells a link task.
+pub(crate) enum Cmd {
+    /// Send these products as one chunk; the worker may stay silent while
+    /// it reads them, for at most the given time after the write completes.
+    Assign(ChunkId, Arc<[usize]>, Duration),
+    Grant(ChunkId),
+    /// Tell the worker to drop the job, then stop.
+    Cancel,
+}
+
+/// What a link task saw, and when.
+pub(crate) enum Ev {
+    Received(ChunkId, Instant),
+    Ready(ChunkId, f64, Instant),
+    Results(ChunkId, Vec<f64>, Instant),
+    /// The task has ended: why.
+    Failed(String),
+}
+
+/// How a link task watches its worker.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Watch {
+    pub liveness: Duration,
+    pub heartbeat: Duration,
+}
+
+pub(crate) struct LinkTask {
+    pub link: Link,
+    pub idx: usize,
+    pub batch: Batch,
+    pub job: JobId,
+    pub watch: Watch,
+}
+
+/// Merge sorted product indices into contiguous ranges of values.
+fn ranges(products: &[usize], nn: usize) -> Vec<std::ops::Range<usize>> {
+    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+    for &i in products {
+        match out.last_mut() {
+            Some(r) if r.end == i * nn => r.end += nn,
+            _ => out.push(i * nn..(i + 1) * nn),
+        }
+    }
+    out
+}
+
+/// Liveness bookkeeping of one link.
+struct Pulse {
+    in_flight: usize,
+    /// Bytes read when last checked, and when they last changed.
+    seen: (u64, Instant),
+    last_beat: Instant,
+    seq: u64,
+    /// The worker may be silent until then (it is reading a chunk).
+    quiet_until: Option<Instant>,
+}
+
+enum Step {
+    Cmd(Option<Cmd>),
+    Frame(dls_protocol::Result<Option<Frame<FromWorker>>>),
+    Tick,
+}
+
+impl LinkTask {
+    /// Run until the shell drops its sender, cancels, or the link fails
+    /// (reported as [`Ev::Failed`]); the link comes back in every case.
+    pub async fn run(mut self, mut cmds: mpsc::Receiver<Cmd>, events: mpsc::Sender<(usize, Ev)>) -> Link {
+        self.link.conn.set_write_stall_timeout(Some(self.watch.liveness));
+        let now = Instant::now();
+        let mut pulse = Pulse {
+            in_flight: 0,
+            seen: (self.link.conn.bytes_read(), now),
+            last_beat: now,
+            seq: 0,
+            quiet_until: None,
+        };
+        let period = self.watch.heartbeat.min(self.watch.liveness / 2);
+        let mut ticker = tokio::time::interval(period.max(Duration::from_millis(10)));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let step = tokio::select! {
+                c = cmds.recv() => Step::Cmd(c),
+                f = self.link.conn.read_frame() => Step::Frame(f),
+                _ = ticker.tick() => Step::Tick,
+            };
+            let ev = match step {
+                Step::Cmd(None) => return self.link,
+                Step::Cmd(Some(Cmd::Cancel)) => {
+                    // Best effort: a straggler is told to drop the job, then left alone.
+                    let _ = self.link.conn.send(&ToWorker::Cancel { job: self.job }).await;
+                    return self.link;
+                }
+                Step::Cmd(Some(cmd)) => self.on_cmd(cmd, &mut pulse).await,
+                Step::Tick => self.on_tick(&mut pulse).await,
+                Step::Frame(f) => self.on_frame(f, &mut pulse),
+            };
+            let Some(ev) = ev else { continue };
+            let failed = matches!(ev, Ev::Failed(_));
+            if events.send((self.idx, ev)).await.is_err() || failed {
+                return self.link;
+            }
+        }
+    }
+
+    async fn on_cmd(&mut self, cmd: Cmd, pulse: &mut Pulse) -> Option<Ev> {
+        match cmd {
+            Cmd::Assign(chunk, products, reading) => {
+                let nn = self.batch.n * self.batch.n;
+                let rs = ranges(&products, nn);
+                let mut parts: Vec<&[f64]> = rs.iter().map(|r| &self.batch.a[r.clone()]).collect();
+                parts.extend(rs.iter().map(|r| &self.batch.b[r.clone()]));
+                let msg = ToWorker::Assign {
+                    job: self.job,
+                    chunk,
+                    n: self.batch.n as u32,
+                    k: products.len() as u32,
+                };
+                pulse.in_flight += 1;
+                pulse.seen = (self.link.conn.bytes_read(), Instant::now());
+                match self.link.conn.write_frame_parts(&msg, &parts).await {
+                    Ok(()) => {
+                        // The bytes may still sit in socket buffers: the worker
+                        // reads them at its own pace and cannot answer until it has.
+                        pulse.quiet_until = Some(Instant::now() + reading);
+                        None
+                    }
+                    Err(e) => Some(Ev::Failed(format!("sending chunk {}: {e}", chunk.0))),
+                }
+            }
+            Cmd::Grant(chunk) => match self.link.conn.send(&ToWorker::Grant { job: self.job, chunk }).await {
+                Ok(()) => None,
+                Err(e) => Some(Ev::Failed(format!("granting chunk {}: {e}", chunk.0))),
+            },
+            Cmd::Cancel => None,
+        }
+    }
+
+    async fn on_tick(&mut self, pulse: &mut Pulse) -> Option<Ev> {
+        let now = Instant::now();
+        let reading = pulse.quiet_until.is_some_and(|t| now < t);
+        let read = self.link.conn.bytes_read();
+        if read != pulse.seen.0 || reading {
+            pulse.seen = (read, now);
+        } else if pulse.in_flight > 0 && now.duration_since(pulse.seen.1) > self.watch.liveness {
+            let quiet = now.duration_since(pulse.seen.1).as_secs_f64();
+            return Some(Ev::Failed(format!("no sign of life for {quiet:.1} s")));
+        }
+        if pulse.in_flight > 0 && now.duration_since(pulse.last_beat) >= self.watch.heartbeat {
+            pulse.seq += 1;
+            pulse.last_beat = now;
+            if let Err(e) = self.link.conn.send(&ToWorker::Heartbeat { seq: pulse.seq }).await {
+                return Some(Ev::Failed(format!("heartbeat: {e}")));
+            }
+        }
+        None
+    }
+
+    fn on_frame(&mut self, f: dls_protocol::Result<Option<Frame<FromWorker>>>, pulse: &mut Pulse) -> Option<Ev> {
+        let job = self.job;
+        let f = match f {
+            Ok(Some(f)) => f,
+            Ok(None) => return Some(Ev::Failed("closed the connection".into())),
+            Err(e) => return Some(Ev::Failed(e.to_string())),
+        };
+        let ev = match f.msg {
+            FromWorker::Received { job: j, chunk } if j == job => {
+                pulse.quiet_until = None;
+                Ev::Received(chunk, Instant::now())
+            }
+            FromWorker::Ready {
+                job: j,
+                chunk,
+                compute_secs,
+            } if j == job => Ev::Ready(chunk, compute_secs, Instant::now()),
+            FromWorker::Results { job: j, chunk, n, .. } if j == job && n as usize == self.batch.n => {
+                pulse.in_flight = pulse.in_flight.saturating_sub(1);
+                Ev::Results(chunk, f.payload, Instant::now())
+            }
+            FromWorker::Results { n, .. } => Ev::Failed(format!("returned results of size {n}, not {}", self.batch.n)),
+            FromWorker::HeartbeatAck { .. } => return None,
+            FromWorker::Error { code, message } => Ev::Failed(format!("reported {code:?}: {message}")),
+            other => Ev::Failed(format!("sent an unexpected {}", other.name())),
+        };
+        Some(ev)
+    }
+}

@@ -1,0 +1,474 @@
+//! The batch state machine: every decision of a batch, as plain functions
+//! over its state. It takes what the workers did, with timestamps (seconds
+//! from the start of the run), and returns what the shell must do: which
+//! transfer starts on the master's port, which results to keep, which worker
+//! to let go. No sockets, no clocks, no tokio; the shell (`shell.rs`) carries
+//! out the commands and tests drive it with a simulated platform.
+//!
+//! Invariants:
+//! - only the machine starts a transfer, and only when the [`Port`] is free
+//!   for it (one transfer at a time; two ports: one send and one return);
+//! - every product is stored exactly once: a lost worker's unreturned
+//!   products are planned again over the survivors at once (a recovery
+//!   round that shares the port with the rounds still running), and nothing
+//!   a lost worker says afterwards is taken;
+//! - a recovery round never asks a worker to hold more than its `max_load`
+//!   at once: what does not fit waits for results to come back.
+
+use crate::runtime::executor::{chunks, Event, Executor, Port, Schedule, SelfScheduler};
+use crate::runtime::record::{Failure, Measured, Recorder, Replan};
+use dls_lp::{Plan, Platform, Request, Rounding, Strategy, Worker};
+use dls_protocol::ChunkId;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// How the machine runs a batch.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// Largest chunk, in products.
+    pub max_chunk: usize,
+    /// Give up on a worker this many times later than its predicted compute
+    /// end (plus a second), if set.
+    pub straggler: Option<f64>,
+    /// Fail the batch when nothing at all happens for this many seconds.
+    pub stall_timeout: f64,
+    /// Hand out chunks of this many products on demand instead of the
+    /// plan's loads (the self-scheduling baseline).
+    pub self_schedule: Option<usize>,
+    /// Seconds a worker may stay silent beyond its predicted reading time
+    /// after a send.
+    pub liveness: f64,
+}
+
+/// What a worker did, as the shell saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// It has the whole chunk.
+    Received(ChunkId),
+    /// It computed the chunk, in this many seconds of its own.
+    Ready(ChunkId, f64),
+    /// The master has the chunk's whole results (already checked for size
+    /// by the shell against [`BatchMachine::expected`]).
+    Results(ChunkId),
+    /// Its connection ended, or it broke the protocol, or its results were
+    /// wrong: the reason.
+    Lost(String),
+}
+
+/// What the shell must do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Send these products (their A and B) as one chunk; the worker may take
+    /// `reading` seconds to read it before it must answer.
+    Assign {
+        worker: usize,
+        chunk: ChunkId,
+        products: Arc<[usize]>,
+        reading: f64,
+    },
+    /// Let the worker return this chunk's results.
+    Grant { worker: usize, chunk: ChunkId },
+    /// Keep the results just received for this chunk: they are these
+    /// products, in this order.
+    Store {
+        worker: usize,
+        chunk: ChunkId,
+        products: Arc<[usize]>,
+    },
+    /// Stop talking to this worker (telling it to drop the job first if
+    /// `cancel`).
+    Release { worker: usize, cancel: bool },
+}
+
+/// Where the batch stands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Status {
+    Running,
+    /// Every product is stored.
+    Done,
+    /// Nothing more can be done: why.
+    Failed(String),
+}
+
+/// One round: a schedule and the batch products of each of its chunks.
+struct Round {
+    sched: Box<dyn Schedule>,
+    jobs: HashMap<ChunkId, Arc<[usize]>>,
+    /// Chunks are given to workers as they ask (self-scheduling), not
+    /// when the round is planned.
+    on_demand: bool,
+}
+
+pub struct BatchMachine {
+    platform: Platform,
+    strategy: Strategy,
+    cfg: Config,
+    port: Port,
+    rounds: Vec<Round>,
+    /// Chunk → its round.
+    owner: HashMap<ChunkId, usize>,
+    alive: Vec<bool>,
+    stored: Vec<bool>,
+    remaining: usize,
+    /// Lost products waiting for room on a survivor.
+    pending: Vec<usize>,
+    /// Products planned for each worker and not back yet.
+    committed: Vec<u64>,
+    /// Each worker's predicted compute end (seconds from the start).
+    due: Vec<f64>,
+    next_id: u64,
+    last_progress: f64,
+    failed: Option<String>,
+    rec: Recorder,
+}
+
+impl BatchMachine {
+    /// A machine for `plan` (made for `platform`) over a batch of
+    /// `plan.load` products.
+    pub fn new(platform: Platform, plan: &Plan, cfg: Config) -> Result<BatchMachine, String> {
+        let p = platform.len();
+        if plan.loads.len() != p {
+            return Err(format!(
+                "the plan has {} workers but the platform {p}",
+                plan.loads.len()
+            ));
+        }
+        let m = plan.load as usize;
+        let mut machine = BatchMachine {
+            strategy: plan.strategy,
+            cfg,
+            port: Port::new(plan.ports),
+            rounds: Vec::new(),
+            owner: HashMap::new(),
+            alive: vec![true; p],
+            stored: vec![false; m],
+            remaining: m,
+            pending: Vec::new(),
+            committed: vec![0; p],
+            due: vec![f64::INFINITY; p],
+            next_id: 0,
+            last_progress: 0.0,
+            failed: None,
+            rec: Recorder::new(p),
+            platform,
+        };
+        let products: Vec<usize> = (0..m).collect();
+        match cfg.self_schedule {
+            Some(size) => {
+                let mut workers: Vec<usize> = (0..p).filter(|&w| plan.loads[w] > 0).collect();
+                if workers.is_empty() {
+                    workers = (0..p).collect();
+                }
+                let sched = SelfScheduler::new(p, &workers, m, size, machine.next_id);
+                let table: Vec<_> = sched.chunks().to_vec();
+                machine.add_round(Box::new(sched), &table, &products, true);
+            }
+            None => machine.add_planned(plan, &products, 0.0),
+        }
+        Ok(machine)
+    }
+
+    fn add_planned(&mut self, plan: &Plan, products: &[usize], now: f64) {
+        let mut table = chunks(&plan.scenario.send_order, &plan.loads, self.cfg.max_chunk);
+        for c in table.iter_mut().flatten() {
+            c.id = ChunkId(c.id.0 + self.next_id);
+            self.committed[c.worker] += c.len as u64;
+        }
+        for (w, t) in plan.integer.workers.iter().enumerate() {
+            if plan.loads[w] > 0 {
+                let start = if self.due[w].is_finite() {
+                    self.due[w].max(now)
+                } else {
+                    now
+                };
+                self.due[w] = start + t.compute_end;
+            }
+        }
+        let flat: Vec<_> = table.iter().flatten().copied().collect();
+        let ex = Executor::new(
+            plan.ports,
+            &plan.scenario.send_order,
+            &plan.scenario.return_order,
+            table,
+        );
+        self.add_round(Box::new(ex), &flat, products, false);
+    }
+
+    fn add_round(
+        &mut self,
+        sched: Box<dyn Schedule>,
+        table: &[crate::runtime::executor::Chunk],
+        products: &[usize],
+        on_demand: bool,
+    ) {
+        let k = self.rounds.len();
+        let mut jobs = HashMap::new();
+        for c in table {
+            jobs.insert(c.id, Arc::from(&products[c.start..c.start + c.len]));
+            self.owner.insert(c.id, k);
+            self.next_id = self.next_id.max(c.id.0 + 1);
+        }
+        self.rounds.push(Round { sched, jobs, on_demand });
+    }
+
+    /// The first transfers.
+    pub fn start(&mut self, now: f64) -> Vec<Command> {
+        self.last_progress = now;
+        if self.remaining == 0 {
+            return Vec::new();
+        }
+        self.poll(now)
+    }
+
+    pub fn status(&self) -> Status {
+        match &self.failed {
+            Some(why) => Status::Failed(why.clone()),
+            None if self.remaining == 0 => Status::Done,
+            None => Status::Running,
+        }
+    }
+
+    /// The products of `chunk` if `worker` may return it now (it is alive
+    /// and was granted the port for it), else `None`.
+    pub fn expected(&self, worker: usize, chunk: ChunkId) -> Option<&[usize]> {
+        if !self.alive.get(worker).copied().unwrap_or(false) {
+            return None;
+        }
+        let round = &self.rounds[*self.owner.get(&chunk)?];
+        let c = round.sched.chunk(chunk)?;
+        (c.worker == worker).then(|| &round.jobs[&chunk][..])
+    }
+
+    /// What `worker` did at `now`.
+    pub fn on_event(&mut self, worker: usize, input: Input, now: f64) -> Vec<Command> {
+        if self.failed.is_some() || !self.alive.get(worker).copied().unwrap_or(false) {
+            return Vec::new();
+        }
+        self.last_progress = now;
+        let mut out = Vec::new();
+        let (event, chunk) = match input {
+            Input::Lost(why) => {
+                out.extend(self.lose(worker, why, false, now));
+                out.extend(self.poll(now));
+                return out;
+            }
+            Input::Received(chunk) => (Event::Received { worker, chunk }, chunk),
+            Input::Ready(chunk, _) => (Event::Ready { worker, chunk }, chunk),
+            Input::Results(chunk) => (Event::Results { worker, chunk }, chunk),
+        };
+        let accepted = match self.owner.get(&chunk) {
+            Some(&k) => self.rounds[k].sched.on_event(event).map_err(|e| e.to_string()),
+            None => Err(format!("unknown chunk {}", chunk.0)),
+        };
+        if let Err(e) = accepted {
+            out.extend(self.lose(worker, format!("broke the protocol: {e}"), false, now));
+            out.extend(self.poll(now));
+            return out;
+        }
+        match input {
+            Input::Received(_) => {
+                self.port.end_send(worker, chunk);
+                self.rec.end(worker, chunk, true, now);
+            }
+            Input::Ready(_, secs) => self.rec.computed(worker, secs, now),
+            Input::Results(_) => {
+                self.port.end_return(worker, chunk);
+                self.rec.end(worker, chunk, false, now);
+                out.push(self.store(worker, chunk));
+                self.try_recover(now);
+            }
+            Input::Lost(_) => {}
+        }
+        out.extend(self.poll(now));
+        out
+    }
+
+    /// Time passes: stragglers and stalls.
+    pub fn on_tick(&mut self, now: f64) -> Vec<Command> {
+        if self.failed.is_some() || self.remaining == 0 {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        if let Some(f) = self.cfg.straggler {
+            for w in 0..self.alive.len() {
+                let waiting = self.alive[w] && self.rounds.iter().any(|r| r.sched.awaiting_ready(w));
+                let due = self.due[w] * f + 1.0;
+                if waiting && now > due {
+                    let why = format!(
+                        "straggling: not done {now:.2} s into the run (predicted compute end {:.2} s)",
+                        self.due[w]
+                    );
+                    out.extend(self.lose(w, why, true, now));
+                }
+            }
+        }
+        if now - self.last_progress > self.cfg.stall_timeout {
+            self.failed = Some(format!(
+                "no worker made progress for {:.0} s; giving up",
+                self.cfg.stall_timeout
+            ));
+            return out;
+        }
+        self.try_recover(now);
+        out.extend(self.poll(now));
+        out
+    }
+
+    /// What was measured.
+    pub fn finish(self) -> Measured {
+        self.rec.finish()
+    }
+
+    fn store(&mut self, worker: usize, chunk: ChunkId) -> Command {
+        let k = self.owner[&chunk];
+        let products = self.rounds[k].jobs[&chunk].clone();
+        for &g in products.iter() {
+            debug_assert!(!self.stored[g], "product {g} stored twice");
+            if !self.stored[g] {
+                self.stored[g] = true;
+                self.remaining -= 1;
+            }
+        }
+        self.committed[worker] = self.committed[worker].saturating_sub(products.len() as u64);
+        Command::Store {
+            worker,
+            chunk,
+            products,
+        }
+    }
+
+    /// Start whatever the port is free for: sends first (oldest round
+    /// first), then returns.
+    fn poll(&mut self, now: f64) -> Vec<Command> {
+        let mut out = Vec::new();
+        if self.failed.is_some() {
+            return out;
+        }
+        if self.port.can_send() {
+            for r in &mut self.rounds {
+                if let Some(ch) = r.sched.next_send() {
+                    self.port.start_send(ch.worker, ch.id);
+                    self.rec.start(ch.worker, ch.id, true, now);
+                    if r.on_demand {
+                        self.committed[ch.worker] += ch.len as u64;
+                    }
+                    let cost = self.platform.workers()[ch.worker].c * ch.len as f64;
+                    out.push(Command::Assign {
+                        worker: ch.worker,
+                        chunk: ch.id,
+                        products: r.jobs[&ch.id].clone(),
+                        reading: self.cfg.liveness + (3.0 * cost).min(3600.0),
+                    });
+                    break;
+                }
+            }
+        }
+        if self.port.can_return() {
+            for r in &mut self.rounds {
+                if let Some((worker, chunk)) = r.sched.next_return() {
+                    self.port.start_return(worker, chunk);
+                    self.rec.start(worker, chunk, false, now);
+                    out.push(Command::Grant { worker, chunk });
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    /// Give up on `worker`: its unreturned products wait for a recovery
+    /// round, planned at once if the survivors have room.
+    fn lose(&mut self, worker: usize, reason: String, cancel: bool, now: f64) -> Vec<Command> {
+        if !self.alive[worker] {
+            return Vec::new();
+        }
+        self.alive[worker] = false;
+        self.port.release(worker);
+        self.rec.abandon(worker);
+        self.committed[worker] = 0;
+        let before = self.pending.len();
+        for r in &mut self.rounds {
+            for ch in r.sched.lose(worker) {
+                let products = &r.jobs[&ch.id];
+                self.pending.extend(products.iter().filter(|&&g| !self.stored[g]));
+            }
+        }
+        let lost = self.pending.len() - before;
+        tracing::warn!(worker, %reason, products = lost, "worker lost");
+        self.rec.failures.push(Failure {
+            worker,
+            at: now,
+            reason,
+            products_lost: lost,
+        });
+        self.try_recover(now);
+        vec![Command::Release { worker, cancel }]
+    }
+
+    /// Plan the pending products over the survivors, as many as they have
+    /// room for now.
+    fn try_recover(&mut self, now: f64) {
+        if self.pending.is_empty() || self.failed.is_some() {
+            return;
+        }
+        let survivors: Vec<usize> = (0..self.alive.len()).filter(|&w| self.alive[w]).collect();
+        if survivors.is_empty() {
+            self.failed = Some(format!(
+                "every worker was lost; {} of {} products were not computed (nothing is written as if complete)",
+                self.remaining,
+                self.stored.len()
+            ));
+            return;
+        }
+        let room = |w: usize| {
+            self.platform.workers()[w]
+                .max_load
+                .map(|b| b.saturating_sub(self.committed[w]))
+        };
+        let open: Vec<usize> = survivors.iter().copied().filter(|&w| room(w) != Some(0)).collect();
+        let capacity = open
+            .iter()
+            .map(|&w| room(w))
+            .try_fold(0u64, |a, b| b.map(|b| a.saturating_add(b)));
+        let take = capacity.map_or(self.pending.len(), |c| (c as usize).min(self.pending.len()));
+        if take == 0 {
+            return; // every survivor is full: wait for results
+        }
+        let workers = self
+            .platform
+            .workers()
+            .iter()
+            .enumerate()
+            .map(|(w, x)| Worker {
+                max_load: room(w).map(|r| r.max(1)),
+                ..x.clone()
+            })
+            .collect();
+        let req = Request {
+            load: take as u64,
+            strategy: self.strategy,
+            ports: self.port.ports(),
+            rounding: Rounding::Refined,
+        };
+        let plan = dls_lp::Platform::new(workers).and_then(|free| dls_lp::plan_on(&free, &open, &req));
+        let plan = match plan {
+            Ok(p) => p,
+            Err(e) => {
+                self.failed = Some(format!("planning the {take} lost products again: {e}"));
+                return;
+            }
+        };
+        self.pending.sort_unstable();
+        let products: Vec<usize> = self.pending.drain(..take).collect();
+        self.rec.replans.push(Replan {
+            at: now,
+            products: take,
+            workers: open.clone(),
+            predicted: plan.makespan(),
+        });
+        self.add_planned(&plan, &products, now);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,149 @@
+//! What a batch measured: every transfer on the master's port, per-worker
+//! phase times, losses and recovery rounds. Filled by the batch machine
+//! from the timestamps of the events it is given (seconds from the start
+//! of the run); no clock of its own.
+
+use dls_lp::WorkerTimes;
+use dls_protocol::ChunkId;
+use std::collections::HashMap;
+
+/// What crossed the master's port, in seconds from the start of the run.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Transfer {
+    pub worker: usize,
+    pub send: bool,
+    pub start: f64,
+    pub end: f64,
+}
+
+/// A worker given up on during the run.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Failure {
+    pub worker: usize,
+    /// Seconds from the start of the run.
+    pub at: f64,
+    pub reason: String,
+    /// Products it held that had not come back (redone elsewhere).
+    pub products_lost: usize,
+}
+
+/// A recovery round: lost products planned again over the survivors.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Replan {
+    pub at: f64,
+    pub products: usize,
+    pub workers: Vec<usize>,
+    /// The recovery plan's predicted makespan.
+    pub predicted: f64,
+}
+
+/// What was measured, in seconds from the start of the run.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// Indexed like the platform; zeros for workers without load.
+    pub workers: Vec<WorkerTimes>,
+    /// Seconds each worker said it computed.
+    pub compute_secs: Vec<f64>,
+    pub transfers: Vec<Transfer>,
+    pub failures: Vec<Failure>,
+    pub replans: Vec<Replan>,
+    pub makespan: f64,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Stamps {
+    send_start: Option<f64>,
+    send_end: Option<f64>,
+    compute_end: Option<f64>,
+    return_start: Option<f64>,
+    return_end: Option<f64>,
+}
+
+/// The running record of a batch.
+pub(crate) struct Recorder {
+    stamps: Vec<Stamps>,
+    compute_secs: Vec<f64>,
+    /// Transfers under way: (worker, chunk, is a send) → start.
+    open: HashMap<(usize, ChunkId, bool), f64>,
+    transfers: Vec<Transfer>,
+    pub(crate) failures: Vec<Failure>,
+    pub(crate) replans: Vec<Replan>,
+}
+
+impl Recorder {
+    pub(crate) fn new(p: usize) -> Recorder {
+        Recorder {
+            stamps: vec![Stamps::default(); p],
+            compute_secs: vec![0.0; p],
+            open: HashMap::new(),
+            transfers: Vec::new(),
+            failures: Vec::new(),
+            replans: Vec::new(),
+        }
+    }
+
+    pub(crate) fn start(&mut self, worker: usize, chunk: ChunkId, send: bool, now: f64) {
+        let s = &mut self.stamps[worker];
+        if send {
+            s.send_start.get_or_insert(now);
+        } else {
+            s.return_start.get_or_insert(now);
+        }
+        self.open.insert((worker, chunk, send), now);
+    }
+
+    pub(crate) fn end(&mut self, worker: usize, chunk: ChunkId, send: bool, now: f64) {
+        let s = &mut self.stamps[worker];
+        if send {
+            s.send_end = Some(now);
+        } else {
+            s.return_end = Some(now);
+        }
+        if let Some(start) = self.open.remove(&(worker, chunk, send)) {
+            self.transfers.push(Transfer {
+                worker,
+                send,
+                start,
+                end: now,
+            });
+        }
+    }
+
+    pub(crate) fn computed(&mut self, worker: usize, secs: f64, now: f64) {
+        self.stamps[worker].compute_end = Some(now);
+        self.compute_secs[worker] += secs;
+    }
+
+    /// A lost worker's open transfers never end.
+    pub(crate) fn abandon(&mut self, worker: usize) {
+        self.open.retain(|k, _| k.0 != worker);
+    }
+
+    pub(crate) fn finish(self) -> Measured {
+        let workers = self
+            .stamps
+            .iter()
+            .map(|s| {
+                let f = |t: Option<f64>| t.unwrap_or(0.0);
+                let (ce, rs) = (f(s.compute_end), f(s.return_start));
+                WorkerTimes {
+                    send_start: f(s.send_start),
+                    send_end: f(s.send_end),
+                    compute_end: ce,
+                    return_start: rs,
+                    return_end: f(s.return_end),
+                    idle: (rs - ce).max(0.0),
+                }
+            })
+            .collect();
+        let makespan = self.transfers.iter().map(|t| t.end).fold(0.0, f64::max);
+        Measured {
+            workers,
+            compute_secs: self.compute_secs,
+            transfers: self.transfers,
+            failures: self.failures,
+            replans: self.replans,
+            makespan,
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! The async shell around the batch machine: it carries out the machine's
+//! commands over the links, feeds back what the workers did with the time
+//! it happened, checks the size of results and assembles C. It never
+//! decides what to send, grant or give up on: the machine does.
+
+use crate::runtime::batch::{inputs_finite, Batch};
+use crate::runtime::link_task::{Cmd, Ev, LinkTask, Watch};
+use crate::runtime::machine::{BatchMachine, Command, Config, Input, Status};
+use crate::runtime::pool::Pool;
+use crate::runtime::record::Measured;
+use anyhow::{anyhow, bail, Result};
+use dls_lp::{Plan, Platform};
+use dls_protocol::{ChunkId, JobId};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// How to run. The port model is the plan's.
+#[derive(Debug, Clone, Copy)]
+pub struct RunOptions {
+    /// Largest chunk, in bytes of A and B (a worker's load is split into
+    /// chunks no larger, sent back to back).
+    pub max_chunk_bytes: u64,
+    /// A worker with work in flight must show a sign of life (a byte, a
+    /// heartbeat answer) at least this often, and a send must make progress
+    /// this often; otherwise the worker is lost.
+    pub liveness: Duration,
+    /// How often an otherwise silent worker is sent a heartbeat.
+    pub heartbeat: Duration,
+    /// Treat a worker as lost when it is this many times later than its
+    /// predicted compute end (plus a second), if set.
+    pub straggler: Option<f64>,
+    /// Give up when nothing at all happens for this long.
+    pub stall_timeout: Duration,
+    /// Instead of the plan's loads, hand out chunks of this many products
+    /// on demand (the self-scheduling baseline; the plan only names the
+    /// workers and the predictions). Recovery rounds are planned as usual.
+    pub self_schedule: Option<usize>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            max_chunk_bytes: 256 << 20,
+            liveness: Duration::from_millis(1500),
+            heartbeat: Duration::from_millis(250),
+            straggler: None,
+            stall_timeout: Duration::from_secs(120),
+            self_schedule: None,
+        }
+    }
+}
+
+/// The run's output: C in batch order, and the measurements.
+pub struct Outcome {
+    pub c: Vec<f64>,
+    pub measured: Measured,
+}
+
+/// Run `plan` (made for `platform`, indexed like the pool's links). Workers
+/// that fail are given up on and their products redone over the survivors;
+/// the links go back to the pool whatever happens. `on_chunk` hears of
+/// every product stored.
+pub async fn execute(
+    pool: &mut Pool,
+    platform: &Platform,
+    plan: &Plan,
+    batch: &Batch,
+    job: JobId,
+    opts: &RunOptions,
+    on_chunk: impl FnMut(usize),
+) -> Result<Outcome> {
+    let p = pool.len();
+    if plan.loads.len() != p || platform.len() != p {
+        bail!("the plan has {} workers but {p} are connected", plan.loads.len());
+    }
+    if plan.load as usize != batch.m {
+        bail!("the plan is for {} products but the batch has {}", plan.load, batch.m);
+    }
+    let cfg = Config {
+        max_chunk: (opts.max_chunk_bytes / dls_protocol::ab_bytes(batch.n as u32, 1).max(1)).max(1) as usize,
+        straggler: opts.straggler,
+        stall_timeout: opts.stall_timeout.as_secs_f64(),
+        self_schedule: opts.self_schedule,
+        liveness: opts.liveness.as_secs_f64(),
+    };
+    let mut machine = BatchMachine::new(platform.clone(), plan, cfg).map_err(|e| anyhow!(e))?;
+    // Bounded: a worker has at most a few events per chunk in flight, and
+    // the loop drains the channel until the run ends.
+    let (ev_tx, ev_rx) = mpsc::channel::<(usize, Ev)>(64);
+    let watch = Watch {
+        liveness: opts.liveness,
+        heartbeat: opts.heartbeat,
+    };
+    let mut senders = Vec::with_capacity(p);
+    let mut tasks = Vec::with_capacity(p);
+    for (idx, link) in pool.lend()?.into_iter().enumerate() {
+        let (tx, rx) = mpsc::channel(8);
+        senders.push(Some(tx));
+        let task = LinkTask {
+            link,
+            idx,
+            batch: batch.clone(),
+            job,
+            watch,
+        };
+        tasks.push(tokio::spawn(task.run(rx, ev_tx.clone())));
+    }
+    drop(ev_tx);
+    let mut shell = Shell {
+        batch,
+        senders,
+        c: vec![0.0; batch.m * batch.n * batch.n],
+        arrived: None,
+        on_chunk,
+    };
+    let result = shell.drive(&mut machine, ev_rx).await;
+    shell.senders.clear();
+    let mut links = Vec::with_capacity(p);
+    let mut lost_task = None;
+    for t in tasks {
+        match t.await {
+            Ok(l) => links.push(l),
+            Err(e) => lost_task = Some(e),
+        }
+    }
+    pool.restore(links);
+    if let Some(e) = lost_task {
+        bail!("a worker connection task failed: {e}");
+    }
+    result?;
+    Ok(Outcome {
+        c: shell.c,
+        measured: machine.finish(),
+    })
+}
+
+struct Shell<'a, F> {
+    batch: &'a Batch,
+    senders: Vec<Option<mpsc::Sender<Cmd>>>,
+    c: Vec<f64>,
+    /// The payload of the results just handed to the machine.
+    arrived: Option<(ChunkId, Vec<f64>)>,
+    on_chunk: F,
+}
+
+impl<F: FnMut(usize)> Shell<'_, F> {
+    async fn drive(&mut self, machine: &mut BatchMachine, mut events: mpsc::Receiver<(usize, Ev)>) -> Result<()> {
+        let t0 = Instant::now();
+        let secs = |t: Instant| t.duration_since(t0).as_secs_f64();
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut commands = machine.start(0.0);
+        loop {
+            for cmd in commands.drain(..) {
+                self.carry_out(cmd).await?;
+            }
+            match machine.status() {
+                Status::Done => return Ok(()),
+                Status::Failed(why) => bail!(why),
+                Status::Running => {}
+            }
+            let (worker, ev) = tokio::select! {
+                e = events.recv() => e.ok_or_else(|| anyhow!("every worker connection ended before the batch was done"))?,
+                _ = tick.tick() => {
+                    commands = machine.on_tick(secs(Instant::now()));
+                    continue;
+                }
+            };
+            let (input, at) = match ev {
+                Ev::Received(chunk, at) => (Input::Received(chunk), at),
+                Ev::Ready(chunk, s, at) => (Input::Ready(chunk, s), at),
+                Ev::Failed(why) => (Input::Lost(why), Instant::now()),
+                Ev::Results(chunk, payload, at) => match self.check(machine.expected(worker, chunk), chunk, &payload) {
+                    Ok(()) => {
+                        self.arrived = Some((chunk, payload));
+                        (Input::Results(chunk), at)
+                    }
+                    Err(why) => (Input::Lost(why), at),
+                },
+            };
+            commands = machine.on_event(worker, input, secs(at));
+        }
+    }
+
+    /// Whether a chunk's results can be taken: known, the right size, and
+    /// finite where the inputs are.
+    fn check(&self, products: Option<&[usize]>, chunk: ChunkId, payload: &[f64]) -> Result<(), String> {
+        let nn = self.batch.n * self.batch.n;
+        let Some(products) = products else {
+            return Err(format!("returned chunk {} it was not granted", chunk.0));
+        };
+        if payload.len() != products.len() * nn {
+            return Err(format!(
+                "returned {} values for chunk {} ({} expected)",
+                payload.len(),
+                chunk.0,
+                products.len() * nn
+            ));
+        }
+        if !payload.iter().all(|v| v.is_finite()) && inputs_finite(self.batch, products) {
+            return Err(format!(
+                "returned non-finite values for chunk {} of finite inputs",
+                chunk.0
+            ));
+        }
+        Ok(())
+    }
+
+    async fn carry_out(&mut self, cmd: Command) -> Result<()> {
+        let (worker, msg) = match cmd {
+            Command::Assign {
+                worker,
+                chunk,
+                products,
+                reading,
+            } => (worker, Cmd::Assign(chunk, products, Duration::from_secs_f64(reading))),
+            Command::Grant { worker, chunk } => (worker, Cmd::Grant(chunk)),
+            Command::Store { chunk, products, .. } => {
+                let nn = self.batch.n * self.batch.n;
+                let Some((_, payload)) = self.arrived.take().filter(|a| a.0 == chunk) else {
+                    bail!(
+                        "internal error: the results of chunk {} are not at hand to store",
+                        chunk.0
+                    );
+                };
+                for (j, &g) in products.iter().enumerate() {
+                    self.c[g * nn..(g + 1) * nn].copy_from_slice(&payload[j * nn..(j + 1) * nn]);
+                }
+                (self.on_chunk)(products.len());
+                return Ok(());
+            }
+            Command::Release { worker, cancel } => {
+                let tx = self.senders.get_mut(worker).and_then(Option::take);
+                if let (Some(tx), true) = (tx, cancel) {
+                    let _ = tx.send(Cmd::Cancel).await;
+                }
+                return Ok(());
+            }
+        };
+        // A worker whose task has ended is noticed through its Failed event.
+        if let Some(Some(tx)) = self.senders.get(worker) {
+            let _ = tx.send(msg).await;
+        }
+        Ok(())
+    }
+}
