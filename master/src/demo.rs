@@ -8,7 +8,7 @@ use crate::runtime::batch::Batch;
 use crate::runtime::calibrate::{self, CalibrateOptions};
 use crate::runtime::link::Timeouts;
 use crate::runtime::pool::Pool;
-use crate::runtime::session::{self, RunConfig};
+use crate::session::{self, RunConfig};
 use anyhow::{bail, Context, Result};
 use dls_lp::Strategy;
 use serde::Deserialize;

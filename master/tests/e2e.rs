@@ -6,7 +6,7 @@ mod common;
 use dls_lp::Strategy;
 use dls_master::runtime::batch::Batch;
 use dls_master::runtime::calibrate::{self, CalibrateOptions};
-use dls_master::runtime::session::{self, RunConfig};
+use dls_master::session::{self, RunConfig};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -129,7 +129,7 @@ async fn more_workers_than_products() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn learning_from_runs_shrinks_the_prediction_error() {
-    use dls_master::config::learn::Model;
+    use dls_master::learn::Model;
     let w = common::start(&[(Some(40.0), 50.0), (Some(20.0), 20.0), (Some(80.0), 100.0)], None);
     let mut pool = common::connect(&w).await;
     // A poor guess: every worker alike, and ten times too fast.

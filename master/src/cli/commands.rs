@@ -2,17 +2,19 @@
 
 use crate::cli::args::{cluster_of, runtime, RoundingArg, RunArgs, Workers};
 use crate::config::platform_file::PlatformFile;
+use crate::learn::Model;
 use crate::output::trace::Trace;
 use crate::runtime::batch::Batch;
 use crate::runtime::calibrate::{self, CalibrateOptions};
 use crate::runtime::link::{self, Timeouts};
 use crate::runtime::pool::Pool;
-use crate::runtime::session::{self, RunConfig};
 use crate::runtime::shell::RunOptions;
+use crate::session::{self, BatchRun, RunConfig};
 use anyhow::{bail, Context, Result};
+use dls_lp::Platform;
 use dls_lp::{Ports, Rounding};
 use std::io::IsTerminal;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub fn calibrate(workers: &Workers, size: usize, output: &Path, json: bool) -> Result<()> {
     if size == 0 {
@@ -53,7 +55,7 @@ fn batch_of(args: &RunArgs) -> Result<Batch> {
     }
     match &args.input {
         Some(files) => {
-            let b = Batch::from_npy(&files[0], &files[1], args.size)?;
+            let b = crate::output::npy::read_batch(&files[0], &files[1], args.size)?;
             if let Some(m) = args.batch {
                 if m != b.m {
                     bail!(
@@ -80,15 +82,13 @@ fn batch_of(args: &RunArgs) -> Result<Batch> {
     }
 }
 
-pub fn run(args: &RunArgs) -> Result<()> {
-    let cluster = cluster_of(&args.workers)?;
-    let token = link::load_token(args.workers.token_file.as_deref())?;
-    let batch = batch_of(args)?;
-    let given = match &args.platform {
-        Some(p) => Some(PlatformFile::load(p)?),
-        None => cluster.known_platform().transpose()?,
-    };
-    let cfg = RunConfig {
+fn run_config(args: &RunArgs) -> Result<RunConfig> {
+    if let Some(f) = args.straggler {
+        if !(f.is_finite() && f >= 1.0) {
+            bail!("--straggler must be a factor of at least 1 (got {f})");
+        }
+    }
+    Ok(RunConfig {
         strategy: args.strategy.into(),
         ports: if args.ports == 1 { Ports::One } else { Ports::Two },
         rounding: match args.rounding {
@@ -102,127 +102,153 @@ pub fn run(args: &RunArgs) -> Result<()> {
             straggler: args.straggler,
             ..RunOptions::default()
         },
-    };
-    if let Some(f) = args.straggler {
-        if !(f.is_finite() && f >= 1.0) {
-            bail!("--straggler must be a factor of at least 1 (got {f})");
-        }
-    }
-    let model_path = match (&args.model, &args.workers.cluster) {
-        (Some(m), _) => Some(m.clone()),
-        (None, Some(c)) if args.learn => Some(std::path::PathBuf::from(format!(
-            "{}.model-{}.json",
-            c.display(),
-            batch.n
-        ))),
-        (None, None) if args.learn => bail!("with --workers, give --model FILE to learn into"),
-        _ => None,
-    };
-    let mut model = match &model_path {
-        Some(p) => match crate::config::learn::Model::load(p)? {
-            Some(m) if m.size != batch.n => {
-                bail!(
-                    "{} holds costs for matrices of size {}, not {}",
-                    p.display(),
-                    m.size,
-                    batch.n
-                )
-            }
-            Some(m) => Some(m),
-            None => Some(crate::config::learn::Model::new(batch.n)),
-        },
-        None => None,
-    };
-    let names: Vec<String> = cluster.worker.iter().map(|w| w.name.clone()).collect();
-    runtime()?.block_on(async {
-        let mut pool = Pool::connect(&cluster, token.as_ref(), Timeouts::default()).await?;
-        let learned_all = model.as_ref().is_some_and(|m| m.covers(&names));
-        let platform = match given {
-            Some(p) => p,
-            None if learned_all => {
-                let blank = names
-                    .iter()
-                    .map(|n| dls_lp::Worker::new(n.clone(), 1.0, 1.0, 1.0))
-                    .collect();
-                dls_lp::Platform::new(blank)?
-            }
-            None => {
-                eprintln!("calibrating {} worker(s) (no --platform given) ...", pool.len());
-                let cal = calibrate::calibrate(pool.links_mut(), &CalibrateOptions::new(batch.n)).await;
-                if cal.is_err() {
-                    pool.close().await;
-                }
-                let cal = cal?;
-                for w in &cal.workers {
-                    for warn in &w.warnings {
-                        eprintln!("warning: {}: {warn}", w.name);
-                    }
-                }
-                cal.platform()?
-            }
-        };
-        let platform = match &model {
-            Some(m) if m.batches > 0 => {
-                eprintln!("planning with costs learned from {} earlier batch(es)", m.batches);
-                m.refine(&platform)?
-            }
-            _ => platform,
-        };
-        let bar = indicatif::ProgressBar::new(batch.m as u64);
-        if !std::io::stderr().is_terminal() {
-            bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-        }
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} products returned ({elapsed})")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        let done = session::run_batch(&mut pool, &platform, &batch, &cfg, 1, |k| bar.inc(k as u64)).await;
-        bar.finish_and_clear();
-        pool.close().await;
-        let done = done?;
-        if let (Some(m), Some(p)) = (model.as_mut(), &model_path) {
-            m.observe(&done.report)?;
-            m.save(p)?;
-            eprintln!("learned from this batch: {} ({} batch(es))", p.display(), m.batches);
-        }
-        for note in done.plan.notes.iter() {
-            eprintln!("note: {note}");
-        }
-        for f in &done.report.failures {
-            eprintln!(
-                "warning: lost worker {} ({}); {} product(s) redone elsewhere",
-                f.worker, f.reason, f.products_lost
-            );
-        }
-        if let Some(path) = &args.output {
-            let mats = crate::output::npy::Matrices {
-                m: batch.m,
-                n: batch.n,
-                data: done.outcome.c,
-            };
-            crate::output::npy::write(path, &mats)?;
-            eprintln!("wrote C to {}", path.display());
-        }
-        if let Some(path) = &args.trace {
-            done.trace.write(path)?;
-            eprintln!("wrote trace to {} (open it in https://ui.perfetto.dev)", path.display());
-        }
-        if let Some(path) = &args.gantt {
-            let title = format!(
-                "{} products of {}×{}, {}",
-                batch.m, batch.n, batch.n, done.plan.strategy
-            );
-            std::fs::write(path, crate::output::gantt::svg(&done.trace, &title))
-                .with_context(|| format!("writing {}", path.display()))?;
-            eprintln!("wrote Gantt chart to {}", path.display());
-        }
-        if args.json {
-            println!("{}", serde_json::to_string_pretty(&done.report)?);
-        } else {
-            print!("{}", done.report.table());
-        }
-        Ok(())
     })
+}
+
+/// The model file to learn into (`--learn`, `--model`) and what it holds.
+fn model_of(args: &RunArgs, n: usize) -> Result<Option<(PathBuf, Model)>> {
+    let path = match (&args.model, &args.workers.cluster) {
+        (Some(m), _) => m.clone(),
+        (None, Some(c)) if args.learn => PathBuf::from(format!("{}.model-{n}.json", c.display())),
+        (None, None) if args.learn => bail!("with --workers, give --model FILE to learn into"),
+        _ => return Ok(None),
+    };
+    let model = match Model::load(&path)? {
+        Some(m) if m.size != n => {
+            bail!(
+                "{} holds costs for matrices of size {}, not {n}",
+                path.display(),
+                m.size
+            )
+        }
+        Some(m) => m,
+        None => Model::new(n),
+    };
+    Ok(Some((path, model)))
+}
+
+/// The costs to plan with: given, learned for every worker, or calibrated
+/// now; refined by what earlier runs taught.
+async fn platform_for(
+    pool: &mut Pool,
+    given: Option<Platform>,
+    model: Option<&Model>,
+    names: &[String],
+    n: usize,
+) -> Result<Platform> {
+    let learned_all = model.is_some_and(|m| m.covers(names));
+    let platform = match given {
+        Some(p) => p,
+        None if learned_all => {
+            let blank = names
+                .iter()
+                .map(|n| dls_lp::Worker::new(n.clone(), 1.0, 1.0, 1.0))
+                .collect();
+            Platform::new(blank)?
+        }
+        None => {
+            eprintln!("calibrating {} worker(s) (no --platform given) ...", pool.len());
+            let cal = calibrate::calibrate(pool.links_mut(), &CalibrateOptions::new(n)).await?;
+            for w in &cal.workers {
+                for warn in &w.warnings {
+                    eprintln!("warning: {}: {warn}", w.name);
+                }
+            }
+            cal.platform()?
+        }
+    };
+    Ok(match model {
+        Some(m) if m.batches > 0 => {
+            eprintln!("planning with costs learned from {} earlier batch(es)", m.batches);
+            m.refine(&platform)?
+        }
+        _ => platform,
+    })
+}
+
+fn progress_bar(len: usize) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(len as u64);
+    if !std::io::stderr().is_terminal() {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} products returned ({elapsed})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+pub fn run(args: &RunArgs) -> Result<()> {
+    let cluster = cluster_of(&args.workers)?;
+    let token = link::load_token(args.workers.token_file.as_deref())?;
+    let batch = batch_of(args)?;
+    let given = match &args.platform {
+        Some(p) => Some(PlatformFile::load(p)?),
+        None => cluster.known_platform().transpose()?,
+    };
+    let cfg = run_config(args)?;
+    let mut model = model_of(args, batch.n)?;
+    let names: Vec<String> = cluster.worker.iter().map(|w| w.name.clone()).collect();
+    let done = runtime()?.block_on(async {
+        let mut pool = Pool::connect(&cluster, token.as_ref(), Timeouts::default()).await?;
+        let done = async {
+            let platform = platform_for(&mut pool, given, model.as_ref().map(|m| &m.1), &names, batch.n).await?;
+            let bar = progress_bar(batch.m);
+            let done = session::run_batch(&mut pool, &platform, &batch, &cfg, 1, |k| bar.inc(k as u64)).await;
+            bar.finish_and_clear();
+            done
+        }
+        .await;
+        pool.close().await;
+        done
+    })?;
+    if let Some((path, m)) = model.as_mut() {
+        m.observe(&done.report)?;
+        m.save(path)?;
+        eprintln!("learned from this batch: {} ({} batch(es))", path.display(), m.batches);
+    }
+    for note in done.plan.notes.iter() {
+        eprintln!("note: {note}");
+    }
+    for f in &done.report.failures {
+        eprintln!(
+            "warning: lost worker {} ({}); {} product(s) redone elsewhere",
+            f.worker, f.reason, f.products_lost
+        );
+    }
+    write_outputs(args, &batch, done)
+}
+
+/// C, the trace, the chart and the summary of a finished run.
+fn write_outputs(args: &RunArgs, batch: &Batch, done: BatchRun) -> Result<()> {
+    if let Some(path) = &args.output {
+        let mats = crate::output::npy::Matrices {
+            m: batch.m,
+            n: batch.n,
+            data: done.outcome.c,
+        };
+        crate::output::npy::write(path, &mats)?;
+        eprintln!("wrote C to {}", path.display());
+    }
+    if let Some(path) = &args.trace {
+        done.trace.write(path)?;
+        eprintln!("wrote trace to {} (open it in https://ui.perfetto.dev)", path.display());
+    }
+    if let Some(path) = &args.gantt {
+        let title = format!(
+            "{} products of {}×{}, {}",
+            batch.m, batch.n, batch.n, done.plan.strategy
+        );
+        std::fs::write(path, crate::output::gantt::svg(&done.trace, &title))
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote Gantt chart to {}", path.display());
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&done.report)?);
+    } else {
+        print!("{}", done.report.table());
+    }
+    Ok(())
 }
 
 pub fn gantt(trace: &Path, output: &Path) -> Result<()> {

@@ -12,6 +12,7 @@ use crate::runtime::calibrate::CalibrateOptions;
 use crate::runtime::link::{self, Timeouts};
 use crate::runtime::pool::Pool;
 use anyhow::{bail, Context, Result};
+use dls_protocol::Token;
 use serde::{de::DeserializeOwned, Serialize};
 use std::path::Path;
 
@@ -75,39 +76,12 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
                 linearity_outputs(args, &rows)
             }
             ExperimentKind::Heuristics => {
-                let rows = match &remote {
-                    Some(c) => {
-                        let family = args.family.unwrap_or(Family::Cluster);
-                        let first = if args.append {
-                            existing::<HeuristicsRow>(&args.out, "heuristics")?
-                                .iter()
-                                .filter(|r| r.family == family)
-                                .map(|r| r.platform + 1)
-                                .max()
-                                .unwrap_or(0)
-                        } else {
-                            0
-                        };
-                        let mut pool = Pool::connect(c, token.as_ref(), Timeouts::default()).await?;
-                        x::heuristics_cluster(&mut pool, &opts, family, &speeds, first).await?
-                    }
-                    None => x::heuristics_local(&opts, say).await?,
-                };
+                let rows = heuristics_rows(args, remote.as_ref(), &opts, token.as_ref(), &speeds).await?;
                 let rows = merged(args, "heuristics", rows, |_, _| {})?;
                 heuristics_outputs(args, &rows)
             }
             ExperimentKind::Baselines => {
-                let rows = match &remote {
-                    Some(cl) => {
-                        let mut pool = Pool::connect(cl, token.as_ref(), Timeouts::default()).await?;
-                        let platform = x::calibrate_or_close(&mut pool, &CalibrateOptions::new(opts.size)).await?;
-                        let batch = Batch::random(opts.batch, opts.size, opts.seed);
-                        let r = x::baselines_on(&mut pool, &platform, &batch, 0, &speeds).await;
-                        pool.close().await;
-                        r?
-                    }
-                    None => x::baselines_local(&opts, say).await?,
-                };
+                let rows = baselines_rows(remote.as_ref(), &opts, token.as_ref(), &speeds).await?;
                 let rows = merged(
                     args,
                     "baselines",
@@ -142,6 +116,51 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
             }
         }
     })
+}
+
+/// Heuristics on the cluster (rows numbered on after those already
+/// stored, with --append) or on emulated platforms.
+async fn heuristics_rows(
+    args: &ExperimentArgs,
+    remote: Option<&Cluster>,
+    opts: &x::Options,
+    token: Option<&Token>,
+    speeds: &[(f64, f64)],
+) -> Result<Vec<HeuristicsRow>> {
+    let Some(c) = remote else {
+        return x::heuristics_local(opts, |l| eprintln!("{l}")).await;
+    };
+    let family = args.family.unwrap_or(Family::Cluster);
+    let first = if args.append {
+        existing::<HeuristicsRow>(&args.out, "heuristics")?
+            .iter()
+            .filter(|r| r.family == family)
+            .map(|r| r.platform + 1)
+            .max()
+            .unwrap_or(0)
+    } else {
+        0
+    };
+    let mut pool = Pool::connect(c, token, Timeouts::default()).await?;
+    x::heuristics_cluster(&mut pool, opts, family, speeds, first).await
+}
+
+/// Baselines on the cluster or on emulated stars.
+async fn baselines_rows(
+    remote: Option<&Cluster>,
+    opts: &x::Options,
+    token: Option<&Token>,
+    speeds: &[(f64, f64)],
+) -> Result<Vec<BaselineRow>> {
+    let Some(cl) = remote else {
+        return x::baselines_local(opts, |l| eprintln!("{l}")).await;
+    };
+    let mut pool = Pool::connect(cl, token, Timeouts::default()).await?;
+    let platform = x::calibrate_or_close(&mut pool, &CalibrateOptions::new(opts.size)).await?;
+    let batch = Batch::random(opts.batch, opts.size, opts.seed);
+    let r = x::baselines_on(&mut pool, &platform, &batch, 0, speeds).await;
+    pool.close().await;
+    r
 }
 
 /// `--replot`: the outputs again from the stored rows.

@@ -1,7 +1,5 @@
-//! Files the user writes or the master keeps between runs: cluster files,
-//! platform files, learned cost models. Parsing and validation only: no
-//! sockets, no planning.
+//! Files the user writes: cluster files and platform files. Parsing and
+//! validation only: no sockets, no planning.
 
 pub mod cluster;
-pub mod learn;
 pub mod platform_file;

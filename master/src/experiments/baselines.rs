@@ -3,7 +3,7 @@
 use super::{nan_if_null, start_calibrated, stats, Family, Options};
 use crate::runtime::batch::Batch;
 use crate::runtime::pool::Pool;
-use crate::runtime::session::{self, RunConfig};
+use crate::session::{self, RunConfig};
 use anyhow::{Context, Result};
 use dls_lp::{Platform, Strategy};
 use rand::SeedableRng;

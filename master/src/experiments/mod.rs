@@ -34,7 +34,7 @@ use crate::runtime::calibrate::{self, CalibrateOptions};
 use crate::runtime::link::Timeouts;
 use crate::runtime::local::{self, Emulated};
 use crate::runtime::pool::Pool;
-use crate::runtime::session::{self, RunConfig};
+use crate::session::{self, RunConfig};
 use anyhow::{Context, Result};
 use dls_lp::{Platform, Strategy};
 use rand::Rng;

@@ -111,10 +111,16 @@ pub fn svg(trace: &Trace, title: &str) -> String {
             );
         }
     }
+    axis_and_legend(&mut out, 40.0 + 2.0 * section, end, &x);
+    out.push_str("</svg>\n");
+    out
+}
+
+/// The time axis under both sections, and the legend.
+fn axis_and_legend(out: &mut String, axis_y: f64, end: f64, x: &impl Fn(f64) -> f64) {
     // Time axis.
-    let axis_y = 40.0 + 2.0 * section;
     let _ = writeln!(
-        out,
+        *out,
         r##"<line x1="{LABEL}" y1="{axis_y}" x2="{}" y2="{axis_y}" stroke="#000"/>"##,
         WIDTH - 20.0
     );
@@ -123,7 +129,7 @@ pub fn svg(trace: &Trace, title: &str) -> String {
     while t <= end * 1.0001 {
         let px = x(t * 1e6);
         let _ = writeln!(
-            out,
+            *out,
             r##"<line x1="{px:.2}" y1="{axis_y}" x2="{px:.2}" y2="{}" stroke="#000"/><text x="{px:.2}" y="{}" text-anchor="middle">{}</text>"##,
             axis_y + 5.0,
             axis_y + 18.0,
@@ -132,7 +138,7 @@ pub fn svg(trace: &Trace, title: &str) -> String {
         t += step;
     }
     let _ = writeln!(
-        out,
+        *out,
         r#"<text x="{}" y="{}" text-anchor="end">seconds</text>"#,
         WIDTH - 20.0,
         axis_y + 34.0
@@ -150,7 +156,7 @@ pub fn svg(trace: &Trace, title: &str) -> String {
     {
         let lx = LABEL + i as f64 * 110.0;
         let _ = writeln!(
-            out,
+            *out,
             r#"<rect x="{lx}" y="{}" width="14" height="12" style="{}"/><text x="{}" y="{}">{label}</text>"#,
             ly - 10.0,
             style(cat),
@@ -158,8 +164,6 @@ pub fn svg(trace: &Trace, title: &str) -> String {
             ly
         );
     }
-    out.push_str("</svg>\n");
-    out
 }
 
 fn format_tick(t: f64, step: f64) -> String {

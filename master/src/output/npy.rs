@@ -2,9 +2,11 @@
 //! batch inputs A, B and the output C. Only what the runtime needs: a
 //! reader that names every mismatch and a writer.
 
+use crate::runtime::batch::Batch;
 use anyhow::{bail, Context, Result};
 use std::io::{Read, Write};
 use std::path::Path;
+use std::sync::Arc;
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 
@@ -132,6 +134,27 @@ pub fn write(path: &Path, mats: &Matrices) -> Result<()> {
     f.write_all(&dls_protocol::frame::payload_bytes(&mats.data))?;
     f.flush().with_context(|| format!("writing {origin}"))?;
     Ok(())
+}
+
+/// A batch from two `.npy` files of shape (M, n, n), float64: A and B.
+pub fn read_batch(a: &Path, b: &Path, n: Option<usize>) -> Result<Batch> {
+    let ma = read(a, n)?;
+    let mb = read(b, Some(ma.n))?;
+    if ma.m != mb.m {
+        bail!(
+            "{} holds {} matrices but {} holds {}: A and B must pair up",
+            a.display(),
+            ma.m,
+            b.display(),
+            mb.m
+        );
+    }
+    Ok(Batch {
+        n: ma.n,
+        m: ma.m,
+        a: Arc::new(ma.data),
+        b: Arc::new(mb.data),
+    })
 }
 
 #[cfg(test)]

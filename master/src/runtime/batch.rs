@@ -27,27 +27,6 @@ impl Batch {
             b: Arc::new(b),
         }
     }
-
-    /// A and B from `.npy` files of shape (M, n, n), float64.
-    pub fn from_npy(a: &std::path::Path, b: &std::path::Path, n: Option<usize>) -> Result<Batch> {
-        let ma = crate::output::npy::read(a, n)?;
-        let mb = crate::output::npy::read(b, Some(ma.n))?;
-        if ma.m != mb.m {
-            bail!(
-                "{} holds {} matrices but {} holds {}: A and B must pair up",
-                a.display(),
-                ma.m,
-                b.display(),
-                mb.m
-            );
-        }
-        Ok(Batch {
-            n: ma.n,
-            m: ma.m,
-            a: Arc::new(ma.data),
-            b: Arc::new(mb.data),
-        })
-    }
 }
 
 /// Whether every input of these products is finite.

@@ -14,5 +14,4 @@ pub mod local;
 pub mod machine;
 pub mod pool;
 pub mod record;
-pub mod session;
 pub mod shell;

@@ -4,7 +4,8 @@
 //! ```no_run
 //! # async fn doc() -> anyhow::Result<()> {
 //! use dls_master::config::cluster::Cluster;
-//! use dls_master::runtime::{batch::Batch, calibrate, link, pool::Pool, session};
+//! use dls_master::runtime::{batch::Batch, calibrate, link, pool::Pool};
+//! use dls_master::session;
 //! let cluster = Cluster::from_list("127.0.0.1:7070,127.0.0.1:7071")?;
 //! let mut pool = Pool::connect(&cluster, None, link::Timeouts::default()).await?;
 //! let cal = calibrate::calibrate(pool.links_mut(), &calibrate::CalibrateOptions::new(128)).await?;
