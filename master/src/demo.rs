@@ -4,6 +4,7 @@
 //! same batch under several strategies, and compares what each plan
 //! predicted with what happened.
 
+use crate::output::table::{Col, Table};
 use crate::runtime::batch::Batch;
 use crate::runtime::calibrate::{self, CalibrateOptions};
 use crate::runtime::link::Timeouts;
@@ -189,25 +190,26 @@ async fn demo_runs(
 /// The comparison table, normalised as the report's figures are (by the
 /// first strategy's prediction).
 pub fn table(rows: &[DemoRow]) -> String {
-    let mut s = String::new();
     let base = rows.first().map_or(1.0, |r| r.predicted);
-    let _ = writeln!(
-        s,
-        "{:<8} {:>11} {:>11} {:>10} {:>12} {:>12}  workers",
-        "strategy", "predicted", "measured", "meas/pred", "pred/fifo", "meas/fifo"
-    );
+    let mut t = Table::new(&[
+        ("strategy", Col::Left(8)),
+        ("predicted", Col::Right(11)),
+        ("measured", Col::Right(11)),
+        ("meas/pred", Col::Right(10)),
+        ("pred/fifo", Col::Right(12)),
+        ("meas/fifo", Col::Right(12)),
+        ("workers", Col::Tail),
+    ]);
     for r in rows {
-        let _ = writeln!(
-            s,
-            "{:<8} {:>10.4}s {:>10.4}s {:>10.3} {:>12.3} {:>12.3}  {}",
-            r.strategy,
-            r.predicted,
-            r.measured,
-            r.ratio,
-            r.predicted / base,
-            r.measured / base,
-            r.enrolled.join(" ")
-        );
+        t.row([
+            r.strategy.clone(),
+            format!("{:.4}s", r.predicted),
+            format!("{:.4}s", r.measured),
+            format!("{:.3}", r.ratio),
+            format!("{:.3}", r.predicted / base),
+            format!("{:.3}", r.measured / base),
+            r.enrolled.join(" "),
+        ]);
     }
-    s
+    t.text()
 }

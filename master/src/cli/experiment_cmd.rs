@@ -255,6 +255,16 @@ fn print<T: Serialize>(args: &ExperimentArgs, rows: &T, table: String) -> Result
 
 /// Bar groups: one per distinct key, in order of first appearance, holding
 /// the bars of every item with that key.
+/// A CSV document: the header line, then one line per row.
+fn csv_of<T>(header: &str, rows: &[T], fields: impl Fn(&T) -> Vec<String>) -> String {
+    let mut csv = format!("{header}\n");
+    for r in rows {
+        csv.push_str(&fields(r).join(","));
+        csv.push('\n');
+    }
+    csv
+}
+
 fn grouped<T, K: PartialEq>(
     items: &[T],
     key: impl Fn(&T) -> K,
@@ -277,13 +287,15 @@ fn grouped<T, K: PartialEq>(
 }
 
 fn linearity_outputs(args: &ExperimentArgs, rows: &[LinearityRow]) -> Result<()> {
-    let mut csv = String::from("worker,units,send,compute,return\n");
-    for r in rows {
-        csv.push_str(&format!(
-            "{},{},{},{},{}\n",
-            r.worker, r.units, r.send, r.compute, r.ret
-        ));
-    }
+    let csv = csv_of("worker,units,send,compute,return", rows, |r| {
+        vec![
+            r.worker.to_string(),
+            r.units.to_string(),
+            r.send.to_string(),
+            r.compute.to_string(),
+            r.ret.to_string(),
+        ]
+    });
     let groups = grouped(
         rows,
         |r| r.worker.clone(),
@@ -302,19 +314,21 @@ fn linearity_outputs(args: &ExperimentArgs, rows: &[LinearityRow]) -> Result<()>
 
 fn heuristics_outputs(args: &ExperimentArgs, rows: &[HeuristicsRow]) -> Result<()> {
     let summary = x::summarise(rows);
-    let mut csv = String::from("family,platform,speeds,strategy,predicted,measured,inc_c_predicted\n");
-    for r in rows {
-        csv.push_str(&format!(
-            "{},{},{},{},{},{},{}\n",
-            r.family.name(),
-            r.platform,
-            x::speeds_label(&r.speeds),
-            r.strategy,
-            r.predicted,
-            r.measured,
-            r.inc_c_predicted
-        ));
-    }
+    let csv = csv_of(
+        "family,platform,speeds,strategy,predicted,measured,inc_c_predicted",
+        rows,
+        |r| {
+            vec![
+                r.family.name().to_string(),
+                r.platform.to_string(),
+                x::speeds_label(&r.speeds),
+                r.strategy.to_string(),
+                r.predicted.to_string(),
+                r.measured.to_string(),
+                r.inc_c_predicted.to_string(),
+            ]
+        },
+    );
     let groups = grouped(
         &summary,
         |s| s.family.clone(),
@@ -337,18 +351,16 @@ fn heuristics_outputs(args: &ExperimentArgs, rows: &[HeuristicsRow]) -> Result<(
 }
 
 fn baselines_outputs(args: &ExperimentArgs, rows: &[BaselineRow]) -> Result<()> {
-    let mut csv = String::from("platform,speeds,method,predicted,measured,vs_plan\n");
-    for r in rows {
-        csv.push_str(&format!(
-            "{},{},{},{},{},{}\n",
-            r.platform,
+    let csv = csv_of("platform,speeds,method,predicted,measured,vs_plan", rows, |r| {
+        vec![
+            r.platform.to_string(),
             x::speeds_label(&r.speeds),
-            r.method,
-            r.predicted,
-            r.measured,
-            r.vs_plan
-        ));
-    }
+            r.method.to_string(),
+            r.predicted.to_string(),
+            r.measured.to_string(),
+            r.vs_plan.to_string(),
+        ]
+    });
     let groups = grouped(
         rows,
         |r| r.platform,
@@ -366,17 +378,15 @@ fn baselines_outputs(args: &ExperimentArgs, rows: &[BaselineRow]) -> Result<()> 
 }
 
 fn participation_outputs(args: &ExperimentArgs, rows: &[ParticipationRow]) -> Result<()> {
-    let mut csv = String::from("x,allowed,enrolled,predicted,measured\n");
-    for r in rows {
-        csv.push_str(&format!(
-            "{},{},{},{},{}\n",
-            r.x,
-            r.allowed,
-            r.enrolled.join(" "),
-            r.predicted,
-            r.measured
-        ));
-    }
+    let csv = csv_of("x,allowed,enrolled,predicted,measured", rows, |r| {
+        vec![
+            r.x.to_string(),
+            r.allowed.to_string(),
+            r.enrolled.join(" ").to_string(),
+            r.predicted.to_string(),
+            r.measured.to_string(),
+        ]
+    });
     let groups = grouped(
         rows,
         |r| (r.x, r.allowed),

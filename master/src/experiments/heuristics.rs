@@ -3,13 +3,13 @@
 //! Figures 10–12).
 
 use super::{calibrate_opts, calibrate_or_close, nan_if_null, run_all, start_calibrated, stats, Family, Options};
+use crate::output::table::{Col, Table};
 use crate::runtime::batch::Batch;
 use crate::runtime::pool::Pool;
 use anyhow::Result;
 use dls_lp::Strategy;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
-use std::fmt::Write as _;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HeuristicsRow {
@@ -151,26 +151,27 @@ pub fn summarise(rows: &[HeuristicsRow]) -> Vec<HeuristicsSummary> {
 }
 
 pub fn heuristics_table(summary: &[HeuristicsSummary]) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<20} {:<6} {:>12} {:>12} {:>10} {:>12} {:>12}",
-        "family", "strategy", "pred/inc-c", "meas/inc-c", "± std", "meas/pred", "worst run"
-    );
+    let mut t = Table::new(&[
+        ("family", Col::Left(20)),
+        ("strategy", Col::Left(6)),
+        ("pred/inc-c", Col::Right(12)),
+        ("meas/inc-c", Col::Right(12)),
+        ("± std", Col::Right(10)),
+        ("meas/pred", Col::Right(12)),
+        ("worst run", Col::Right(12)),
+    ]);
     for r in summary {
-        let _ = writeln!(
-            s,
-            "{:<20} {:<6} {:>12.3} {:>12.3} {:>10.3} {:>12.3} {:>11.1}%",
-            r.family,
-            r.strategy,
-            r.predicted_mean,
-            r.measured_mean,
-            r.measured_std,
-            r.measured_over_predicted_mean,
-            100.0 * r.measured_over_predicted_worst
-        );
+        t.row([
+            r.family.clone(),
+            r.strategy.clone(),
+            format!("{:.3}", r.predicted_mean),
+            format!("{:.3}", r.measured_mean),
+            format!("{:.3}", r.measured_std),
+            format!("{:.3}", r.measured_over_predicted_mean),
+            format!("{:.1}%", 100.0 * r.measured_over_predicted_worst),
+        ]);
     }
-    s
+    t.text()
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Section 5.3.4 of the report: which workers take part as a link speeds up.
 
 use super::{calibrate_opts, run_all, Emulation, Options};
+use crate::output::table::{Col, Table};
 use crate::runtime::batch::Batch;
 use crate::runtime::calibrate;
 use crate::runtime::link::Timeouts;
@@ -9,7 +10,6 @@ use crate::runtime::pool::Pool;
 use anyhow::Result;
 use dls_lp::{Platform, Strategy};
 use serde::{Deserialize, Serialize};
-use std::fmt::Write as _;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ParticipationRow {
@@ -106,22 +106,21 @@ pub async fn participation_on(
 }
 
 pub fn participation_table(rows: &[ParticipationRow]) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:>3} {:>8} {:>11} {:>11}  enrolled",
-        "x", "allowed", "predicted", "measured"
-    );
+    let mut t = Table::new(&[
+        ("x", Col::Right(3)),
+        ("allowed", Col::Right(8)),
+        ("predicted", Col::Right(11)),
+        ("measured", Col::Right(11)),
+        ("enrolled", Col::Tail),
+    ]);
     for r in rows {
-        let _ = writeln!(
-            s,
-            "{:>3} {:>8} {:>10.4}s {:>10.4}s  {}",
-            r.x,
-            r.allowed,
-            r.predicted,
-            r.measured,
-            r.enrolled.join(" ")
-        );
+        t.row([
+            r.x.to_string(),
+            r.allowed.to_string(),
+            format!("{:.4}s", r.predicted),
+            format!("{:.4}s", r.measured),
+            r.enrolled.join(" "),
+        ]);
     }
-    s
+    t.text()
 }

@@ -7,4 +7,5 @@ pub mod npy;
 pub mod plan_report;
 pub mod report;
 pub mod svg;
+pub mod table;
 pub mod trace;

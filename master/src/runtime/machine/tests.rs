@@ -46,6 +46,10 @@ struct Kill {
     nth: usize,
 }
 
+fn kill(worker: usize, stage: Stage, nth: usize) -> Kill {
+    Kill { worker, stage, nth }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum SimEv {
     Received(ChunkId),
@@ -424,11 +428,7 @@ fn recovery_starts_before_the_round_drains() {
     let p = platform();
     let pl = plan(&p, &Request::new(300, Strategy::Fifo)).expect("plans");
     let victim = pl.send_order()[0];
-    let kill = Kill {
-        worker: victim,
-        stage: Stage::Computing,
-        nth: 0,
-    };
+    let kill = kill(victim, Stage::Computing, 0);
     let run = simulate(&p, p.workers(), &pl, cfg(), &[kill]);
     check_complete(&run, "early recovery");
     let died = run.measured.failures[0].at;
@@ -457,32 +457,10 @@ fn two_losses_in_a_row_and_a_loss_during_recovery() {
     let (first, second) = (order[0], order[1]);
     let cases = [
         // Two losses in a row, both in the original round.
-        vec![
-            Kill {
-                worker: first,
-                stage: Stage::Computing,
-                nth: 0,
-            },
-            Kill {
-                worker: second,
-                stage: Stage::Sending,
-                nth: 0,
-            },
-        ],
+        vec![kill(first, Stage::Computing, 0), kill(second, Stage::Sending, 0)],
         // The second worker dies while computing its recovery chunk (its
         // second chunk to be received).
-        vec![
-            Kill {
-                worker: first,
-                stage: Stage::Computing,
-                nth: 0,
-            },
-            Kill {
-                worker: second,
-                stage: Stage::Computing,
-                nth: 1,
-            },
-        ],
+        vec![kill(first, Stage::Computing, 0), kill(second, Stage::Computing, 1)],
     ];
     for kills in cases {
         let run = simulate(&p, p.workers(), &pl, cfg(), &kills);
@@ -492,18 +470,7 @@ fn two_losses_in_a_row_and_a_loss_during_recovery() {
         assert_eq!(lost, vec![first, second], "{what}");
     }
     // During recovery: the second loss comes after the first recovery round.
-    let kills = [
-        Kill {
-            worker: first,
-            stage: Stage::Computing,
-            nth: 0,
-        },
-        Kill {
-            worker: second,
-            stage: Stage::Computing,
-            nth: 1,
-        },
-    ];
+    let kills = [kill(first, Stage::Computing, 0), kill(second, Stage::Computing, 1)];
     let run = simulate(&p, p.workers(), &pl, cfg(), &kills);
     assert!(run.measured.replans[0].at < run.measured.failures[1].at);
     assert!(run.measured.replans.len() >= 2, "the second loss is recovered too");
@@ -548,11 +515,7 @@ fn every_worker_lost_fails_and_says_how_much_is_missing() {
     let kills: Vec<Kill> = pl
         .send_order()
         .iter()
-        .map(|&w| Kill {
-            worker: w,
-            stage: Stage::AwaitingGrant,
-            nth: 0,
-        })
+        .map(|&w| kill(w, Stage::AwaitingGrant, 0))
         .collect();
     let run = simulate(&p, p.workers(), &pl, cfg(), &kills);
     match run.status {
@@ -575,11 +538,7 @@ fn recovery_respects_what_survivors_can_hold() {
     let p = Platform::new(workers).expect("valid");
     let pl = plan(&p, &Request::new(120, Strategy::Fifo)).expect("plans");
     let victim = pl.send_order()[0];
-    let kill = Kill {
-        worker: victim,
-        stage: Stage::AwaitingGrant,
-        nth: 0,
-    };
+    let kill = kill(victim, Stage::AwaitingGrant, 0);
     let run = simulate(&p, p.workers(), &pl, cfg(), &[kill]);
     check_complete(&run, "bounded recovery");
     assert!(
