@@ -27,6 +27,7 @@
 //! elsewhere, with their predicted timeline).
 
 pub mod baseline;
+pub mod bound;
 pub mod error;
 pub mod fast;
 pub mod lp;
@@ -37,6 +38,7 @@ pub mod rounding;
 pub mod schedule;
 pub mod tol;
 
+pub use bound::{steady_state, SteadyState};
 pub use error::{Error, Result};
 pub use plan::{plan, plan_on, Plan, Problem, Request, Strategy};
 pub use platform::{Platform, Worker};

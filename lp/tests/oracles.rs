@@ -351,3 +351,53 @@ fn efficiency_against_the_equivalent_homogeneous_platform() {
     assert_close(t_hom, 1000.0 / rho, 1e-7, "homogeneous makespan = Theorem 2");
     assert_close(e, t_hom / p.makespan_rational(), 1e-12, "efficiency");
 }
+
+/// The steady-state bound: the one-port knapsack against the bound's LP,
+/// and no strategy's predicted makespan ever below `load / ρ*`.
+#[test]
+fn steady_state_bound_holds_against_its_lp_and_every_plan() {
+    use dls_lp::bound;
+    for seed in 0..60u64 {
+        let mut r = rng(900 + seed);
+        let p = 1 + (seed as usize % 7);
+        let family = [Family::Bus, Family::Star(0.5), Family::MixedZ][seed as usize % 3];
+        let platform = random_platform(&mut r, p, family);
+        let knap = bound::steady_state(&platform, Ports::One).expect("bound");
+        let lp1 = bound::lp(&platform, Ports::One).expect("LP");
+        assert_close(
+            knap.throughput,
+            lp1.throughput,
+            1e-7,
+            &format!("seed {seed}: knapsack vs LP"),
+        );
+        // Recompute the constraints from the raw shares.
+        let wk = platform.workers();
+        let port: f64 = knap.alpha.iter().zip(wk).map(|(a, w)| a * (w.c + w.d)).sum();
+        assert!(port <= 1.0 + 1e-9, "seed {seed}: port over-full ({port})");
+        assert!(knap.alpha.iter().zip(wk).all(|(a, w)| a * w.w <= 1.0 + 1e-9));
+        let two = bound::steady_state(&platform, Ports::Two).expect("two ports");
+        assert!(
+            two.throughput >= knap.throughput * (1.0 - 1e-9),
+            "two ports never bound tighter"
+        );
+        for strategy in [Strategy::Fifo, Strategy::Lifo, Strategy::IncC, Strategy::IncW] {
+            for load in [1u64, 10, 1000] {
+                for (ports, st) in [(Ports::One, &knap), (Ports::Two, &two)] {
+                    let req = Request {
+                        load,
+                        strategy,
+                        ports,
+                        rounding: Rounding::Refined,
+                    };
+                    let pl = plan(&platform, &req).expect("plans");
+                    let b = st.makespan_bound(load);
+                    assert!(
+                        pl.makespan_rational() >= b * (1.0 - 1e-9),
+                        "seed {seed} {strategy} {ports:?} M={load}: {} below the bound {b}",
+                        pl.makespan_rational()
+                    );
+                }
+            }
+        }
+    }
+}

@@ -230,3 +230,36 @@ fn partition_json_and_errors() {
         "infeasible bounds",
     );
 }
+
+#[test]
+fn plan_reports_the_steady_state_bound() {
+    // By hand: the port binds. Workers by increasing c + d: "a" (0.2 s per
+    // unit on the port) takes min(1/w, 1/0.2) = 5 units/s and fills the
+    // port, so ρ* = 5 and 100 units need at least 20 s; "b" adds nothing.
+    // Two ports: a sends at 10/s and returns at 10/s but computes only 10/s
+    // (w = 0.1): 10 units/s from a, the send port full: ρ* = 10, 10 s.
+    let f = platform_file(
+        "[[worker]]\nname = \"a\"\nc = 0.1\nw = 0.1\nd = 0.1\n\n[[worker]]\nname = \"b\"\nc = 0.2\nw = 0.1\nd = 0.2\n",
+    );
+    for (ports, want) in [("1", 20.0), ("2", 10.0)] {
+        let (ok, out, err) = dls(&[
+            "plan",
+            "--platform",
+            f.path(),
+            "--load",
+            "100",
+            "--ports",
+            ports,
+            "--json",
+        ]);
+        assert!(ok, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        let bound = v["bound"].as_f64().expect("bound");
+        assert!((bound - want).abs() < 1e-9, "ports {ports}: bound {bound}, want {want}");
+        let makespan = v["makespan"].as_f64().expect("makespan");
+        assert!(makespan >= bound);
+        assert!((v["makespan_over_bound"].as_f64().expect("ratio") - makespan / bound).abs() < 1e-12);
+    }
+    let (ok, out, _) = dls(&["plan", "--platform", f.path(), "--load", "100"]);
+    assert!(ok && out.contains("steady-state bound 20.000000 s"), "{out}");
+}

@@ -16,6 +16,10 @@ pub struct PlanJson {
     pub makespan_rational: f64,
     /// Units per second of the rational plan.
     pub throughput: f64,
+    /// The steady-state lower bound on any schedule's makespan (load / ρ*),
+    /// and the makespan over it.
+    pub bound: f64,
+    pub makespan_over_bound: f64,
     pub send_order: Vec<String>,
     pub return_order: Vec<String>,
     /// Rational makespan of the same strategy on the equivalent homogeneous
@@ -52,6 +56,8 @@ impl PlanJson {
             makespan: plan.makespan(),
             makespan_rational: plan.makespan_rational(),
             throughput: plan.throughput(),
+            bound: crate::output::report::steady_state_bound(platform, plan),
+            makespan_over_bound: plan.makespan() / crate::output::report::steady_state_bound(platform, plan),
             send_order: names(plan.send_order()),
             return_order: names(plan.return_order()),
             homogeneous_makespan,
@@ -95,6 +101,12 @@ pub fn table(platform: &Platform, plan: &Plan) -> String {
         plan.makespan_rational(),
         100.0 * (plan.makespan() / plan.makespan_rational() - 1.0),
         plan.throughput()
+    );
+    let bound = crate::output::report::steady_state_bound(platform, plan);
+    let _ = writeln!(
+        out,
+        "steady-state bound {bound:.6} s (no schedule of any number of rounds is shorter); makespan {:.3}× the bound",
+        plan.makespan() / bound
     );
     let _ = writeln!(
         out,

@@ -52,6 +52,11 @@ pub struct RunReport {
     pub measured_makespan: f64,
     /// measured / predicted.
     pub ratio: f64,
+    /// The steady-state lower bound on the makespan (load / ρ*, from the
+    /// platform's costs: no schedule of any number of rounds beats it), and
+    /// the measured makespan over it.
+    pub bound: f64,
+    pub measured_over_bound: f64,
     /// The same strategy's rational makespan on the equivalent homogeneous
     /// platform (average speeds), over the predicted and over the measured
     /// makespan.
@@ -97,6 +102,7 @@ impl RunReport {
     ) -> RunReport {
         let names = |o: Vec<usize>| o.into_iter().map(|i| platform.workers()[i].name.clone()).collect();
         let predicted = plan.makespan();
+        let bound = steady_state_bound(platform, plan);
         let (efficiency, homogeneous_makespan) =
             dls_lp::plan::efficiency(platform, plan).unwrap_or((f64::NAN, f64::NAN));
         RunReport {
@@ -110,6 +116,8 @@ impl RunReport {
             predicted_makespan: predicted,
             measured_makespan: measured.makespan,
             ratio: measured.makespan / predicted,
+            bound,
+            measured_over_bound: measured.makespan / bound,
             homogeneous_makespan,
             efficiency,
             measured_efficiency: homogeneous_makespan / measured.makespan,
@@ -176,6 +184,11 @@ impl RunReport {
         );
         let _ = writeln!(
             s,
+            "makespan predicted {:.4} s, measured {:.4} s; steady-state bound {:.4} s (measured {:.3}× the bound)",
+            self.predicted_makespan, self.measured_makespan, self.bound, self.measured_over_bound
+        );
+        let _ = writeln!(
+            s,
             "{:<14} {:>6}  {:>19}  {:>19}  {:>19}  {:>8}",
             "worker", "load", "send (pred/meas)", "compute (pred/meas)", "return (pred/meas)", "idle"
         );
@@ -214,6 +227,12 @@ impl RunReport {
 }
 
 /// Peak resident set size of this process (VmHWM in /proc/self/status).
+/// load / ρ* for the plan's platform and port model (NaN if it cannot be
+/// computed).
+pub fn steady_state_bound(platform: &Platform, plan: &Plan) -> f64 {
+    dls_lp::steady_state(platform, plan.ports).map_or(f64::NAN, |s| s.makespan_bound(plan.load))
+}
+
 pub fn peak_rss() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let kb = s

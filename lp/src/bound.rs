@@ -1,0 +1,86 @@
+//! The steady-state bound: under the linear model no schedule, with any
+//! number of rounds, processes more than ρ* units per second, where ρ*
+//! maximises Σ α_i subject to α_i w_i ≤ 1 for every worker (its processor)
+//! and Σ α_i (c_i + d_i) ≤ 1 (one port: sends and returns share it; two
+//! ports: Σ α_i c_i ≤ 1 and Σ α_i d_i ≤ 1). So `load / ρ*` is a lower bound
+//! on the makespan of `load` units.
+
+use crate::error::{Error, Result};
+use crate::platform::Platform;
+use crate::schedule::Ports;
+use good_lp::{microlp, variable, Expression, ProblemVariables, Solution, SolverModel};
+
+/// The steady state: its throughput and each worker's share of it (units
+/// per second).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SteadyState {
+    pub throughput: f64,
+    pub alpha: Vec<f64>,
+}
+
+impl SteadyState {
+    /// The lower bound on the makespan of `load` units.
+    pub fn makespan_bound(&self, load: u64) -> f64 {
+        load as f64 / self.throughput
+    }
+}
+
+/// ρ* and the shares that reach it. One port: a fractional knapsack
+/// (workers by increasing `c + d`, each up to `1/w`, until the port is
+/// full). Two ports: the LP.
+pub fn steady_state(platform: &Platform, ports: Ports) -> Result<SteadyState> {
+    match ports {
+        Ports::One => Ok(knapsack(platform)),
+        Ports::Two => lp(platform, ports),
+    }
+}
+
+fn knapsack(platform: &Platform) -> SteadyState {
+    let wk = platform.workers();
+    let mut order: Vec<usize> = (0..wk.len()).collect();
+    order.sort_by(|&a, &b| (wk[a].c + wk[a].d).total_cmp(&(wk[b].c + wk[b].d)).then(a.cmp(&b)));
+    let mut alpha = vec![0.0; wk.len()];
+    let mut port = 1.0f64;
+    for i in order {
+        if port <= 0.0 {
+            break;
+        }
+        let per = wk[i].c + wk[i].d;
+        let a = (1.0 / wk[i].w).min(port / per);
+        alpha[i] = a;
+        port -= a * per;
+    }
+    SteadyState {
+        throughput: alpha.iter().sum(),
+        alpha,
+    }
+}
+
+/// The bound's LP, for either port model (the reference the knapsack is
+/// held against in tests).
+pub fn lp(platform: &Platform, ports: Ports) -> Result<SteadyState> {
+    let wk = platform.workers();
+    let mut vars = ProblemVariables::new();
+    let a: Vec<_> = wk
+        .iter()
+        .map(|w| vars.add(variable().min(0.0).max(1.0 / w.w)))
+        .collect();
+    let total: Expression = a.iter().sum();
+    let mut model = vars.maximise(total).using(microlp);
+    let weighted = |f: &dyn Fn(usize) -> f64| -> Expression { a.iter().enumerate().map(|(i, &x)| f(i) * x).sum() };
+    match ports {
+        Ports::One => {
+            model = model.with(weighted(&|i| wk[i].c + wk[i].d).leq(1.0));
+        }
+        Ports::Two => {
+            model = model.with(weighted(&|i| wk[i].c).leq(1.0));
+            model = model.with(weighted(&|i| wk[i].d).leq(1.0));
+        }
+    }
+    let sol = model.solve().map_err(|e| Error::Solver(e.to_string()))?;
+    let alpha: Vec<f64> = a.iter().map(|&x| sol.value(x).max(0.0)).collect();
+    Ok(SteadyState {
+        throughput: alpha.iter().sum(),
+        alpha,
+    })
+}
