@@ -35,6 +35,7 @@ pub fn with_loads(platform: &Platform, order: Vec<usize>, loads: Vec<u64>, ports
         alpha,
         loads,
         notes: vec!["loads given, not planned".into()],
+        rounds: None,
     })
 }
 

@@ -29,7 +29,7 @@ pub enum Error {
     #[error("the load must be at least one unit")]
     ZeroLoad,
     /// The load does not fit under the workers' `max_load` bounds.
-    #[error("infeasible bounds: the workers can hold {capacity} units in all (sum of max_load), fewer than the load of {load}")]
+    #[error("infeasible bounds: the workers can hold {capacity} units in all (sum of max_load), fewer than the load of {load}; strategy rounds sends the batch in chunks that fit")]
     InfeasibleBounds { load: u64, capacity: u64 },
     /// A scenario does not list every worker of the platform exactly once.
     #[error("invalid scenario: {0}")]

@@ -35,12 +35,13 @@ pub mod partition;
 pub mod plan;
 pub mod platform;
 pub mod rounding;
+pub mod rounds;
 pub mod schedule;
 pub mod tol;
 
 pub use bound::{steady_state, SteadyState};
 pub use error::{Error, Result};
 pub use plan::{plan, plan_on, Plan, Problem, Request, Strategy};
-pub use platform::{Platform, Worker};
+pub use platform::{Latency, Platform, Worker};
 pub use rounding::Rounding;
 pub use schedule::{Ports, Scenario, Timeline, WorkerTimes};

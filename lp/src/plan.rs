@@ -3,6 +3,7 @@
 use crate::error::Result;
 use crate::platform::Platform;
 use crate::rounding::{self, Rounding};
+use crate::rounds::{self, ChunkTimes, Rounds};
 use crate::schedule::{Ports, Scenario, Timeline, WorkerTimes};
 use crate::tol::{LOAD_EPS, REL_TOL, STRICT_GAIN};
 use crate::{fast, lp};
@@ -20,17 +21,22 @@ pub enum Strategy {
     IncC,
     /// The report's FIFO heuristic INC_W: order by non-decreasing `w`.
     IncW,
-    /// The better of `Fifo` and `Lifo`; for p ≤ 5 every pair of orders.
+    /// The better of `Fifo` and `Lifo` (for p ≤ 5 every pair of orders),
+    /// or `Rounds` when it predicts an earlier end.
     Best,
+    /// Several chunks per worker, sends and returns interleaved on the port
+    /// in a planned sequence ([`crate::rounds`]).
+    Rounds,
 }
 
 impl Strategy {
-    pub const ALL: [Strategy; 5] = [
+    pub const ALL: [Strategy; 6] = [
         Strategy::Fifo,
         Strategy::Lifo,
         Strategy::IncC,
         Strategy::IncW,
         Strategy::Best,
+        Strategy::Rounds,
     ];
 
     pub fn name(self) -> &'static str {
@@ -40,6 +46,7 @@ impl Strategy {
             Strategy::IncC => "inc-c",
             Strategy::IncW => "inc-w",
             Strategy::Best => "best",
+            Strategy::Rounds => "rounds",
         }
     }
 }
@@ -56,7 +63,7 @@ impl FromStr for Strategy {
         Strategy::ALL
             .into_iter()
             .find(|st| st.name() == s)
-            .ok_or_else(|| format!("unknown strategy {s:?}: expected one of fifo, lifo, inc-c, inc-w, best"))
+            .ok_or_else(|| format!("unknown strategy {s:?}: expected one of fifo, lifo, inc-c, inc-w, best, rounds"))
     }
 }
 
@@ -110,6 +117,9 @@ pub struct Plan {
     pub integer: Timeline,
     /// Remarks for the user (bounds that bind, heuristics used, ...).
     pub notes: Vec<String>,
+    /// A multi-round plan's chunks and port sequence (`None`: one round,
+    /// the orders and loads above say it all).
+    pub rounds: Option<Rounds>,
 }
 
 impl Plan {
@@ -167,7 +177,14 @@ impl Plan {
             loads[w] = self.loads[k];
             alpha[w] = self.alpha[k];
         }
+        let rounds = self.rounds.map(|mut r| {
+            for c in &mut r.chunks {
+                c.worker = subset[c.worker];
+            }
+            r
+        });
         Plan {
+            rounds,
             scenario: Scenario {
                 send_order: map(&self.scenario.send_order),
                 return_order: map(&self.scenario.return_order),
@@ -377,6 +394,113 @@ pub fn exhaustive(pb: &Problem) -> Result<Solved> {
 
 /// Plan `req.load` units on `platform`.
 pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
+    match req.strategy {
+        Strategy::Rounds => return plan_multi_round(platform, req),
+        Strategy::Best => {
+            let one = plan_one_round(platform, req)?;
+            let rounds = rounds::plan_rounds(platform, req.ports, req.load, Some(&one))?;
+            if rounds.count == 1 && rounds.lag == 0 {
+                return Ok(one);
+            }
+            let mut notes = one.notes.clone();
+            notes.push(format!(
+                "best: rounds ({} rounds) predicts {:.6} s against {:.6} s for the best single round",
+                rounds.count,
+                rounds.makespan,
+                one.makespan()
+            ));
+            return Ok(from_rounds(platform, req, rounds, false, notes));
+        }
+        _ => {}
+    }
+    plan_one_round(platform, req)
+}
+
+/// `rounds`: the best multi-round schedule, against the best one-round
+/// FIFO and LIFO plans when they fit the workers' memory.
+fn plan_multi_round(platform: &Platform, req: &Request) -> Result<Plan> {
+    if req.load == 0 {
+        return Err(crate::Error::ZeroLoad);
+    }
+    let one = [Strategy::Fifo, Strategy::Lifo]
+        .into_iter()
+        .filter_map(|strategy| plan_one_round(platform, &Request { strategy, ..*req }).ok())
+        .min_by(|a, b| a.makespan().total_cmp(&b.makespan()));
+    let r = rounds::plan_rounds(platform, req.ports, req.load, one.as_ref())?;
+    let note = if r.count == 1 && r.lag == 0 {
+        "rounds: a single round predicts the earliest end".to_string()
+    } else {
+        format!("rounds: {} rounds, lag {}, {} chunks", r.count, r.lag, r.chunks.len())
+    };
+    Ok(from_rounds(platform, req, r, false, vec![note]))
+}
+
+/// A plan from a multi-round schedule: loads are the chunks' totals, the
+/// timeline each worker's span over its chunks.
+fn from_rounds(platform: &Platform, req: &Request, r: Rounds, optimal: bool, notes: Vec<String>) -> Plan {
+    let p = platform.len();
+    let mut loads = vec![0u64; p];
+    let mut workers = vec![WorkerTimes::default(); p];
+    let mut seen = vec![false; p];
+    for (c, t) in r.chunks.iter().zip(&r.times) {
+        loads[c.worker] += c.units;
+        let w = &mut workers[c.worker];
+        if !seen[c.worker] {
+            *w = WorkerTimes {
+                send_start: t.send_start,
+                send_end: t.send_end,
+                compute_end: t.compute_end,
+                return_start: t.return_start,
+                return_end: t.return_end,
+                idle: 0.0,
+            };
+            seen[c.worker] = true;
+        }
+        w.send_start = w.send_start.min(t.send_start);
+        w.send_end = w.send_end.max(t.send_end);
+        w.compute_end = w.compute_end.max(t.compute_end);
+        w.return_start = w.return_start.min(t.return_start);
+        w.return_end = w.return_end.max(t.return_end);
+        w.idle += (t.return_start - t.compute_end).max(0.0);
+    }
+    let first = |key: fn(&ChunkTimes) -> f64| {
+        let mut order: Vec<usize> = (0..p).filter(|&i| seen[i]).collect();
+        let at = |i: usize| {
+            r.chunks
+                .iter()
+                .zip(&r.times)
+                .filter(|(c, _)| c.worker == i)
+                .map(|(_, t)| key(t))
+                .fold(f64::INFINITY, f64::min)
+        };
+        order.sort_by(|&a, &b| at(a).total_cmp(&at(b)).then(a.cmp(&b)));
+        order
+    };
+    let scenario = Scenario {
+        send_order: first(|t| t.send_start),
+        return_order: first(|t| t.return_start),
+    };
+    let timeline = Timeline {
+        workers,
+        makespan: r.makespan,
+    };
+    Plan {
+        strategy: req.strategy,
+        ports: req.ports,
+        load: req.load,
+        optimal,
+        scenario,
+        alpha: loads.iter().map(|&l| l as f64).collect(),
+        loads,
+        rational: timeline.clone(),
+        integer: timeline,
+        notes,
+        rounds: Some(r),
+    }
+}
+
+/// The one-round strategies.
+fn plan_one_round(platform: &Platform, req: &Request) -> Result<Plan> {
     platform.check_load(req.load)?;
     let pb = Problem::new(platform, req.ports, req.load);
     let (ports, load) = (req.ports, req.load);
@@ -402,7 +526,7 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
         Strategy::IncC => (solve_fifo(&pb, order_inc_c(platform))?, z.is_some_and(|z| z <= 1.0)),
         Strategy::IncW => (solve_fifo(&pb, order_inc_w(platform))?, false),
         Strategy::Lifo => (solve_lifo(&pb, order_inc_cd(platform))?, true),
-        Strategy::Best => {
+        Strategy::Best | Strategy::Rounds => {
             // Candidates: the best FIFO, the best LIFO and, for small
             // platforms, the best of every pair of orders. The one that runs
             // fastest in whole units wins (rounding can reorder close ones).
@@ -461,6 +585,7 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
         rational,
         integer,
         notes,
+        rounds: None,
     })
 }
 

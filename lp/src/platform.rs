@@ -15,6 +15,19 @@ pub struct Worker {
     pub d: f64,
     /// The most units this worker's memory holds, if bounded.
     pub max_load: Option<u64>,
+    /// Seconds every message costs whatever its size (the intercepts of
+    /// the affine costs). One-round strategies ignore them; `rounds`, which
+    /// sends many messages, plans with them.
+    pub latency: Latency,
+}
+
+/// Per-message costs: a send, a computation, a return take these many
+/// seconds on top of their per-unit costs.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Latency {
+    pub send: f64,
+    pub compute: f64,
+    pub ret: f64,
 }
 
 impl Worker {
@@ -25,7 +38,13 @@ impl Worker {
             w,
             d,
             max_load: None,
+            latency: Latency::default(),
         }
+    }
+
+    pub fn with_latency(mut self, latency: Latency) -> Self {
+        self.latency = latency;
+        self
     }
 
     pub fn with_max_load(mut self, max_load: u64) -> Self {
@@ -68,12 +87,21 @@ impl Platform {
                 });
             }
             let positive = "finite and > 0";
+            let non_negative = "finite and >= 0";
             for (field, value, expected) in [
                 ("c", wk.c, positive),
                 ("w", wk.w, positive),
-                ("d", wk.d, "finite and >= 0"),
+                ("d", wk.d, non_negative),
+                ("send_latency", wk.latency.send, non_negative),
+                ("compute_latency", wk.latency.compute, non_negative),
+                ("return_latency", wk.latency.ret, non_negative),
             ] {
-                let ok = value.is_finite() && if field == "d" { value >= 0.0 } else { value > 0.0 };
+                let ok = value.is_finite()
+                    && if expected == positive {
+                        value > 0.0
+                    } else {
+                        value >= 0.0
+                    };
                 if !ok {
                     return Err(Error::BadCost {
                         worker: wk.name.clone(),

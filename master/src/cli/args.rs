@@ -23,6 +23,7 @@ pub enum StrategyArg {
     IncC,
     IncW,
     Best,
+    Rounds,
 }
 
 impl From<StrategyArg> for Strategy {
@@ -33,6 +34,7 @@ impl From<StrategyArg> for Strategy {
             StrategyArg::IncC => Strategy::IncC,
             StrategyArg::IncW => Strategy::IncW,
             StrategyArg::Best => Strategy::Best,
+            StrategyArg::Rounds => Strategy::Rounds,
         }
     }
 }

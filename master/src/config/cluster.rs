@@ -121,6 +121,7 @@ impl Cluster {
                     w: s.w?,
                     d: s.d?,
                     max_load: s.max_load,
+                    latency: dls_lp::Latency::default(),
                 })
             })
             .collect();

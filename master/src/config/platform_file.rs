@@ -7,10 +7,14 @@
 //! w = 0.010      # seconds to compute one unit
 //! d = 0.001      # seconds to return one unit
 //! max_load = 400 # optional
+//! # optional, seconds per message (zero when absent):
+//! send_latency = 0.0001
+//! compute_latency = 0.00002
+//! return_latency = 0.0001
 //! ```
 
 use anyhow::{bail, Context, Result};
-use dls_lp::{Platform, Worker};
+use dls_lp::{Latency, Platform, Worker};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -23,6 +27,17 @@ pub struct WorkerEntry {
     pub d: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_load: Option<u64>,
+    /// Seconds per message (the affine costs' intercepts); zero when absent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub send_latency: f64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub compute_latency: f64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub return_latency: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -59,6 +74,11 @@ impl PlatformFile {
                 w: w.w,
                 d: w.d,
                 max_load: w.max_load,
+                latency: Latency {
+                    send: w.send_latency,
+                    compute: w.compute_latency,
+                    ret: w.return_latency,
+                },
             })
             .collect();
         Ok(Platform::new(workers)?)
@@ -75,6 +95,9 @@ impl PlatformFile {
                     w: w.w,
                     d: w.d,
                     max_load: w.max_load,
+                    send_latency: w.latency.send,
+                    compute_latency: w.latency.compute,
+                    return_latency: w.latency.ret,
                 })
                 .collect(),
         }

@@ -10,7 +10,7 @@
 
 use crate::runtime::link::Link;
 use anyhow::{anyhow, bail, Context, Result};
-use dls_lp::{Platform, Worker};
+use dls_lp::{Latency, Platform, Worker};
 use dls_protocol::{FromWorker, ToWorker};
 use std::time::{Duration, Instant};
 
@@ -265,6 +265,12 @@ impl Calibration {
                 w: w.compute.slope.max(MIN_COST),
                 d: w.ret.slope.max(MIN_COST),
                 max_load: Some(w.max_load),
+                // A negative intercept is noise around no latency at all.
+                latency: Latency {
+                    send: w.send.intercept.max(0.0),
+                    compute: w.compute.intercept.max(0.0),
+                    ret: w.ret.intercept.max(0.0),
+                },
             })
             .collect();
         Ok(Platform::new(workers)?)
@@ -275,7 +281,8 @@ impl Calibration {
         let mut out = format!(
             "# Written by `dls calibrate` for matrices of size {n}×{n}: one unit is one product\n\
              # (A and B sent, C returned). c, w, d are the slopes (seconds per unit) of\n\
-             # least-squares lines through the probes; intercepts are latencies.\n",
+             # least-squares lines through the probes; their intercepts are the per-message\n\
+             # latencies (send_latency, compute_latency, return_latency), used by `rounds`.\n",
             n = self.size
         );
         for w in &self.workers {

@@ -56,7 +56,7 @@ impl fmt::Display for Unexpected {
 impl std::error::Error for Unexpected {}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stage {
+pub(crate) enum Stage {
     Pending,
     Sending,
     Sent,

@@ -15,8 +15,10 @@
 //! - a recovery round never asks a worker to hold more than its `max_load`
 //!   at once: what does not fit waits for results to come back.
 
-use crate::runtime::executor::{chunks, Event, Executor, Port, Schedule, SelfScheduler};
+use crate::runtime::executor::{chunks, Chunk, Event, Executor, Port, Schedule, SelfScheduler};
 use crate::runtime::record::{Failure, Measured, Recorder, Replan};
+use crate::runtime::sequenced::Sequenced;
+use dls_lp::rounds::{PortOp, Rounds};
 use dls_lp::{Plan, Platform, Request, Rounding, Strategy, Worker};
 use dls_protocol::ChunkId;
 use std::collections::HashMap;
@@ -169,6 +171,10 @@ impl BatchMachine {
     }
 
     fn add_planned(&mut self, plan: &Plan, products: &[usize], now: f64) {
+        if let Some(r) = &plan.rounds {
+            self.add_sequenced(plan, r, products, now);
+            return;
+        }
         let mut table = chunks(&plan.scenario.send_order, &plan.loads, self.cfg.max_chunk);
         for c in table.iter_mut().flatten() {
             c.id = ChunkId(c.id.0 + self.next_id);
@@ -194,13 +200,53 @@ impl BatchMachine {
         self.add_round(Box::new(ex), &flat, products, false);
     }
 
-    fn add_round(
-        &mut self,
-        sched: Box<dyn Schedule>,
-        table: &[crate::runtime::executor::Chunk],
-        products: &[usize],
-        on_demand: bool,
-    ) {
+    /// A multi-round plan: its chunks (split to at most `max_chunk`
+    /// products, the pieces sent and returned back to back) take batch
+    /// products in the order they are sent.
+    fn add_sequenced(&mut self, plan: &Plan, r: &Rounds, products: &[usize], now: f64) {
+        let max = self.cfg.max_chunk.max(1) as u64;
+        let mut pieces: Vec<Vec<usize>> = vec![Vec::new(); r.chunks.len()];
+        let mut table: Vec<Chunk> = Vec::new();
+        let mut ops = Vec::with_capacity(r.ops.len());
+        let mut next = 0usize;
+        for op in &r.ops {
+            match *op {
+                PortOp::Send(j) => {
+                    let c = r.chunks[j];
+                    let mut left = c.units;
+                    while left > 0 {
+                        let len = left.min(max) as usize;
+                        pieces[j].push(table.len());
+                        ops.push(PortOp::Send(table.len()));
+                        table.push(Chunk {
+                            worker: c.worker,
+                            id: ChunkId(self.next_id + table.len() as u64),
+                            start: next,
+                            len,
+                        });
+                        self.committed[c.worker] += len as u64;
+                        next += len;
+                        left -= len as u64;
+                    }
+                }
+                PortOp::Return(j) => ops.extend(pieces[j].iter().map(|&k| PortOp::Return(k))),
+            }
+        }
+        for (w, t) in plan.integer.workers.iter().enumerate() {
+            if plan.loads[w] > 0 {
+                let start = if self.due[w].is_finite() {
+                    self.due[w].max(now)
+                } else {
+                    now
+                };
+                self.due[w] = start + t.compute_end;
+            }
+        }
+        let seq = Sequenced::new(plan.ports, self.alive.len(), table.clone(), ops);
+        self.add_round(Box::new(seq), &table, products, false);
+    }
+
+    fn add_round(&mut self, sched: Box<dyn Schedule>, table: &[Chunk], products: &[usize], on_demand: bool) {
         let k = self.rounds.len();
         let mut jobs = HashMap::new();
         for c in table {

@@ -14,4 +14,5 @@ pub mod local;
 pub mod machine;
 pub mod pool;
 pub mod record;
+pub mod sequenced;
 pub mod shell;

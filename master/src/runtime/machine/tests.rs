@@ -148,8 +148,8 @@ impl Sim {
                 self.max_held[worker] = self.max_held[worker].max(self.held[worker]);
                 self.open.insert((worker, chunk, true), now);
                 let w = &self.truth[worker];
-                let got = now + len as f64 * w.c;
-                let done = got.max(self.compute_free[worker]) + len as f64 * w.w;
+                let got = now + w.latency.send + len as f64 * w.c;
+                let done = got.max(self.compute_free[worker]) + w.latency.compute + len as f64 * w.w;
                 self.compute_free[worker] = done;
                 self.push(got, worker, SimEv::Received(chunk));
                 self.push(done, worker, SimEv::Ready(chunk));
@@ -158,7 +158,7 @@ impl Sim {
             Command::Grant { worker, chunk } => {
                 wire(Frame::new(ToWorker::Grant { job: JOB, chunk }));
                 self.open.insert((worker, chunk, false), now);
-                let span = self.lens[&chunk] as f64 * self.truth[worker].d;
+                let span = self.truth[worker].latency.ret + self.lens[&chunk] as f64 * self.truth[worker].d;
                 self.push(now + span, worker, SimEv::Results(chunk));
                 self.reach(worker, Stage::Returning, now, span);
             }
@@ -299,11 +299,15 @@ fn platform() -> Platform {
 
 /// Done, every product stored exactly once, one transfer at a time.
 fn check_complete(run: &Run, what: &str) {
+    check_stored_once(run, what);
+    check_one_port(&run.transfers, what);
+}
+
+fn check_stored_once(run: &Run, what: &str) {
     assert_eq!(run.status, Status::Done, "{what}");
     if let Some(g) = run.stored.iter().position(|&n| n != 1) {
         panic!("{what}: product {g} stored {} times", run.stored[g]);
     }
-    check_one_port(&run.transfers, what);
 }
 
 fn check_one_port(transfers: &[(f64, f64, bool, usize)], what: &str) {
@@ -345,7 +349,12 @@ fn simulated_run_reproduces_the_planned_timeline() {
                     assert!((m.return_end - t.return_end).abs() <= 1e-9 * want, "{what} worker {w}");
                 }
             }
-            // Sends and returns in the planned orders.
+            // Sends and returns in the planned orders (one round; `best`
+            // may choose several, checked transfer by transfer below).
+            if pl.rounds.is_some() {
+                assert_eq!(strategy, Strategy::Best);
+                continue;
+            }
             let order = |send: bool| {
                 let mut v: Vec<usize> = run.transfers.iter().filter(|x| x.2 == send).map(|x| x.3).collect();
                 v.dedup();
@@ -647,4 +656,83 @@ fn a_stall_fails_the_batch() {
     assert_eq!(m.status(), Status::Running);
     m.on_tick(5.5);
     assert!(matches!(m.status(), Status::Failed(w) if w.contains("no worker made progress")));
+}
+
+/// Every planned transfer of a multi-round plan, (start, end, is_send,
+/// worker), sorted: what the planner's own earliest execution says.
+fn planned_transfers(pl: &Plan) -> Vec<(f64, f64, bool, usize)> {
+    let r = pl.rounds.as_ref().expect("a multi-round plan");
+    let mut v: Vec<_> = r
+        .chunks
+        .iter()
+        .zip(&r.times)
+        .flat_map(|(c, t)| {
+            [
+                (t.send_start, t.send_end, true, c.worker),
+                (t.return_start, t.return_end, false, c.worker),
+            ]
+        })
+        .collect();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
+    v
+}
+
+#[test]
+fn a_rounds_plan_runs_exactly_as_predicted() {
+    let latency = dls_lp::Latency {
+        send: 0.002,
+        compute: 0.001,
+        ret: 0.002,
+    };
+    let p = Platform::new(
+        platform()
+            .workers()
+            .iter()
+            .map(|w| w.clone().with_latency(latency))
+            .collect(),
+    )
+    .expect("valid");
+    for ports in [Ports::One, Ports::Two] {
+        for load in [5u64, 300, 2000] {
+            let req = Request {
+                ports,
+                ..Request::new(load, Strategy::Rounds)
+            };
+            let pl = plan(&p, &req).expect("plans");
+            let run = simulate(&p, p.workers(), &pl, cfg(), &[]);
+            let what = format!("{ports:?} M={load}");
+            check_stored_once(&run, &what);
+            let want = pl.makespan();
+            assert!((run.end - want).abs() <= 1e-9 * want, "{what}: {} vs {want}", run.end);
+            let mut got = run.transfers.clone();
+            got.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
+            let planned = planned_transfers(&pl);
+            assert_eq!(got.len(), planned.len(), "{what}: one transfer per planned one");
+            for (g, w) in got.iter().zip(&planned) {
+                assert!(
+                    (g.0 - w.0).abs() <= 1e-9 * want && (g.1 - w.1).abs() <= 1e-9 * want && g.2 == w.2 && g.3 == w.3,
+                    "{what}: ran {g:?}, planned {w:?}"
+                );
+            }
+            if ports == Ports::One {
+                check_one_port(&run.transfers, &what);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_rounds_plan_survives_losses_at_every_stage() {
+    let p = platform();
+    let pl = plan(&p, &Request::new(400, Strategy::Rounds)).expect("plans");
+    assert!(pl.rounds.as_ref().is_some_and(|r| r.count > 1), "several rounds");
+    for victim in pl.send_order() {
+        for stage in [Stage::Sending, Stage::Computing, Stage::AwaitingGrant, Stage::Returning] {
+            for nth in [0, 2] {
+                let run = simulate(&p, p.workers(), &pl, cfg(), &[kill(victim, stage, nth)]);
+                let what = format!("rounds, worker {victim} at {stage:?} of chunk {nth}");
+                check_complete(&run, &what);
+            }
+        }
+    }
 }

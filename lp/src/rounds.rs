@@ -1,0 +1,262 @@
+//! Multi-round schedules (strategy `rounds`): each enrolled worker gets
+//! several chunks, and sends and returns interleave on the master's port in
+//! one planned sequence, so workers compute while the port serves others.
+//!
+//! The shape follows the periodic schedule built from the steady-state
+//! solution (Beaumont, Legrand and Robert, *Scheduling divisible workloads
+//! on heterogeneous platforms*): the workers and their shares are those of
+//! ρ* ([`crate::bound`]); the batch is cut into K rounds of equal size,
+//! each split over the workers in proportion to their steady-state share;
+//! period k sends round k and then returns round k − L (the lag L lets a
+//! chunk be computed while the next ones arrive). K and L are chosen by the
+//! predicted makespan, which counts the per-message latencies (so more
+//! rounds are not free), and the best one-round plan is a candidate too, so
+//! `rounds` never predicts worse than it. Every candidate is measured by
+//! [`execute`], the earliest execution of its sequence.
+
+use crate::baseline::proportional;
+use crate::bound::steady_state;
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::platform::Platform;
+use crate::schedule::Ports;
+
+/// A transfer on the master's port: the index of a chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortOp {
+    Send(usize),
+    Return(usize),
+}
+
+/// One chunk of a multi-round plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoundChunk {
+    pub worker: usize,
+    pub units: u64,
+    /// The round it belongs to (0 for a one-round plan).
+    pub round: usize,
+}
+
+/// When a chunk crosses the port and is computed, seconds from the start.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ChunkTimes {
+    pub send_start: f64,
+    pub send_end: f64,
+    pub compute_end: f64,
+    pub return_start: f64,
+    pub return_end: f64,
+}
+
+/// A multi-round plan: its chunks, the order of every transfer on the port,
+/// and the predicted times of each chunk.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rounds {
+    pub chunks: Vec<RoundChunk>,
+    pub ops: Vec<PortOp>,
+    pub times: Vec<ChunkTimes>,
+    /// Rounds (1 when the one-round plan won) and the lag L.
+    pub count: usize,
+    pub lag: usize,
+    pub makespan: f64,
+}
+
+/// The earliest execution of `ops` (every chunk sent once, then returned
+/// once): transfers in the given order, one at a time (two ports: one send
+/// and one return at a time), each worker computing its chunks in arrival
+/// order, a return no earlier than its chunk is computed. Per-message
+/// latencies count. Returns each chunk's times and the makespan.
+pub fn execute(platform: &Platform, chunks: &[RoundChunk], ops: &[PortOp], ports: Ports) -> (Vec<ChunkTimes>, f64) {
+    let wk = platform.workers();
+    let mut times = vec![ChunkTimes::default(); chunks.len()];
+    let mut busy_until = vec![0.0f64; wk.len()];
+    let (mut send_free, mut return_free) = (0.0f64, 0.0f64);
+    let mut send = |j: usize, port: &mut f64, times: &mut [ChunkTimes]| {
+        let ch = chunks[j];
+        let w = &wk[ch.worker];
+        let n = ch.units as f64;
+        let t = &mut times[j];
+        t.send_start = *port;
+        t.send_end = t.send_start + w.latency.send + w.c * n;
+        t.compute_end = t.send_end.max(busy_until[ch.worker]) + w.latency.compute + w.w * n;
+        busy_until[ch.worker] = t.compute_end;
+        *port = t.send_end;
+    };
+    let ret = |j: usize, port: &mut f64, times: &mut [ChunkTimes]| {
+        let ch = chunks[j];
+        let w = &wk[ch.worker];
+        let t = &mut times[j];
+        t.return_start = port.max(t.compute_end);
+        t.return_end = t.return_start + w.latency.ret + w.d * ch.units as f64;
+        *port = t.return_end;
+    };
+    match ports {
+        Ports::One => {
+            for op in ops {
+                match *op {
+                    PortOp::Send(j) => send(j, &mut send_free, &mut times),
+                    PortOp::Return(j) => ret(j, &mut send_free, &mut times),
+                }
+            }
+        }
+        Ports::Two => {
+            // Sends never wait for returns: all sends first, in order.
+            for op in ops {
+                if let PortOp::Send(j) = *op {
+                    send(j, &mut send_free, &mut times);
+                }
+            }
+            for op in ops {
+                if let PortOp::Return(j) = *op {
+                    ret(j, &mut return_free, &mut times);
+                }
+            }
+        }
+    }
+    let makespan = times.iter().map(|t| t.return_end).fold(0.0, f64::max);
+    (times, makespan)
+}
+
+/// The sequence of a one-round plan: every send in send order, then every
+/// return in return order.
+pub fn one_round(plan: &Plan) -> (Vec<RoundChunk>, Vec<PortOp>) {
+    let order = plan.send_order();
+    let chunks: Vec<RoundChunk> = order
+        .iter()
+        .map(|&w| RoundChunk {
+            worker: w,
+            units: plan.loads[w],
+            round: 0,
+        })
+        .collect();
+    let mut ops: Vec<PortOp> = (0..chunks.len()).map(PortOp::Send).collect();
+    for w in plan.return_order() {
+        if let Some(j) = order.iter().position(|&x| x == w) {
+            ops.push(PortOp::Return(j));
+        }
+    }
+    (chunks, ops)
+}
+
+/// K rounds with lag L over `enrolled` (in send order) with steady-state
+/// `shares`: `None` when a chunk would not fit in its worker's memory
+/// (L + 1 chunks of a worker may be out at once).
+fn periodic(
+    platform: &Platform,
+    enrolled: &[usize],
+    shares: &[f64],
+    load: u64,
+    k: usize,
+    lag: usize,
+) -> Option<(Vec<RoundChunk>, Vec<PortOp>)> {
+    let wk = platform.workers();
+    let mut chunks = Vec::new();
+    let mut by_round: Vec<Vec<usize>> = Vec::with_capacity(k);
+    for r in 0..k {
+        let units = load / k as u64 + u64::from((r as u64) < load % k as u64);
+        let split = proportional(units, shares);
+        let mut these = Vec::new();
+        for (pos, &w) in enrolled.iter().enumerate() {
+            let u = split[pos];
+            if u == 0 {
+                continue;
+            }
+            if wk[w].max_load.is_some_and(|b| u.saturating_mul(lag as u64 + 1) > b) {
+                return None;
+            }
+            these.push(chunks.len());
+            chunks.push(RoundChunk {
+                worker: w,
+                units: u,
+                round: r,
+            });
+        }
+        by_round.push(these);
+    }
+    let mut ops = Vec::with_capacity(2 * chunks.len());
+    for period in 0..k + lag {
+        if let Some(sends) = by_round.get(period) {
+            ops.extend(sends.iter().map(|&j| PortOp::Send(j)));
+        }
+        if period >= lag {
+            ops.extend(by_round[period - lag].iter().map(|&j| PortOp::Return(j)));
+        }
+    }
+    Some((chunks, ops))
+}
+
+/// Candidate round counts: from the fewest the memory allows, growing by
+/// about a third each time, up to `max_chunks` chunks in all.
+fn round_counts(platform: &Platform, enrolled: &[usize], shares: &[f64], load: u64, max_chunks: usize) -> Vec<usize> {
+    let total: f64 = shares.iter().sum();
+    let wk = platform.workers();
+    // Fewest rounds for which three chunks of every worker fit its memory.
+    let k_min = enrolled
+        .iter()
+        .zip(shares)
+        .filter_map(|(&w, &s)| {
+            wk[w]
+                .max_load
+                .map(|b| (3.0 * load as f64 * s / total / b as f64).ceil() as usize)
+        })
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let k_max = (max_chunks / enrolled.len().max(1)).min(load as usize).max(k_min);
+    let mut ks = Vec::new();
+    let mut k = 1usize;
+    while k <= k_max {
+        if k >= k_min {
+            ks.push(k);
+        }
+        k = (k + 1).max(k * 4 / 3);
+    }
+    if ks.first() != Some(&k_min) {
+        ks.insert(0, k_min);
+    }
+    ks
+}
+
+/// Chunks in all that the search allows, so that planning stays fast for
+/// many workers.
+pub const MAX_CHUNKS: usize = 20_000;
+
+/// The `rounds` plan of `load` units: the best periodic candidate, or
+/// `one_round` (the best one-round plan, when it fits the workers' memory)
+/// if that predicts no later.
+pub fn plan_rounds(platform: &Platform, ports: Ports, load: u64, one_round_plan: Option<&Plan>) -> Result<Rounds> {
+    let ss = steady_state(platform, ports)?;
+    let mut enrolled: Vec<usize> = (0..platform.len()).filter(|&i| ss.alpha[i] > 0.0).collect();
+    let wk = platform.workers();
+    enrolled.sort_by(|&a, &b| wk[a].c.total_cmp(&wk[b].c).then(a.cmp(&b)));
+    let shares: Vec<f64> = enrolled.iter().map(|&i| ss.alpha[i]).collect();
+    let mut best: Option<Rounds> = None;
+    let mut consider = |chunks: Vec<RoundChunk>, ops: Vec<PortOp>, count: usize, lag: usize| {
+        let (times, makespan) = execute(platform, &chunks, &ops, ports);
+        if best.as_ref().is_none_or(|b| makespan < b.makespan) {
+            best = Some(Rounds {
+                chunks,
+                ops,
+                times,
+                count,
+                lag,
+                makespan,
+            });
+        }
+    };
+    if let Some(p) = one_round_plan {
+        let (chunks, ops) = one_round(p);
+        consider(chunks, ops, 1, 0);
+    }
+    for k in round_counts(platform, &enrolled, &shares, load, MAX_CHUNKS) {
+        for lag in 0..=2 {
+            if let Some((chunks, ops)) = periodic(platform, &enrolled, &shares, load, k, lag) {
+                consider(chunks, ops, k, lag);
+            }
+        }
+    }
+    best.ok_or_else(|| {
+        Error::Solver(format!(
+            "no multi-round schedule of {load} units fits the workers' memory (max_load)"
+        ))
+    })
+}
