@@ -76,6 +76,8 @@ pub struct DemoRow {
     pub predicted: f64,
     pub measured: f64,
     pub ratio: f64,
+    /// The steady-state lower bound on the makespan.
+    pub bound: f64,
     pub verified: usize,
 }
 
@@ -163,9 +165,15 @@ async fn demo_runs(
                 r.ratio,
                 r.send_order.join(" ")
             ));
-            if k == 0 {
-                let trace = out_dir.join("demo-trace.json");
-                let gantt = out_dir.join("demo-gantt.svg");
+            // The first strategy's trace and chart, and the chart of the
+            // multi-round plan (its rounds are what it is about).
+            let (trace, gantt) = match (k, strategy) {
+                (0, _) => (Some("demo-trace.json"), Some("demo-gantt.svg")),
+                (_, Strategy::Rounds) => (Some("demo-trace-rounds.json"), Some("demo-gantt-rounds.svg")),
+                _ => (None, None),
+            };
+            if let (Some(trace), Some(gantt)) = (trace, gantt) {
+                let (trace, gantt) = (out_dir.join(trace), out_dir.join(gantt));
                 done.trace.write(&trace)?;
                 let title = format!(
                     "dls demo: {} products of {}×{}, {strategy}",
@@ -180,6 +188,7 @@ async fn demo_runs(
                 predicted: r.predicted_makespan,
                 measured: r.measured_makespan,
                 ratio: r.ratio,
+                bound: r.bound,
                 verified: r.verified,
             });
         }
@@ -198,6 +207,7 @@ pub fn table(rows: &[DemoRow]) -> String {
         ("meas/pred", Col::Right(10)),
         ("pred/fifo", Col::Right(12)),
         ("meas/fifo", Col::Right(12)),
+        ("meas/bound", Col::Right(11)),
         ("workers", Col::Tail),
     ]);
     for r in rows {
@@ -208,6 +218,7 @@ pub fn table(rows: &[DemoRow]) -> String {
             format!("{:.3}", r.ratio),
             format!("{:.3}", r.predicted / base),
             format!("{:.3}", r.measured / base),
+            format!("{:.3}", r.measured / r.bound),
             r.enrolled.join(" "),
         ]);
     }

@@ -6,6 +6,7 @@
 
 use crate::runtime::record::Measured;
 use anyhow::{Context, Result};
+use dls_lp::rounds::Rounds;
 use dls_lp::{Plan, WorkerTimes};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -86,59 +87,134 @@ fn worker_spans(pid: u32, names: &[String], times: &[WorkerTimes], loads: &[u64]
     out
 }
 
+/// A one-round run: each worker's phases as one span each, the port's
+/// transfers as measured and as planned.
+fn one_round_spans(names: &[String], plan: &Plan, measured: &Measured) -> Vec<Span> {
+    let mut spans = Vec::new();
+    let measured_extra = json!({ "predicted": false });
+    spans.extend(worker_spans(
+        MEASURED_PID,
+        names,
+        &measured.workers,
+        &plan.loads,
+        &measured_extra,
+    ));
+    for t in &measured.transfers {
+        let cat = if t.send { "send" } else { "return" };
+        spans.push(span(
+            MEASURED_PID,
+            0,
+            cat,
+            &names[t.worker],
+            t.start,
+            t.end,
+            json!({ "predicted": false }),
+        ));
+    }
+    let predicted = json!({ "predicted": true });
+    spans.extend(worker_spans(
+        PREDICTED_PID,
+        names,
+        &plan.integer.workers,
+        &plan.loads,
+        &predicted,
+    ));
+    for (i, t) in plan.integer.workers.iter().enumerate() {
+        if plan.loads[i] > 0 {
+            spans.push(span(
+                PREDICTED_PID,
+                0,
+                "send",
+                &names[i],
+                t.send_start,
+                t.send_end,
+                predicted.clone(),
+            ));
+            spans.push(span(
+                PREDICTED_PID,
+                0,
+                "return",
+                &names[i],
+                t.return_start,
+                t.return_end,
+                predicted.clone(),
+            ));
+        }
+    }
+    spans
+}
+
+/// A multi-round run, chunk by chunk: on each worker's track its sends,
+/// computations and returns; predicted ones from the plan's chunk times.
+fn chunk_spans(names: &[String], plan: &Plan, r: &Rounds, measured: &Measured) -> Vec<Span> {
+    let mut out = Vec::new();
+    let no = json!({ "predicted": false });
+    for t in &measured.transfers {
+        let cat = if t.send { "send" } else { "return" };
+        out.push(span(
+            MEASURED_PID,
+            t.worker as u32 + 1,
+            cat,
+            &names[t.worker],
+            t.start,
+            t.end,
+            no.clone(),
+        ));
+        out.push(span(MEASURED_PID, 0, cat, &names[t.worker], t.start, t.end, no.clone()));
+    }
+    for c in &measured.computes {
+        out.push(span(
+            MEASURED_PID,
+            c.worker as u32 + 1,
+            "compute",
+            &names[c.worker],
+            c.start,
+            c.end,
+            no.clone(),
+        ));
+    }
+    let yes = json!({ "predicted": true });
+    let mut busy = vec![0.0f64; plan.loads.len()];
+    for op in &r.ops {
+        let dls_lp::rounds::PortOp::Send(j) = *op else { continue };
+        let (c, t) = (r.chunks[j], r.times[j]);
+        let (w, tid) = (&names[c.worker], c.worker as u32 + 1);
+        let x = json!({ "predicted": true, "load": c.units, "round": c.round });
+        let compute_start = t.send_end.max(busy[c.worker]);
+        busy[c.worker] = t.compute_end;
+        out.push(span(PREDICTED_PID, tid, "send", w, t.send_start, t.send_end, x.clone()));
+        out.push(span(
+            PREDICTED_PID,
+            tid,
+            "compute",
+            w,
+            compute_start,
+            t.compute_end,
+            x.clone(),
+        ));
+        out.push(span(PREDICTED_PID, tid, "return", w, t.return_start, t.return_end, x));
+        out.push(span(PREDICTED_PID, 0, "send", w, t.send_start, t.send_end, yes.clone()));
+        out.push(span(
+            PREDICTED_PID,
+            0,
+            "return",
+            w,
+            t.return_start,
+            t.return_end,
+            yes.clone(),
+        ));
+    }
+    out
+}
+
 impl Trace {
     /// Measured and predicted side by side.
     pub fn new(names: &[String], plan: &Plan, measured: &Measured) -> Trace {
         let mut spans = Vec::new();
-        let measured_extra = json!({ "predicted": false });
-        spans.extend(worker_spans(
-            MEASURED_PID,
-            names,
-            &measured.workers,
-            &plan.loads,
-            &measured_extra,
-        ));
-        for t in &measured.transfers {
-            let cat = if t.send { "send" } else { "return" };
-            spans.push(span(
-                MEASURED_PID,
-                0,
-                cat,
-                &names[t.worker],
-                t.start,
-                t.end,
-                json!({ "predicted": false }),
-            ));
-        }
-        let predicted = json!({ "predicted": true });
-        spans.extend(worker_spans(
-            PREDICTED_PID,
-            names,
-            &plan.integer.workers,
-            &plan.loads,
-            &predicted,
-        ));
-        for (i, t) in plan.integer.workers.iter().enumerate() {
-            if plan.loads[i] > 0 {
-                spans.push(span(
-                    PREDICTED_PID,
-                    0,
-                    "send",
-                    &names[i],
-                    t.send_start,
-                    t.send_end,
-                    predicted.clone(),
-                ));
-                spans.push(span(
-                    PREDICTED_PID,
-                    0,
-                    "return",
-                    &names[i],
-                    t.return_start,
-                    t.return_end,
-                    predicted.clone(),
-                ));
-            }
+        if let Some(r) = &plan.rounds {
+            spans.extend(chunk_spans(names, plan, r, measured));
+        } else {
+            spans.extend(one_round_spans(names, plan, measured));
         }
         let mut tracks = vec!["master port".to_string()];
         tracks.extend(names.iter().cloned());

@@ -316,7 +316,7 @@ impl BatchMachine {
                 self.port.end_send(worker, chunk);
                 self.rec.end(worker, chunk, true, now);
             }
-            Input::Ready(_, secs) => self.rec.computed(worker, secs, now),
+            Input::Ready(_, secs) => self.rec.computed(worker, chunk, secs, now),
             Input::Results(_) => {
                 self.port.end_return(worker, chunk);
                 self.rec.end(worker, chunk, false, now);

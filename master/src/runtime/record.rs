@@ -16,6 +16,15 @@ pub struct Transfer {
     pub end: f64,
 }
 
+/// A chunk computed on a worker: from when it had the chunk and had
+/// finished the one before, to when it said it was done.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Compute {
+    pub worker: usize,
+    pub start: f64,
+    pub end: f64,
+}
+
 /// A worker given up on during the run.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Failure {
@@ -45,6 +54,8 @@ pub struct Measured {
     /// Seconds each worker said it computed.
     pub compute_secs: Vec<f64>,
     pub transfers: Vec<Transfer>,
+    /// Every chunk's computation, in the order they ended.
+    pub computes: Vec<Compute>,
     pub failures: Vec<Failure>,
     pub replans: Vec<Replan>,
     pub makespan: f64,
@@ -66,6 +77,11 @@ pub(crate) struct Recorder {
     /// Transfers under way: (worker, chunk, is a send) → start.
     open: HashMap<(usize, ChunkId, bool), f64>,
     transfers: Vec<Transfer>,
+    /// When each chunk arrived, until it is computed.
+    arrived: HashMap<ChunkId, f64>,
+    /// When each worker last finished a chunk.
+    last_ready: Vec<f64>,
+    computes: Vec<Compute>,
     pub(crate) failures: Vec<Failure>,
     pub(crate) replans: Vec<Replan>,
 }
@@ -77,6 +93,9 @@ impl Recorder {
             compute_secs: vec![0.0; p],
             open: HashMap::new(),
             transfers: Vec::new(),
+            arrived: HashMap::new(),
+            last_ready: vec![0.0; p],
+            computes: Vec::new(),
             failures: Vec::new(),
             replans: Vec::new(),
         }
@@ -96,6 +115,7 @@ impl Recorder {
         let s = &mut self.stamps[worker];
         if send {
             s.send_end = Some(now);
+            self.arrived.insert(chunk, now);
         } else {
             s.return_end = Some(now);
         }
@@ -109,9 +129,16 @@ impl Recorder {
         }
     }
 
-    pub(crate) fn computed(&mut self, worker: usize, secs: f64, now: f64) {
+    pub(crate) fn computed(&mut self, worker: usize, chunk: ChunkId, secs: f64, now: f64) {
         self.stamps[worker].compute_end = Some(now);
         self.compute_secs[worker] += secs;
+        let got = self.arrived.remove(&chunk).unwrap_or(now);
+        self.computes.push(Compute {
+            worker,
+            start: got.max(self.last_ready[worker]),
+            end: now,
+        });
+        self.last_ready[worker] = now;
     }
 
     /// A lost worker's open transfers never end.
@@ -141,6 +168,7 @@ impl Recorder {
             workers,
             compute_secs: self.compute_secs,
             transfers: self.transfers,
+            computes: self.computes,
             failures: self.failures,
             replans: self.replans,
             makespan,
