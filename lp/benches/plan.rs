@@ -50,6 +50,9 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("plan-fifo-refined", p), &p, |b, _| {
             b.iter(|| plan(black_box(&pf), &Request::new(1_000_000, Strategy::Fifo)).expect("plans"))
         });
+        g.bench_with_input(BenchmarkId::new("plan-rounds", p), &p, |b, _| {
+            b.iter(|| plan(black_box(&pf), &Request::new(1_000_000, Strategy::Rounds)).expect("plans"))
+        });
         if p <= LP_MAX {
             let s = Scenario::fifo(order.clone());
             g.bench_with_input(BenchmarkId::new("fifo-lp", p), &p, |b, _| {
