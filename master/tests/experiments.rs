@@ -70,7 +70,7 @@ async fn heuristics_cover_every_family_and_strategy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn baselines_run_through_the_same_runtime() {
     let rows = experiments::baselines_local(&opts(16, 40), |_| {}).await.expect("runs");
-    assert_eq!(rows.len(), 4);
+    assert_eq!(rows.len(), 5);
     assert_eq!(rows[0].method, "plan");
     assert_eq!(rows[0].vs_plan, 1.0);
     // (Whole-unit rounding of 40 products can put a near-optimal baseline a
@@ -80,8 +80,15 @@ async fn baselines_run_through_the_same_runtime() {
         assert!(r.measured > 0.0);
         assert!(r.predicted > 0.0 || (r.method == "self-scheduling" && r.predicted.is_nan()));
         assert!((r.vs_plan - r.measured / rows[0].measured).abs() < 1e-12);
+        assert!(
+            r.vs_bound.is_finite() && r.vs_bound > 0.0,
+            "{}: {}",
+            r.method,
+            r.vs_bound
+        );
     }
-    assert_eq!(rows[1].method, "equal");
-    assert_eq!(rows[2].method, "proportional");
-    assert_eq!(rows[3].method, "self-scheduling");
+    assert_eq!(rows[1].method, "rounds");
+    assert_eq!(rows[2].method, "equal");
+    assert_eq!(rows[3].method, "proportional");
+    assert_eq!(rows[4].method, "self-scheduling");
 }

@@ -351,28 +351,44 @@ fn heuristics_outputs(args: &ExperimentArgs, rows: &[HeuristicsRow]) -> Result<(
 }
 
 fn baselines_outputs(args: &ExperimentArgs, rows: &[BaselineRow]) -> Result<()> {
-    let csv = csv_of("platform,speeds,method,predicted,measured,vs_plan", rows, |r| {
-        vec![
-            r.platform.to_string(),
-            x::speeds_label(&r.speeds),
-            r.method.to_string(),
-            r.predicted.to_string(),
-            r.measured.to_string(),
-            r.vs_plan.to_string(),
-        ]
-    });
+    let csv = csv_of(
+        "platform,speeds,method,predicted,measured,vs_plan,vs_bound",
+        rows,
+        |r| {
+            vec![
+                r.platform.to_string(),
+                x::speeds_label(&r.speeds),
+                r.method.to_string(),
+                r.predicted.to_string(),
+                r.measured.to_string(),
+                r.vs_plan.to_string(),
+                r.vs_bound.to_string(),
+            ]
+        },
+    );
+    // Against the bound when the rows have it (older rows do not).
+    let with_bound = rows.iter().any(|r| r.vs_bound.is_finite());
     let groups = grouped(
         rows,
         |r| r.platform,
         |k| format!("platform {k}"),
-        |r| vec![(r.method.clone(), r.vs_plan)],
+        |r| vec![(r.method.clone(), if with_bound { r.vs_bound } else { r.vs_plan })],
     );
-    let svg = x::bars(
-        "Baselines: measured makespan / the plan's",
-        "makespan / plan's",
-        0.0,
-        &groups,
-    );
+    let svg = if with_bound {
+        x::bars(
+            "Baselines: measured makespan / steady-state bound (1 is the bound)",
+            "makespan / bound",
+            0.0,
+            &groups,
+        )
+    } else {
+        x::bars(
+            "Baselines: measured makespan / the plan's",
+            "makespan / plan's",
+            0.0,
+            &groups,
+        )
+    };
     write_outputs(&args.out, "baselines", rows, csv, svg)?;
     print(args, &rows, x::baselines_table(rows))
 }

@@ -14,7 +14,8 @@ use std::fmt::Write as _;
 pub struct BaselineRow {
     pub platform: usize,
     pub speeds: Vec<(f64, f64)>,
-    /// `plan` (the fifo plan), `equal`, `proportional`, `self-scheduling`.
+    /// `plan` (the fifo plan), `rounds`, `equal`, `proportional`,
+    /// `self-scheduling`.
     pub method: String,
     #[serde(deserialize_with = "nan_if_null")]
     pub predicted: f64,
@@ -22,6 +23,14 @@ pub struct BaselineRow {
     /// measured / the plan's measured makespan on the same platform.
     #[serde(deserialize_with = "nan_if_null")]
     pub vs_plan: f64,
+    /// measured / the steady-state bound (rows written before it was
+    /// reported read back as NaN).
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    pub vs_bound: f64,
+}
+
+fn nan() -> f64 {
+    f64::NAN
 }
 
 /// What users would do instead, on the same workers and batch: an equal
@@ -46,6 +55,7 @@ pub async fn baselines_on(
         ..RunConfig::default()
     };
     let planned = dls_lp::plan(&platform, &dls_lp::Request::new(m, Strategy::Fifo));
+    let rounds = dls_lp::plan(&platform, &dls_lp::Request::new(m, Strategy::Rounds));
     let equal = dls_lp::baseline::with_loads(
         &platform,
         order.clone(),
@@ -70,6 +80,7 @@ pub async fn baselines_on(
     let mut rows: Vec<BaselineRow> = Vec::new();
     for (method, plan, on_demand) in [
         ("plan", planned, None),
+        ("rounds", rounds, None),
         ("equal", equal, None),
         ("proportional", prop, None),
         ("self-scheduling", self_sched, Some(chunk)),
@@ -98,6 +109,7 @@ pub async fn baselines_on(
             },
             measured: d.report.measured_makespan,
             vs_plan: f64::NAN,
+            vs_bound: d.report.measured_over_bound,
         });
     }
     let base = rows[0].measured;
@@ -128,8 +140,8 @@ pub fn baselines_table(rows: &[BaselineRow]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:>8} {:<15} {:>11} {:>11} {:>9}",
-        "platform", "method", "predicted", "measured", "vs plan"
+        "{:>8} {:<15} {:>11} {:>11} {:>9} {:>9}",
+        "platform", "method", "predicted", "measured", "vs plan", "vs bound"
     );
     for r in rows {
         let predicted = if r.predicted.is_nan() {
@@ -139,11 +151,11 @@ pub fn baselines_table(rows: &[BaselineRow]) -> String {
         };
         let _ = writeln!(
             s,
-            "{:>8} {:<15} {:>11} {:>10.4}s {:>9.3}",
-            r.platform, r.method, predicted, r.measured, r.vs_plan
+            "{:>8} {:<15} {:>11} {:>10.4}s {:>9.3} {:>9.3}",
+            r.platform, r.method, predicted, r.measured, r.vs_plan, r.vs_bound
         );
     }
-    for method in ["equal", "proportional", "self-scheduling"] {
+    for method in ["rounds", "equal", "proportional", "self-scheduling"] {
         let v: Vec<f64> = rows.iter().filter(|r| r.method == method).map(|r| r.vs_plan).collect();
         if !v.is_empty() {
             let (m, sd) = stats(&v);
@@ -166,6 +178,7 @@ mod tests {
             predicted: f64::NAN,
             measured: 1.5,
             vs_plan: 1.25,
+            vs_bound: 1.5,
         };
         let text = serde_json::to_string(&row).expect("writes");
         let back: BaselineRow = serde_json::from_str(&text).expect("reads");
