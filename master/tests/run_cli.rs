@@ -267,12 +267,14 @@ fn experiments_on_a_cluster_append_labelled_rows() {
     };
     let b = json("baselines");
     let b = b.as_array().expect("rows");
-    assert_eq!(b.len(), 8, "two platforms of four methods");
+    assert_eq!(b.len(), 10, "two platforms of five methods");
     let platforms: Vec<u64> = b.iter().map(|r| r["platform"].as_u64().expect("index")).collect();
-    assert_eq!(platforms, [0, 0, 0, 0, 1, 1, 1, 1]);
-    assert_eq!(b[4]["speeds"][0][0].as_f64(), Some(2.0));
+    assert_eq!(platforms, [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]);
+    assert_eq!(b[5]["speeds"][0][0].as_f64(), Some(2.0));
+    assert_eq!(b[1]["method"], "rounds");
     // Self-scheduling has no prediction: written as null, read back as such.
-    assert!(b[3]["predicted"].is_null());
+    assert_eq!(b[4]["method"], "self-scheduling");
+    assert!(b[4]["predicted"].is_null());
     let h = json("heuristics");
     let h = h.as_array().expect("rows");
     assert_eq!(h.len(), 8, "two platforms of four strategies");
@@ -280,7 +282,7 @@ fn experiments_on_a_cluster_append_labelled_rows() {
     assert_eq!(h[7]["platform"].as_u64(), Some(1));
     assert_eq!(h[0]["speeds"][2][1].as_f64(), Some(6.0));
     let csv = std::fs::read_to_string(out.join("baselines.csv")).expect("csv");
-    assert_eq!(csv.lines().count(), 9, "{csv}");
+    assert_eq!(csv.lines().count(), 11, "{csv}");
     // --replot writes the outputs again from the stored rows, running nothing.
     std::fs::remove_file(out.join("baselines.csv")).expect("removes");
     let (ok, table, err) = dls(&["experiment", "baselines", "--replot", "--out", s(&out)], None);

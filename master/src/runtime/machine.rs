@@ -180,16 +180,7 @@ impl BatchMachine {
             c.id = ChunkId(c.id.0 + self.next_id);
             self.committed[c.worker] += c.len as u64;
         }
-        for (w, t) in plan.integer.workers.iter().enumerate() {
-            if plan.loads[w] > 0 {
-                let start = if self.due[w].is_finite() {
-                    self.due[w].max(now)
-                } else {
-                    now
-                };
-                self.due[w] = start + t.compute_end;
-            }
-        }
+        self.push_due(plan, now);
         let flat: Vec<_> = table.iter().flatten().copied().collect();
         let ex = Executor::new(
             plan.ports,
@@ -232,6 +223,14 @@ impl BatchMachine {
                 PortOp::Return(j) => ops.extend(pieces[j].iter().map(|&k| PortOp::Return(k))),
             }
         }
+        self.push_due(plan, now);
+        let seq = Sequenced::new(plan.ports, self.alive.len(), table.clone(), ops);
+        self.add_round(Box::new(seq), &table, products, false);
+    }
+
+    /// A round planned at `now` pushes back each of its workers' predicted
+    /// compute end by the round's own (the straggler check's clock).
+    fn push_due(&mut self, plan: &Plan, now: f64) {
         for (w, t) in plan.integer.workers.iter().enumerate() {
             if plan.loads[w] > 0 {
                 let start = if self.due[w].is_finite() {
@@ -242,8 +241,6 @@ impl BatchMachine {
                 self.due[w] = start + t.compute_end;
             }
         }
-        let seq = Sequenced::new(plan.ports, self.alive.len(), table.clone(), ops);
-        self.add_round(Box::new(seq), &table, products, false);
     }
 
     fn add_round(&mut self, sched: Box<dyn Schedule>, table: &[Chunk], products: &[usize], on_demand: bool) {
