@@ -267,14 +267,24 @@ fn experiments_on_a_cluster_append_labelled_rows() {
     };
     let b = json("baselines");
     let b = b.as_array().expect("rows");
-    assert_eq!(b.len(), 10, "two platforms of five methods");
-    let platforms: Vec<u64> = b.iter().map(|r| r["platform"].as_u64().expect("index")).collect();
-    assert_eq!(platforms, [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]);
-    assert_eq!(b[5]["speeds"][0][0].as_f64(), Some(2.0));
-    assert_eq!(b[1]["method"], "rounds");
-    // Self-scheduling has no prediction: written as null, read back as such.
-    assert_eq!(b[4]["method"], "self-scheduling");
-    assert!(b[4]["predicted"].is_null());
+    let methods = [
+        "plan",
+        "lifo",
+        "rounds",
+        "equal",
+        "proportional",
+        "self-scheduling",
+        "factoring",
+        "weighted-factoring",
+    ];
+    assert_eq!(b.len(), 2 * methods.len(), "two platforms of every method");
+    for (k, r) in b.iter().enumerate() {
+        assert_eq!(r["platform"].as_u64(), Some((k / methods.len()) as u64));
+        assert_eq!(r["method"], methods[k % methods.len()]);
+        // On-demand methods have no prediction: written as null, read back as such.
+        assert_eq!(r["predicted"].is_null(), k % methods.len() >= 5, "{r}");
+    }
+    assert_eq!(b[methods.len()]["speeds"][0][0].as_f64(), Some(2.0));
     let h = json("heuristics");
     let h = h.as_array().expect("rows");
     assert_eq!(h.len(), 8, "two platforms of four strategies");
@@ -282,7 +292,7 @@ fn experiments_on_a_cluster_append_labelled_rows() {
     assert_eq!(h[7]["platform"].as_u64(), Some(1));
     assert_eq!(h[0]["speeds"][2][1].as_f64(), Some(6.0));
     let csv = std::fs::read_to_string(out.join("baselines.csv")).expect("csv");
-    assert_eq!(csv.lines().count(), 11, "{csv}");
+    assert_eq!(csv.lines().count(), 2 * methods.len() + 1, "{csv}");
     // --replot writes the outputs again from the stored rows, running nothing.
     std::fs::remove_file(out.join("baselines.csv")).expect("removes");
     let (ok, table, err) = dls(&["experiment", "baselines", "--replot", "--out", s(&out)], None);

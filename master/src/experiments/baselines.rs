@@ -2,6 +2,7 @@
 
 use super::{nan_if_null, start_calibrated, stats, Family, Options};
 use crate::runtime::batch::Batch;
+use crate::runtime::on_demand::Sizing;
 use crate::runtime::pool::Pool;
 use crate::session::{self, RunConfig};
 use anyhow::{Context, Result};
@@ -14,8 +15,8 @@ use std::fmt::Write as _;
 pub struct BaselineRow {
     pub platform: usize,
     pub speeds: Vec<(f64, f64)>,
-    /// `plan` (the fifo plan), `rounds`, `equal`, `proportional`,
-    /// `self-scheduling`.
+    /// `plan` (the fifo plan), `lifo`, `rounds`, `equal`, `proportional`,
+    /// `self-scheduling`, `factoring`, `weighted-factoring`.
     pub method: String,
     #[serde(deserialize_with = "nan_if_null")]
     pub predicted: f64,
@@ -36,8 +37,9 @@ fn nan() -> f64 {
 /// What users would do instead, on the same workers and batch: an equal
 /// split, a split proportional to compute speed ignoring communication,
 /// demand-driven self-scheduling (chunks of about M / 4p products handed
-/// out as workers finish), and the plan (fifo). All go through the same
-/// one-port runtime.
+/// out as workers finish), factoring (FAC2) and weighted factoring (by
+/// computing speed); beside the one-round plans (fifo, named `plan`, and
+/// lifo) and `rounds`. All go through the same one-port runtime.
 pub async fn baselines_on(
     pool: &mut Pool,
     platform: &Platform,
@@ -55,6 +57,7 @@ pub async fn baselines_on(
         ..RunConfig::default()
     };
     let planned = dls_lp::plan(&platform, &dls_lp::Request::new(m, Strategy::Fifo));
+    let lifo = dls_lp::plan(&platform, &dls_lp::Request::new(m, Strategy::Lifo));
     let rounds = dls_lp::plan(&platform, &dls_lp::Request::new(m, Strategy::Rounds));
     let equal = dls_lp::baseline::with_loads(
         &platform,
@@ -69,7 +72,8 @@ pub async fn baselines_on(
         dls_lp::baseline::proportional(m, &speeds_w),
         cfg.ports,
     );
-    // Self-scheduling: about four chunks per worker, handed out on demand.
+    // On demand: self-scheduling (about four chunks per worker), factoring
+    // and weighted factoring (by computing speed) over every worker.
     let chunk = (batch.m / (4 * p)).max(1);
     let self_sched = dls_lp::baseline::with_loads(
         &platform,
@@ -78,13 +82,17 @@ pub async fn baselines_on(
         cfg.ports,
     );
     let mut rows: Vec<BaselineRow> = Vec::new();
-    for (method, plan, on_demand) in [
+    let on_demand = [Sizing::Fixed(chunk), Sizing::Factoring, Sizing::WeightedFactoring];
+    let methods = [
         ("plan", planned, None),
+        ("lifo", lifo, None),
         ("rounds", rounds, None),
         ("equal", equal, None),
         ("proportional", prop, None),
-        ("self-scheduling", self_sched, Some(chunk)),
-    ] {
+    ]
+    .into_iter()
+    .chain(on_demand.map(|s| (s.name(), self_sched.clone(), Some(s))));
+    for (method, plan, on_demand) in methods {
         let plan = plan?;
         let run_cfg = RunConfig {
             options: crate::runtime::shell::RunOptions {
@@ -140,7 +148,7 @@ pub fn baselines_table(rows: &[BaselineRow]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:>8} {:<15} {:>11} {:>11} {:>9} {:>9}",
+        "{:>8} {:<18} {:>11} {:>11} {:>9} {:>9}",
         "platform", "method", "predicted", "measured", "vs plan", "vs bound"
     );
     for r in rows {
@@ -151,18 +159,60 @@ pub fn baselines_table(rows: &[BaselineRow]) -> String {
         };
         let _ = writeln!(
             s,
-            "{:>8} {:<15} {:>11} {:>10.4}s {:>9.3} {:>9.3}",
+            "{:>8} {:<18} {:>11} {:>10.4}s {:>9.3} {:>9.3}",
             r.platform, r.method, predicted, r.measured, r.vs_plan, r.vs_bound
         );
     }
-    for method in ["rounds", "equal", "proportional", "self-scheduling"] {
-        let v: Vec<f64> = rows.iter().filter(|r| r.method == method).map(|r| r.vs_plan).collect();
-        if !v.is_empty() {
-            let (m, sd) = stats(&v);
-            let _ = writeln!(s, "{method}: measured makespan / plan's, mean {m:.3} ± {sd:.3}");
+    let mut methods: Vec<&str> = Vec::new();
+    for r in rows {
+        if !methods.contains(&r.method.as_str()) {
+            methods.push(&r.method);
         }
     }
+    for method in methods {
+        let of = |f: fn(&BaselineRow) -> f64| -> Vec<f64> {
+            rows.iter()
+                .filter(|r| r.method == method)
+                .map(f)
+                .filter(|x| !x.is_nan())
+                .collect()
+        };
+        let (m, sd) = stats(&of(|r| r.vs_plan));
+        let _ = write!(s, "{method}: measured makespan / plan's, mean {m:.3} ± {sd:.3}");
+        let mut b = of(|r| r.vs_bound);
+        if !b.is_empty() {
+            b.sort_by(f64::total_cmp);
+            let median = b[b.len() / 2];
+            let _ = write!(s, "; / bound, median {median:.3}, max {:.3}", b[b.len() - 1]);
+        }
+        s.push('\n');
+    }
+    if let Some((wins, of)) = rounds_wins(rows) {
+        let _ = writeln!(
+            s,
+            "rounds: no slower than every other method (2% counts as a tie) on {wins} of {of} platforms"
+        );
+    }
     s
+}
+
+/// On how many platforms `rounds` finished no later than 1.02× every other
+/// method, and on how many it ran.
+pub fn rounds_wins(rows: &[BaselineRow]) -> Option<(usize, usize)> {
+    let platforms: std::collections::BTreeSet<usize> = rows.iter().map(|r| r.platform).collect();
+    let mut n = 0;
+    let mut wins = 0;
+    for k in platforms {
+        let on: Vec<&BaselineRow> = rows.iter().filter(|r| r.platform == k).collect();
+        let Some(r) = on.iter().find(|r| r.method == "rounds") else {
+            continue;
+        };
+        n += 1;
+        if on.iter().all(|o| r.measured <= 1.02 * o.measured) {
+            wins += 1;
+        }
+    }
+    (n > 0).then_some((wins, n))
 }
 
 #[cfg(test)]
@@ -184,5 +234,27 @@ mod tests {
         let back: BaselineRow = serde_json::from_str(&text).expect("reads");
         assert!(back.predicted.is_nan());
         assert_eq!((back.platform, back.measured, back.vs_plan), (2, 1.5, 1.25));
+    }
+
+    #[test]
+    fn rounds_wins_counts_ties_within_two_percent() {
+        let row = |platform, method: &str, measured| BaselineRow {
+            platform,
+            speeds: Vec::new(),
+            method: method.into(),
+            predicted: f64::NAN,
+            measured,
+            vs_plan: f64::NAN,
+            vs_bound: f64::NAN,
+        };
+        let rows = [
+            row(0, "plan", 2.0),
+            row(0, "rounds", 2.03), // 1.5% slower: a tie
+            row(1, "rounds", 1.0),
+            row(1, "factoring", 0.9), // 11% faster than rounds
+            row(2, "plan", 1.0),
+        ];
+        assert_eq!(rounds_wins(&rows), Some((1, 2)));
+        assert_eq!(rounds_wins(&rows[4..]), None);
     }
 }

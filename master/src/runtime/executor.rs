@@ -1,7 +1,7 @@
 //! Schedules of one round: which chunk to send next and which worker to
 //! grant the port for its results, from the events of that round. The
-//! planned [`Executor`] follows a plan's orders; the [`SelfScheduler`] hands
-//! chunks out on demand. Both are synchronous and know nothing of sockets,
+//! planned [`Executor`] follows a plan's orders; the on-demand schedulers
+//! (`on_demand.rs`) hand chunks out as workers ask. Both are synchronous and know nothing of sockets,
 //! clocks or other rounds: the [`Port`] belongs to the batch machine
 //! (`machine.rs`), which asks a schedule for a transfer only when the port
 //! is free for it (one transfer at a time; two ports: one send and one
@@ -9,7 +9,6 @@
 
 use dls_lp::Ports;
 use dls_protocol::ChunkId;
-use std::collections::VecDeque;
 use std::fmt;
 
 /// A contiguous range of products `[start, start + len)` for one worker.
@@ -174,7 +173,7 @@ impl Port {
 }
 
 /// What the batch machine needs of a round's schedule: the planned one-port
-/// [`Executor`], or the demand-driven [`SelfScheduler`] baseline. A schedule
+/// [`Executor`], the multi-round `Sequenced`, or an on-demand baseline. A schedule
 /// tracks its own chunks; the [`Port`] is not its to hold: the machine asks
 /// for the next send or return only when the port is free for it, and the
 /// schedule marks that transfer as started.
@@ -358,149 +357,3 @@ impl Schedule for Executor {
 
 #[cfg(test)]
 mod tests;
-
-/// Demand-driven self-scheduling, the baseline general task runtimes use:
-/// fixed-size chunks handed out one at a time; a worker gets its next chunk
-/// once its previous results are in. Still one transfer at a time on the
-/// master's port (the machine offers the port to a send before a return, to
-/// keep workers busy). Chunks are listed up front; the worker of each is
-/// chosen when it is sent.
-pub struct SelfScheduler {
-    chunks: Vec<Chunk>,
-    stage: Vec<Stage>,
-    next: usize,
-    want: VecDeque<usize>,
-    ready: VecDeque<usize>,
-    lost: Vec<bool>,
-    settled: usize,
-}
-
-impl SelfScheduler {
-    /// `m` products in chunks of `size`, over `workers` (indices < `p`).
-    pub fn new(p: usize, workers: &[usize], m: usize, size: usize, first_id: u64) -> Self {
-        let size = size.max(1);
-        let chunks: Vec<Chunk> = (0..m.div_ceil(size))
-            .map(|k| Chunk {
-                worker: usize::MAX,
-                id: ChunkId(first_id + k as u64),
-                start: k * size,
-                len: size.min(m - k * size),
-            })
-            .collect();
-        SelfScheduler {
-            stage: vec![Stage::Pending; chunks.len()],
-            chunks,
-            next: 0,
-            want: workers.iter().copied().collect(),
-            ready: VecDeque::new(),
-            lost: vec![false; p],
-            settled: 0,
-        }
-    }
-
-    /// Every chunk, with the worker it went to (`usize::MAX` if none yet).
-    pub fn chunks(&self) -> &[Chunk] {
-        &self.chunks
-    }
-
-    fn find(&self, worker: usize, chunk: ChunkId) -> Option<usize> {
-        let k = self.chunks.iter().position(|c| c.id == chunk)?;
-        (self.chunks[k].worker == worker && !self.lost.get(worker).copied().unwrap_or(true)).then_some(k)
-    }
-
-    /// Whether any surviving worker holds a chunk not yet returned (it will
-    /// ask for more when it is done).
-    fn any_worker_busy(&self) -> bool {
-        self.chunks
-            .iter()
-            .zip(&self.stage)
-            .any(|(c, s)| c.worker != usize::MAX && !self.lost[c.worker] && *s != Stage::Returned)
-    }
-}
-
-impl Schedule for SelfScheduler {
-    fn next_send(&mut self) -> Option<Chunk> {
-        if self.next >= self.chunks.len() {
-            return None;
-        }
-        while self.want.front().is_some_and(|&w| self.lost[w]) {
-            self.want.pop_front();
-        }
-        let w = self.want.pop_front()?;
-        let k = self.next;
-        self.next += 1;
-        self.chunks[k].worker = w;
-        self.stage[k] = Stage::Sending;
-        Some(self.chunks[k])
-    }
-
-    fn next_return(&mut self) -> Option<(usize, ChunkId)> {
-        while self.ready.front().is_some_and(|&k| self.lost[self.chunks[k].worker]) {
-            self.ready.pop_front();
-        }
-        let k = self.ready.pop_front()?;
-        self.stage[k] = Stage::Returning;
-        Some((self.chunks[k].worker, self.chunks[k].id))
-    }
-
-    fn on_event(&mut self, ev: Event) -> Result<(), Unexpected> {
-        let (worker, chunk) = ev.key();
-        let k = self.find(worker, chunk).ok_or(Unexpected(ev))?;
-        match (ev, self.stage[k]) {
-            (Event::Received { .. }, Stage::Sending) => self.stage[k] = Stage::Sent,
-            (Event::Ready { .. }, Stage::Sent) => {
-                self.stage[k] = Stage::Ready;
-                self.ready.push_back(k);
-            }
-            (Event::Results { .. }, Stage::Returning) => {
-                self.stage[k] = Stage::Returned;
-                self.settled += 1;
-                self.want.push_back(worker);
-            }
-            _ => return Err(Unexpected(ev)),
-        }
-        Ok(())
-    }
-
-    fn done(&self) -> bool {
-        // Every chunk returned, or handed back as lost (with nobody left
-        // to take the rest, those count as handed back too).
-        self.settled == self.chunks.len()
-    }
-
-    fn lose(&mut self, worker: usize) -> Vec<Chunk> {
-        if worker >= self.lost.len() || self.lost[worker] {
-            return Vec::new();
-        }
-        self.lost[worker] = true;
-        let mut gone = Vec::new();
-        for k in 0..self.chunks.len() {
-            if self.chunks[k].worker == worker && self.stage[k] != Stage::Returned {
-                gone.push(self.chunks[k]);
-                self.stage[k] = Stage::Returned;
-                self.settled += 1;
-            }
-        }
-        // With no worker left to ask, the chunks not yet handed out are lost too.
-        if self.want.iter().all(|&w| self.lost[w]) && !self.any_worker_busy() {
-            for k in self.next..self.chunks.len() {
-                gone.push(self.chunks[k]);
-                self.stage[k] = Stage::Returned;
-                self.settled += 1;
-            }
-            self.next = self.chunks.len();
-        }
-        gone
-    }
-
-    fn awaiting_ready(&self, worker: usize) -> bool {
-        self.chunks
-            .iter()
-            .zip(&self.stage)
-            .any(|(c, s)| c.worker == worker && matches!(s, Stage::Sending | Stage::Sent))
-    }
-
-    fn chunk(&self, id: ChunkId) -> Option<Chunk> {
-        self.chunks.iter().find(|c| c.id == id).copied()
-    }
-}

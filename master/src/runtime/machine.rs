@@ -15,7 +15,8 @@
 //! - a recovery round never asks a worker to hold more than its `max_load`
 //!   at once: what does not fit waits for results to come back.
 
-use crate::runtime::executor::{chunks, Chunk, Event, Executor, Port, Schedule, SelfScheduler};
+use crate::runtime::executor::{chunks, Chunk, Event, Executor, Port, Schedule};
+use crate::runtime::on_demand::{OnDemand, Sizing};
 use crate::runtime::record::{Failure, Measured, Recorder, Replan};
 use crate::runtime::sequenced::Sequenced;
 use dls_lp::rounds::{PortOp, Rounds};
@@ -34,9 +35,9 @@ pub struct Config {
     pub straggler: Option<f64>,
     /// Fail the batch when nothing at all happens for this many seconds.
     pub stall_timeout: f64,
-    /// Hand out chunks of this many products on demand instead of the
-    /// plan's loads (the self-scheduling baseline).
-    pub self_schedule: Option<usize>,
+    /// Hand out chunks on demand, sized so, instead of the plan's loads
+    /// (the self-scheduling and factoring baselines).
+    pub self_schedule: Option<Sizing>,
     /// Seconds a worker may stay silent beyond its predicted reading time
     /// after a send.
     pub liveness: f64,
@@ -96,9 +97,21 @@ pub enum Status {
 struct Round {
     sched: Box<dyn Schedule>,
     jobs: HashMap<ChunkId, Arc<[usize]>>,
-    /// Chunks are given to workers as they ask (self-scheduling), not
-    /// when the round is planned.
-    on_demand: bool,
+    /// Chunks are made as workers ask (self-scheduling, factoring), not
+    /// when the round is planned: the round's products, which chunks
+    /// index into.
+    on_demand: Option<Arc<[usize]>>,
+}
+
+impl Round {
+    /// The batch products of chunk `c` of this round.
+    fn products(&self, c: &Chunk) -> Arc<[usize]> {
+        match (self.jobs.get(&c.id), &self.on_demand) {
+            (Some(j), _) => j.clone(),
+            (None, Some(all)) => Arc::from(&all[c.start..c.start + c.len]),
+            (None, None) => Arc::from(&[][..]),
+        }
+    }
 }
 
 pub struct BatchMachine {
@@ -156,14 +169,24 @@ impl BatchMachine {
         };
         let products: Vec<usize> = (0..m).collect();
         match cfg.self_schedule {
-            Some(size) => {
+            Some(sizing) => {
                 let mut workers: Vec<usize> = (0..p).filter(|&w| plan.loads[w] > 0).collect();
                 if workers.is_empty() {
                     workers = (0..p).collect();
                 }
-                let sched = SelfScheduler::new(p, &workers, m, size, machine.next_id);
-                let table: Vec<_> = sched.chunks().to_vec();
-                machine.add_round(Box::new(sched), &table, &products, true);
+                let wk = machine.platform.workers();
+                let speeds: Vec<f64> = wk.iter().map(|x| 1.0 / x.w).collect();
+                let caps: Vec<usize> = wk
+                    .iter()
+                    .map(|x| x.max_load.map_or(cfg.max_chunk, |b| (b as usize).min(cfg.max_chunk)))
+                    .collect();
+                let sched = OnDemand::new(&workers, m, sizing, &speeds, &caps, machine.next_id);
+                machine.next_id += sched.id_span();
+                machine.rounds.push(Round {
+                    sched: Box::new(sched),
+                    jobs: HashMap::new(),
+                    on_demand: Some(products.into()),
+                });
             }
             None => machine.add_planned(plan, &products, 0.0),
         }
@@ -188,7 +211,7 @@ impl BatchMachine {
             &plan.scenario.return_order,
             table,
         );
-        self.add_round(Box::new(ex), &flat, products, false);
+        self.add_round(Box::new(ex), &flat, products);
     }
 
     /// A multi-round plan: its chunks (split to at most `max_chunk`
@@ -225,7 +248,7 @@ impl BatchMachine {
         }
         self.push_due(plan, now);
         let seq = Sequenced::new(plan.ports, self.alive.len(), table.clone(), ops);
-        self.add_round(Box::new(seq), &table, products, false);
+        self.add_round(Box::new(seq), &table, products);
     }
 
     /// A round planned at `now` pushes back each of its workers' predicted
@@ -243,7 +266,7 @@ impl BatchMachine {
         }
     }
 
-    fn add_round(&mut self, sched: Box<dyn Schedule>, table: &[Chunk], products: &[usize], on_demand: bool) {
+    fn add_round(&mut self, sched: Box<dyn Schedule>, table: &[Chunk], products: &[usize]) {
         let k = self.rounds.len();
         let mut jobs = HashMap::new();
         for c in table {
@@ -251,7 +274,11 @@ impl BatchMachine {
             self.owner.insert(c.id, k);
             self.next_id = self.next_id.max(c.id.0 + 1);
         }
-        self.rounds.push(Round { sched, jobs, on_demand });
+        self.rounds.push(Round {
+            sched,
+            jobs,
+            on_demand: None,
+        });
     }
 
     /// The first transfers.
@@ -388,12 +415,15 @@ impl BatchMachine {
             return out;
         }
         if self.port.can_send() {
-            for r in &mut self.rounds {
+            for (k, r) in self.rounds.iter_mut().enumerate() {
                 if let Some(ch) = r.sched.next_send() {
                     self.port.start_send(ch.worker, ch.id);
                     self.rec.start(ch.worker, ch.id, true, now);
-                    if r.on_demand {
+                    if r.on_demand.is_some() {
                         self.committed[ch.worker] += ch.len as u64;
+                        let products = r.products(&ch);
+                        r.jobs.insert(ch.id, products);
+                        self.owner.insert(ch.id, k);
                     }
                     let cost = self.platform.workers()[ch.worker].c * ch.len as f64;
                     out.push(Command::Assign {
@@ -432,7 +462,7 @@ impl BatchMachine {
         let before = self.pending.len();
         for r in &mut self.rounds {
             for ch in r.sched.lose(worker) {
-                let products = &r.jobs[&ch.id];
+                let products = r.products(&ch);
                 self.pending.extend(products.iter().filter(|&&g| !self.stored[g]));
             }
         }

@@ -12,6 +12,7 @@ pub mod link;
 mod link_task;
 pub mod local;
 pub mod machine;
+pub mod on_demand;
 pub mod pool;
 pub mod record;
 pub mod sequenced;

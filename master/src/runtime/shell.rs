@@ -31,10 +31,11 @@ pub struct RunOptions {
     pub straggler: Option<f64>,
     /// Give up when nothing at all happens for this long.
     pub stall_timeout: Duration,
-    /// Instead of the plan's loads, hand out chunks of this many products
-    /// on demand (the self-scheduling baseline; the plan only names the
-    /// workers and the predictions). Recovery rounds are planned as usual.
-    pub self_schedule: Option<usize>,
+    /// Instead of the plan's loads, hand out chunks on demand, sized so
+    /// (the self-scheduling and factoring baselines; the plan only names
+    /// the workers and the predictions). Recovery rounds are planned as
+    /// usual.
+    pub self_schedule: Option<crate::runtime::on_demand::Sizing>,
 }
 
 impl Default for RunOptions {
