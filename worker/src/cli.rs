@@ -37,6 +37,11 @@ struct DaemonArgs {
     /// Emulation: compute K times slower (compute, then wait K-1 times as long).
     #[arg(long, default_value_t = 1.0)]
     slowdown: f64,
+    /// Emulation: from product AFTER of each batch on, compute FACTOR times
+    /// as slowly again (AFTER:FACTOR, e.g. 100:3; a factor below 1 speeds
+    /// up, down to no slowdown at all).
+    #[arg(long, value_name = "AFTER:FACTOR", value_parser = crate::server::SpeedChange::parse)]
+    speed_change: Option<crate::server::SpeedChange>,
     /// Emulation: compute every product K times over (real work, so a CPU
     /// quota on the daemon scales it; used by scripts/testbed.sh).
     #[arg(long, default_value_t = 1)]
@@ -102,6 +107,7 @@ fn daemon(args: DaemonArgs) -> Result<()> {
     let mut cfg = Config::new(threads, args.memory_limit.unwrap_or_else(crate::default_memory_limit));
     cfg.token = token;
     cfg.slowdown = args.slowdown;
+    cfg.speed_change = args.speed_change;
     cfg.link_rate = args.link_rate.map(|mb| mb * 1e6);
     cfg.work_factor = args.work_factor;
     cfg.isolate_compute = args.isolate_compute;

@@ -37,6 +37,11 @@ pub struct Config {
     pub memory_limit: u64,
     /// Emulation: computing takes this many times longer (1 = off).
     pub slowdown: f64,
+    /// Emulation: from this product of each job on, computing takes this
+    /// many times as long again (a worker whose speed changes partway
+    /// through a batch). The wait cannot go below none: speeding up needs
+    /// a slowdown to take back.
+    pub speed_change: Option<SpeedChange>,
     /// Emulation: bytes per second each way on this worker's connection.
     pub link_rate: Option<f64>,
     /// Compute only on the kernel's own threads (`Kernel::isolated`).
@@ -57,6 +62,7 @@ impl Config {
             threads,
             memory_limit,
             slowdown: 1.0,
+            speed_change: None,
             link_rate: None,
             work_factor: 1,
             isolate_compute: false,
@@ -71,7 +77,10 @@ impl Config {
             threads: self.threads as u32,
             memory_limit: self.memory_limit,
             kernel: kernel::KERNEL.into(),
-            emulated: self.slowdown != 1.0 || self.link_rate.is_some() || self.work_factor != 1,
+            emulated: self.slowdown != 1.0
+                || self.link_rate.is_some()
+                || self.work_factor != 1
+                || self.speed_change.is_some(),
         }
     }
 
@@ -81,6 +90,43 @@ impl Config {
     /// error than a frame limit would.
     fn frame_cap(&self) -> u64 {
         dls_protocol::frame::ABSOLUTE_MAX_FRAME
+    }
+}
+
+/// A change of emulated speed partway through each job.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SpeedChange {
+    /// Products of the job computed at the first speed.
+    pub after: u64,
+    /// The slowdown is multiplied by this from then on.
+    pub factor: f64,
+}
+
+impl SpeedChange {
+    /// `AFTER:FACTOR`, e.g. `100:3`.
+    pub fn parse(s: &str) -> Result<SpeedChange, String> {
+        let bad = || format!("--speed-change wants AFTER:FACTOR (products, then a positive factor), got {s:?}");
+        let (a, f) = s.split_once(':').ok_or_else(bad)?;
+        let after = a.trim().parse().map_err(|_| bad())?;
+        let factor: f64 = f.trim().parse().map_err(|_| bad())?;
+        if !(factor.is_finite() && factor > 0.0) {
+            return Err(bad());
+        }
+        Ok(SpeedChange { after, factor })
+    }
+
+    /// The emulated extra time, in units of one product's reference time,
+    /// for `k` products of a job that has computed `done` before them,
+    /// at base slowdown `slowdown`.
+    fn wait_units(change: Option<SpeedChange>, slowdown: f64, done: u64, k: u64) -> f64 {
+        let (before, after, factor) = match change {
+            Some(c) => {
+                let before = c.after.saturating_sub(done).min(k);
+                (before, k - before, c.factor)
+            }
+            None => (k, 0, 1.0),
+        };
+        ((slowdown - 1.0) * before as f64 + (slowdown * factor - 1.0) * after as f64).max(0.0)
     }
 }
 
@@ -297,11 +343,24 @@ impl Session {
         let (work_tx, mut work_rx) = mpsc::unbounded_channel::<Work>();
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Done>();
         let (kernel, reference) = (self.kernel.clone(), self.reference.clone());
-        let (slowdown, work_factor) = (self.cfg.slowdown, self.cfg.work_factor);
+        let (slowdown, work_factor, change) = (self.cfg.slowdown, self.cfg.work_factor, self.cfg.speed_change);
         let computer = tokio::task::spawn_blocking(move || {
+            // Products of the current job computed so far (speed change).
+            let mut job: Option<(JobId, u64)> = None;
             while let Some(work) = work_rx.blocking_recv() {
+                let units = match &work {
+                    Work::Chunk { key, k, .. } => {
+                        let done = match job {
+                            Some((j, d)) if j == key.0 => d,
+                            _ => 0,
+                        };
+                        job = Some((key.0, done + *k as u64));
+                        SpeedChange::wait_units(change, slowdown, done, *k as u64)
+                    }
+                    Work::Probe { k, .. } => SpeedChange::wait_units(None, slowdown, 0, *k as u64),
+                };
                 if done_tx
-                    .send(compute(&kernel, &reference, work, slowdown, work_factor))
+                    .send(compute(&kernel, &reference, work, units, work_factor))
                     .is_err()
                 {
                     break;
@@ -459,7 +518,8 @@ impl Session {
 }
 
 /// Emulation of a slower processor: after computing k products of size n,
-/// wait `(slowdown − 1) · k · t(n)`, where t(n) is this machine's time for
+/// wait `(slowdown − 1) · k · t(n)` (with a speed change, the products past
+/// it count `slowdown · factor − 1`), where t(n) is this machine's time for
 /// one product measured once, unloaded (`kernel::seconds_per_product`). Tying the
 /// wait to a reference rather than to the time just measured keeps the
 /// emulated speed steady when other processes share the cores: on a busy
@@ -484,14 +544,15 @@ impl Reference {
 }
 
 /// Compute (`work_factor` times over, emulating a slower processor), then
-/// (emulation) wait as `Reference` says. The time reported is the kernel's
-/// plus the wait; a probe's random inputs are not counted.
-fn compute(kernel: &kernel::Kernel, reference: &Reference, work: Work, slowdown: f64, work_factor: u32) -> Done {
-    let (n, k) = match work {
-        Work::Chunk { n, k, .. } | Work::Probe { n, k } => (n, k),
+/// (emulation) wait `wait_units` times one product's reference time
+/// (`Reference`). The time reported is the kernel's plus the wait; a
+/// probe's random inputs are not counted.
+fn compute(kernel: &kernel::Kernel, reference: &Reference, work: Work, wait_units: f64, work_factor: u32) -> Done {
+    let n = match work {
+        Work::Chunk { n, .. } | Work::Probe { n, .. } => n,
     };
-    let wait = if slowdown > 1.0 {
-        (slowdown - 1.0) * k as f64 * reference.seconds_per_product(kernel, n)
+    let wait = if wait_units > 0.0 {
+        wait_units * reference.seconds_per_product(kernel, n)
     } else {
         0.0
     };
@@ -526,5 +587,29 @@ fn compute(kernel: &kernel::Kernel, reference: &Reference, work: Work, slowdown:
     match done {
         Done::Chunk { key, n, k, c, .. } => Done::Chunk { key, n, k, c, secs },
         Done::Probe { n, k, .. } => Done::Probe { n, k, secs },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SpeedChange;
+
+    #[test]
+    fn speed_change_counts_products_past_it() {
+        let c = SpeedChange::parse("10:3").expect("parses");
+        assert_eq!(c, SpeedChange { after: 10, factor: 3.0 });
+        // Slowdown 2: 8 products before the change wait 1 unit each; with
+        // 4 done, a chunk of 8 has 6 before (6 units) and 2 after (2·3 − 1 =
+        // 5 units each).
+        assert_eq!(SpeedChange::wait_units(Some(c), 2.0, 4, 8), 6.0 + 10.0);
+        assert_eq!(SpeedChange::wait_units(Some(c), 2.0, 20, 2), 10.0);
+        assert_eq!(SpeedChange::wait_units(None, 2.0, 20, 2), 2.0);
+        // Speeding up cannot wait less than nothing.
+        let up = SpeedChange::parse("0:0.25").expect("parses");
+        assert_eq!(SpeedChange::wait_units(Some(up), 2.0, 0, 4), 0.0);
+        assert_eq!(SpeedChange::wait_units(Some(up), 8.0, 0, 1), 1.0);
+        for bad in ["3", "x:2", "3:0", "3:-1", "3:nan", "-1:2"] {
+            assert!(SpeedChange::parse(bad).is_err(), "{bad}");
+        }
     }
 }

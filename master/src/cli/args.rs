@@ -231,6 +231,10 @@ pub struct RunArgs {
     /// end (plus a second) and redo its products elsewhere.
     #[arg(long)]
     pub straggler: Option<f64>,
+    /// With --strategy rounds: keep the planned chunk sizes instead of
+    /// resizing the rounds not yet sent from the speeds measured so far.
+    #[arg(long)]
+    pub no_adapt: bool,
     /// Learn the workers' costs from this run, and plan with what earlier
     /// runs taught (model next to the cluster file, or --model).
     #[arg(long)]

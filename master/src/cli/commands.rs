@@ -100,6 +100,7 @@ fn run_config(args: &RunArgs) -> Result<RunConfig> {
         options: RunOptions {
             max_chunk_bytes: args.chunk_mb.max(1) << 20,
             straggler: args.straggler,
+            adapt: !args.no_adapt,
             ..RunOptions::default()
         },
     })
@@ -214,6 +215,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
         eprintln!(
             "warning: lost worker {} ({}); {} product(s) redone elsewhere",
             f.worker, f.reason, f.products_lost
+        );
+    }
+    if let (Some(first), n) = (done.report.adaptations.first(), done.report.adaptations.len()) {
+        eprintln!(
+            "online correction: {n} time(s), from round {} at {:.3} s (--no-adapt keeps the planned sizes)",
+            first.round, first.at
         );
     }
     write_outputs(args, &batch, done)

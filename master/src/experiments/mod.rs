@@ -94,6 +94,7 @@ impl Emulation {
             name,
             link_rate: Some(self.base_link * comm),
             slowdown: (self.base_slowdown / comp).max(1.0),
+            speed_change: None,
         }
     }
 }

@@ -73,7 +73,21 @@ pub struct RunReport {
     pub failures: Vec<FailureReport>,
     /// Recovery rounds: lost products planned again over the survivors.
     pub replans: Vec<ReplanReport>,
+    /// Online corrections of a multi-round plan: chunks not yet sent
+    /// resized from the speeds measured so far.
+    pub adaptations: Vec<AdaptationReport>,
     pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AdaptationReport {
+    pub at: f64,
+    /// The first round resized.
+    pub round: usize,
+    pub products: usize,
+    /// Per worker: measured over predicted time of sending, computing and
+    /// returning, as used.
+    pub factors: std::collections::BTreeMap<String, [f64; 3]>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -154,6 +168,21 @@ impl RunReport {
                     products: r.products,
                     workers: r.workers.iter().map(|&w| platform.workers()[w].name.clone()).collect(),
                     predicted: r.predicted,
+                })
+                .collect(),
+            adaptations: measured
+                .adaptations
+                .iter()
+                .map(|a| AdaptationReport {
+                    at: a.at,
+                    round: a.round,
+                    products: a.products,
+                    factors: a
+                        .factors
+                        .iter()
+                        .enumerate()
+                        .map(|(w, f)| (platform.workers()[w].name.clone(), *f))
+                        .collect(),
                 })
                 .collect(),
             notes: plan.notes.clone(),

@@ -33,7 +33,8 @@ pub struct Span {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trace {
     pub spans: Vec<Span>,
-    /// Instant events on the master's track: failures and re-plans.
+    /// Instant events on the master's track: failures, re-plans and online
+    /// corrections.
     pub marks: Vec<Value>,
     /// Track names, index = tid (0 = master port).
     pub tracks: Vec<String>,
@@ -230,6 +231,19 @@ impl Trace {
             let who: Vec<&str> = r.workers.iter().map(|&w| names[w].as_str()).collect();
             marks.push(json!({"name": "re-plan", "cat": "replan", "ph": "i", "s": "p", "ts": r.at * 1e6,
                 "pid": MEASURED_PID, "tid": 0, "args": {"products": r.products, "workers": who, "predicted": r.predicted}}));
+        }
+        for a in &measured.adaptations {
+            let factors: serde_json::Map<String, Value> = a
+                .factors
+                .iter()
+                .enumerate()
+                .map(|(w, f)| (names[w].clone(), json!({"send": f[0], "compute": f[1], "return": f[2]})))
+                .collect();
+            marks.push(
+                json!({"name": format!("correction (round {})", a.round), "cat": "adapt", "ph": "i", "s": "p",
+                "ts": a.at * 1e6, "pid": MEASURED_PID, "tid": 0,
+                "args": {"round": a.round, "products": a.products, "measured_over_predicted": factors}}),
+            );
         }
         Trace { spans, marks, tracks }
     }

@@ -177,7 +177,7 @@ impl Port {
 /// tracks its own chunks; the [`Port`] is not its to hold: the machine asks
 /// for the next send or return only when the port is free for it, and the
 /// schedule marks that transfer as started.
-pub trait Schedule: Send {
+pub trait Schedule: Send + std::any::Any {
     /// The chunk to send now, if any.
     fn next_send(&mut self) -> Option<Chunk>;
     /// The (worker, chunk) to grant the port for its results now, if any.

@@ -11,6 +11,8 @@ pub struct Emulated {
     pub name: String,
     pub link_rate: Option<f64>,
     pub slowdown: f64,
+    /// A change of speed partway through each batch, if any.
+    pub speed_change: Option<dls_worker::server::SpeedChange>,
 }
 
 /// Running daemons; `stop` ends them.
@@ -33,6 +35,7 @@ pub async fn start(specs: &[Emulated]) -> Result<LocalWorkers> {
         let mut cfg = dls_worker::Config::new(1, 2 << 30);
         cfg.link_rate = s.link_rate.map(|r| r * 1e6);
         cfg.slowdown = s.slowdown;
+        cfg.speed_change = s.speed_change;
         let mut rx = stop_rx.clone();
         handles.push(tokio::spawn(dls_worker::serve(listener, cfg, async move {
             let _ = rx.changed().await;

@@ -15,11 +15,12 @@
 //! - a recovery round never asks a worker to hold more than its `max_load`
 //!   at once: what does not fit waits for results to come back.
 
+use crate::runtime::adapt::{reshare, Observed, Phase, Slot};
 use crate::runtime::executor::{chunks, Chunk, Event, Executor, Port, Schedule};
 use crate::runtime::on_demand::{OnDemand, Sizing};
-use crate::runtime::record::{Failure, Measured, Recorder, Replan};
+use crate::runtime::record::{Adaptation, Failure, Measured, Recorder, Replan};
 use crate::runtime::sequenced::Sequenced;
-use dls_lp::rounds::{PortOp, Rounds};
+use dls_lp::rounds::Rounds;
 use dls_lp::{Plan, Platform, Request, Rounding, Strategy, Worker};
 use dls_protocol::ChunkId;
 use std::collections::HashMap;
@@ -41,6 +42,9 @@ pub struct Config {
     /// Seconds a worker may stay silent beyond its predicted reading time
     /// after a send.
     pub liveness: f64,
+    /// Online correction of multi-round plans: between rounds, resize the
+    /// chunks not yet sent from the speeds measured so far.
+    pub adapt: bool,
 }
 
 /// What a worker did, as the shell saw it.
@@ -135,6 +139,7 @@ pub struct BatchMachine {
     last_progress: f64,
     failed: Option<String>,
     rec: Recorder,
+    observed: Observed,
 }
 
 impl BatchMachine {
@@ -165,6 +170,7 @@ impl BatchMachine {
             last_progress: 0.0,
             failed: None,
             rec: Recorder::new(p),
+            observed: Observed::new(p),
             platform,
         };
         let products: Vec<usize> = (0..m).collect();
@@ -218,36 +224,12 @@ impl BatchMachine {
     /// products, the pieces sent and returned back to back) take batch
     /// products in the order they are sent.
     fn add_sequenced(&mut self, plan: &Plan, r: &Rounds, products: &[usize], now: f64) {
-        let max = self.cfg.max_chunk.max(1) as u64;
-        let mut pieces: Vec<Vec<usize>> = vec![Vec::new(); r.chunks.len()];
-        let mut table: Vec<Chunk> = Vec::new();
-        let mut ops = Vec::with_capacity(r.ops.len());
-        let mut next = 0usize;
-        for op in &r.ops {
-            match *op {
-                PortOp::Send(j) => {
-                    let c = r.chunks[j];
-                    let mut left = c.units;
-                    while left > 0 {
-                        let len = left.min(max) as usize;
-                        pieces[j].push(table.len());
-                        ops.push(PortOp::Send(table.len()));
-                        table.push(Chunk {
-                            worker: c.worker,
-                            id: ChunkId(self.next_id + table.len() as u64),
-                            start: next,
-                            len,
-                        });
-                        self.committed[c.worker] += len as u64;
-                        next += len;
-                        left -= len as u64;
-                    }
-                }
-                PortOp::Return(j) => ops.extend(pieces[j].iter().map(|&k| PortOp::Return(k))),
-            }
+        let seq = Sequenced::new(plan.ports, self.alive.len(), r, self.cfg.max_chunk, self.next_id);
+        let table = seq.pieces().to_vec();
+        for c in &table {
+            self.committed[c.worker] += c.len as u64;
         }
         self.push_due(plan, now);
-        let seq = Sequenced::new(plan.ports, self.alive.len(), table.clone(), ops);
         self.add_round(Box::new(seq), &table, products);
     }
 
@@ -335,15 +317,32 @@ impl BatchMachine {
             out.extend(self.poll(now));
             return out;
         }
+        let k = self.owner[&chunk];
+        let len = self.rounds[k].sched.chunk(chunk).map_or(0, |c| c.len) as f64;
+        let (wk, lat) = (
+            &self.platform.workers()[worker],
+            self.platform.workers()[worker].latency,
+        );
         match input {
             Input::Received(_) => {
                 self.port.end_send(worker, chunk);
-                self.rec.end(worker, chunk, true, now);
+                let took = self.rec.end(worker, chunk, true, now);
+                let predicted = lat.send + wk.c * len;
+                self.observed
+                    .see(worker, Phase::Send, took.unwrap_or(f64::NAN), predicted);
+                self.maybe_adapt(k, chunk, now);
             }
-            Input::Ready(_, secs) => self.rec.computed(worker, chunk, secs, now),
+            Input::Ready(_, secs) => {
+                self.observed
+                    .see(worker, Phase::Compute, secs, lat.compute + wk.w * len);
+                self.rec.computed(worker, chunk, secs, now);
+            }
             Input::Results(_) => {
                 self.port.end_return(worker, chunk);
-                self.rec.end(worker, chunk, false, now);
+                let took = self.rec.end(worker, chunk, false, now);
+                let predicted = lat.ret + wk.d * len;
+                self.observed
+                    .see(worker, Phase::Return, took.unwrap_or(f64::NAN), predicted);
                 out.push(self.store(worker, chunk));
                 self.try_recover(now);
             }
@@ -351,6 +350,73 @@ impl BatchMachine {
         }
         out.extend(self.poll(now));
         out
+    }
+
+    /// Online correction: when the last send of a round of a multi-round
+    /// plan is over and the speeds seen have moved beyond the dead band,
+    /// the chunks of the later rounds not yet sent are resized
+    /// (`adapt.rs`); their products move between them.
+    fn maybe_adapt(&mut self, k: usize, sent: ChunkId, now: f64) {
+        if !self.cfg.adapt || !self.observed.changed() {
+            return;
+        }
+        let ports = self.port.ports();
+        let round = &mut self.rounds[k];
+        let Some(seq) = (round.sched.as_mut() as &mut dyn std::any::Any).downcast_mut::<Sequenced>() else {
+            return;
+        };
+        let (Some(done), Some((next, ids))) = (seq.round_of(sent), seq.resizable()) else {
+            return;
+        };
+        if next <= done || ids.is_empty() {
+            return;
+        }
+        let planned = seq.planned();
+        let slots: Vec<Slot> = ids
+            .iter()
+            .map(|&j| Slot {
+                worker: planned[j].worker,
+                round: planned[j].round,
+                units: seq.units(j) as u64,
+            })
+            .collect();
+        let wk = self.platform.workers();
+        let per = seq.lag() as u64 + 1;
+        let cap = |w: usize| wk[w].max_load.map_or(u64::MAX, |b| (b / per).max(1));
+        let corrected = self.observed.corrected(&self.platform);
+        let Some(sizes) = reshare(&corrected, ports, &slots, cap) else {
+            return;
+        };
+        let mut gathered: Vec<usize> = Vec::new();
+        for &j in &ids {
+            for &q in &seq.planned()[j].pieces {
+                gathered.extend(round.jobs[&seq.pieces()[q].id].iter());
+            }
+        }
+        let mut at = 0usize;
+        for (&j, &u) in ids.iter().zip(&sizes) {
+            let (withdrawn, made) = seq.resize(j, at, u as usize, self.next_id);
+            self.next_id = self.next_id.max(seq.next_id());
+            for c in withdrawn {
+                round.jobs.remove(&c.id);
+                self.owner.remove(&c.id);
+                self.committed[c.worker] = self.committed[c.worker].saturating_sub(c.len as u64);
+            }
+            for c in made {
+                round.jobs.insert(c.id, Arc::from(&gathered[c.start..c.start + c.len]));
+                self.owner.insert(c.id, k);
+                self.committed[c.worker] += c.len as u64;
+            }
+            at += u as usize;
+        }
+        debug_assert_eq!(at, gathered.len(), "every product of the resized chunks placed once");
+        tracing::debug!(round = next, products = at, "online correction");
+        self.rec.adaptations.push(Adaptation {
+            at: now,
+            round: next,
+            products: at,
+            factors: self.observed.used().to_vec(),
+        });
     }
 
     /// Time passes: stragglers and stalls.

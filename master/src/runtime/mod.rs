@@ -5,6 +5,7 @@
 //! [`link_task`] per worker), the public API ([`session`]), and in-process
 //! workers for demos and tests ([`local`]).
 
+pub mod adapt;
 pub mod batch;
 pub mod calibrate;
 pub mod executor;

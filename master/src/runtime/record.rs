@@ -46,6 +46,19 @@ pub struct Replan {
     pub predicted: f64,
 }
 
+/// An online correction of a multi-round plan: the chunks of `round` and
+/// later, not yet sent, resized from the speeds measured so far.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Adaptation {
+    pub at: f64,
+    pub round: usize,
+    /// Products moved between chunks (in the chunks resized).
+    pub products: usize,
+    /// Per worker: measured over predicted time of sending, computing and
+    /// returning, as used.
+    pub factors: Vec<[f64; 3]>,
+}
+
 /// What was measured, in seconds from the start of the run.
 #[derive(Debug, Clone)]
 pub struct Measured {
@@ -58,6 +71,7 @@ pub struct Measured {
     pub computes: Vec<Compute>,
     pub failures: Vec<Failure>,
     pub replans: Vec<Replan>,
+    pub adaptations: Vec<Adaptation>,
     pub makespan: f64,
 }
 
@@ -84,6 +98,7 @@ pub(crate) struct Recorder {
     computes: Vec<Compute>,
     pub(crate) failures: Vec<Failure>,
     pub(crate) replans: Vec<Replan>,
+    pub(crate) adaptations: Vec<Adaptation>,
 }
 
 impl Recorder {
@@ -98,6 +113,7 @@ impl Recorder {
             computes: Vec::new(),
             failures: Vec::new(),
             replans: Vec::new(),
+            adaptations: Vec::new(),
         }
     }
 
@@ -111,7 +127,8 @@ impl Recorder {
         self.open.insert((worker, chunk, send), now);
     }
 
-    pub(crate) fn end(&mut self, worker: usize, chunk: ChunkId, send: bool, now: f64) {
+    /// The transfer is over; how long it took, if its start was seen.
+    pub(crate) fn end(&mut self, worker: usize, chunk: ChunkId, send: bool, now: f64) -> Option<f64> {
         let s = &mut self.stamps[worker];
         if send {
             s.send_end = Some(now);
@@ -119,14 +136,14 @@ impl Recorder {
         } else {
             s.return_end = Some(now);
         }
-        if let Some(start) = self.open.remove(&(worker, chunk, send)) {
-            self.transfers.push(Transfer {
-                worker,
-                send,
-                start,
-                end: now,
-            });
-        }
+        let start = self.open.remove(&(worker, chunk, send))?;
+        self.transfers.push(Transfer {
+            worker,
+            send,
+            start,
+            end: now,
+        });
+        Some(now - start)
     }
 
     pub(crate) fn computed(&mut self, worker: usize, chunk: ChunkId, secs: f64, now: f64) {
@@ -171,6 +188,7 @@ impl Recorder {
             computes: self.computes,
             failures: self.failures,
             replans: self.replans,
+            adaptations: self.adaptations,
             makespan,
         }
     }

@@ -36,6 +36,8 @@ pub struct RunOptions {
     /// the workers and the predictions). Recovery rounds are planned as
     /// usual.
     pub self_schedule: Option<crate::runtime::on_demand::Sizing>,
+    /// Online correction of multi-round plans (`--no-adapt` turns it off).
+    pub adapt: bool,
 }
 
 impl Default for RunOptions {
@@ -47,6 +49,7 @@ impl Default for RunOptions {
             straggler: None,
             stall_timeout: Duration::from_secs(120),
             self_schedule: None,
+            adapt: true,
         }
     }
 }
@@ -83,6 +86,7 @@ pub async fn execute(
         stall_timeout: opts.stall_timeout.as_secs_f64(),
         self_schedule: opts.self_schedule,
         liveness: opts.liveness.as_secs_f64(),
+        adapt: opts.adapt,
     };
     let mut machine = BatchMachine::new(platform.clone(), plan, cfg).map_err(|e| anyhow!(e))?;
     // Bounded: a worker has at most a few events per chunk in flight, and

@@ -86,8 +86,22 @@ struct Run {
     max_held: Vec<usize>,
 }
 
+/// `worker` computes `factor` times slower (or faster) from its `after`-th
+/// product on (chunk by chunk: a chunk started past it is all changed).
+#[derive(Debug, Clone, Copy)]
+struct Change {
+    worker: usize,
+    after: usize,
+    factor: f64,
+}
+
 struct Sim {
     truth: Vec<Worker>,
+    change: Option<Change>,
+    /// Products each worker has started computing.
+    started: Vec<usize>,
+    /// Each chunk's computing time, as the worker reports it.
+    secs: HashMap<ChunkId, f64>,
     queue: BinaryHeap<Timed>,
     seq: u64,
     compute_free: Vec<f64>,
@@ -149,7 +163,14 @@ impl Sim {
                 self.open.insert((worker, chunk, true), now);
                 let w = &self.truth[worker];
                 let got = now + w.latency.send + len as f64 * w.c;
-                let done = got.max(self.compute_free[worker]) + w.latency.compute + len as f64 * w.w;
+                let slower = self
+                    .change
+                    .filter(|c| c.worker == worker && self.started[worker] >= c.after)
+                    .map_or(1.0, |c| c.factor);
+                self.started[worker] += len;
+                let secs = w.latency.compute + len as f64 * w.w * slower;
+                self.secs.insert(chunk, secs);
+                let done = got.max(self.compute_free[worker]) + secs;
                 self.compute_free[worker] = done;
                 self.push(got, worker, SimEv::Received(chunk));
                 self.push(done, worker, SimEv::Ready(chunk));
@@ -187,13 +208,14 @@ impl Sim {
                 Input::Received(chunk)
             }
             SimEv::Ready(chunk) => {
+                let secs = self.secs[&chunk];
                 wire(Frame::new(FromWorker::Ready {
                     job: JOB,
                     chunk,
-                    compute_secs: 0.0,
+                    compute_secs: secs,
                 }));
                 self.reach(worker, Stage::AwaitingGrant, t, 0.0);
-                Input::Ready(chunk, 0.0)
+                Input::Ready(chunk, secs)
             }
             SimEv::Results(chunk) => {
                 let len = self.lens[&chunk];
@@ -220,10 +242,25 @@ impl Sim {
 /// Run `plan` (made for `platform`) on simulated workers whose true costs
 /// are `truth`, with `kills`; ticks every `tick` simulated seconds.
 fn simulate(platform: &Platform, truth: &[Worker], plan: &Plan, cfg: Config, kills: &[Kill]) -> Run {
+    simulate_changing(platform, truth, plan, cfg, kills, None)
+}
+
+/// As [`simulate`], a worker's speed changing partway if `change` says so.
+fn simulate_changing(
+    platform: &Platform,
+    truth: &[Worker],
+    plan: &Plan,
+    cfg: Config,
+    kills: &[Kill],
+    change: Option<Change>,
+) -> Run {
     let mut machine = BatchMachine::new(platform.clone(), plan, cfg).expect("machine");
     let p = platform.len();
     let mut sim = Sim {
         truth: truth.to_vec(),
+        change,
+        started: vec![0; p],
+        secs: HashMap::new(),
         queue: BinaryHeap::new(),
         seq: 0,
         compute_free: vec![0.0; p],
@@ -284,6 +321,7 @@ fn cfg() -> Config {
         stall_timeout: 1e9,
         self_schedule: None,
         liveness: 1.0,
+        adapt: false,
     }
 }
 
@@ -560,102 +598,6 @@ fn recovery_respects_what_survivors_can_hold() {
 }
 
 #[test]
-fn self_scheduling_returns_every_product_once() {
-    let p = platform();
-    for (m, size) in [(1u64, 1usize), (10, 3), (100, 7), (57, 57)] {
-        let pl = plan(&p, &Request::new(m, Strategy::Fifo)).expect("plans");
-        let c = Config {
-            self_schedule: Some(Sizing::Fixed(size)),
-            ..cfg()
-        };
-        let run = simulate(&p, p.workers(), &pl, c, &[]);
-        check_complete(&run, &format!("m={m} size={size}"));
-        let chunks = run.transfers.iter().filter(|t| t.2).count();
-        assert_eq!(chunks, (m as usize).div_ceil(size), "one send per chunk");
-    }
-    // Equal workers, negligible communication: the batch splits evenly, so
-    // the makespan is (m / p) chunks of computing.
-    let eq = Platform::new((0..4).map(|i| Worker::new(format!("e{i}"), 1e-9, 1.0, 1e-9)).collect()).expect("valid");
-    let pl = dls_lp::baseline::with_loads(&eq, vec![0, 1, 2, 3], vec![10; 4], Ports::One).expect("plan");
-    let run = simulate(
-        &eq,
-        eq.workers(),
-        &pl,
-        Config {
-            self_schedule: Some(Sizing::Fixed(1)),
-            ..cfg()
-        },
-        &[],
-    );
-    check_complete(&run, "equal workers");
-    assert!((run.end - 10.0).abs() < 1e-6, "{}", run.end);
-}
-
-#[test]
-fn factoring_hands_out_halving_batches() {
-    // Equal workers, negligible communication: FAC2 over 4 workers and 100
-    // products hands out 13,13,13,13 then 6s, 3s, 2s, 1s (by hand); each
-    // worker computes a quarter of the batch, so the makespan is 25 units of
-    // computing.
-    let eq = Platform::new((0..4).map(|i| Worker::new(format!("e{i}"), 1e-9, 1.0, 1e-9)).collect()).expect("valid");
-    let pl = dls_lp::baseline::with_loads(&eq, vec![0, 1, 2, 3], vec![25; 4], Ports::One).expect("plan");
-    let c = Config {
-        self_schedule: Some(Sizing::Factoring),
-        ..cfg()
-    };
-    let run = simulate(&eq, eq.workers(), &pl, c, &[]);
-    check_complete(&run, "factoring");
-    assert_eq!(run.transfers.iter().filter(|t| t.2).count(), 20, "five batches of four");
-    assert!((run.end - 25.0).abs() < 1e-6, "{}", run.end);
-    // Weighted by speed 3:1: the fast worker gets three quarters of each
-    // batch and both finish together (no product left for a last straggle).
-    let two = Platform::new(vec![
-        Worker::new("fast", 1e-9, 1.0, 1e-9),
-        Worker::new("slow", 1e-9, 3.0, 1e-9),
-    ])
-    .expect("valid");
-    let pl = dls_lp::baseline::with_loads(&two, vec![0, 1], vec![60, 60], Ports::One).expect("plan");
-    let c = Config {
-        self_schedule: Some(Sizing::WeightedFactoring),
-        ..cfg()
-    };
-    let run = simulate(&two, two.workers(), &pl, c, &[]);
-    check_complete(&run, "weighted factoring");
-    // 120 products at 4/3 products a unit of time together: at least 90;
-    // weighted chunks keep the imbalance to the last small chunks.
-    assert!(run.end >= 90.0 - 1e-6 && run.end < 95.0, "{}", run.end);
-}
-
-#[test]
-fn self_scheduling_survives_a_loss() {
-    let p = platform();
-    let pl = plan(&p, &Request::new(120, Strategy::Fifo)).expect("plans");
-    let victim = pl.send_order()[0];
-    let sizings = [Sizing::Fixed(5), Sizing::Factoring, Sizing::WeightedFactoring];
-    for (sizing, stage) in sizings
-        .into_iter()
-        .flat_map(|z| [Stage::Sending, Stage::Computing, Stage::AwaitingGrant, Stage::Returning].map(|s| (z, s)))
-    {
-        let kill = Kill {
-            worker: victim,
-            stage,
-            nth: 1,
-        };
-        let c = Config {
-            self_schedule: Some(sizing),
-            ..cfg()
-        };
-        let run = simulate(&p, p.workers(), &pl, c, &[kill]);
-        check_complete(&run, &format!("{sizing:?}, {kill:?}"));
-        assert_eq!(
-            run.measured.failures.len(),
-            1,
-            "{sizing:?}, {kill:?}: the victim was lost"
-        );
-    }
-}
-
-#[test]
 fn a_protocol_violation_loses_the_worker_not_the_batch() {
     let p = platform();
     let pl = plan(&p, &Request::new(40, Strategy::Fifo)).expect("plans");
@@ -702,81 +644,5 @@ fn a_stall_fails_the_batch() {
     assert!(matches!(m.status(), Status::Failed(w) if w.contains("no worker made progress")));
 }
 
-/// Every planned transfer of a multi-round plan, (start, end, is_send,
-/// worker), sorted: what the planner's own earliest execution says.
-fn planned_transfers(pl: &Plan) -> Vec<(f64, f64, bool, usize)> {
-    let r = pl.rounds.as_ref().expect("a multi-round plan");
-    let mut v: Vec<_> = r
-        .chunks
-        .iter()
-        .zip(&r.times)
-        .flat_map(|(c, t)| {
-            [
-                (t.send_start, t.send_end, true, c.worker),
-                (t.return_start, t.return_end, false, c.worker),
-            ]
-        })
-        .collect();
-    v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
-    v
-}
-
-#[test]
-fn a_rounds_plan_runs_exactly_as_predicted() {
-    let latency = dls_lp::Latency {
-        send: 0.002,
-        compute: 0.001,
-        ret: 0.002,
-    };
-    let p = Platform::new(
-        platform()
-            .workers()
-            .iter()
-            .map(|w| w.clone().with_latency(latency))
-            .collect(),
-    )
-    .expect("valid");
-    for ports in [Ports::One, Ports::Two] {
-        for load in [5u64, 300, 2000] {
-            let req = Request {
-                ports,
-                ..Request::new(load, Strategy::Rounds)
-            };
-            let pl = plan(&p, &req).expect("plans");
-            let run = simulate(&p, p.workers(), &pl, cfg(), &[]);
-            let what = format!("{ports:?} M={load}");
-            check_stored_once(&run, &what);
-            let want = pl.makespan();
-            assert!((run.end - want).abs() <= 1e-9 * want, "{what}: {} vs {want}", run.end);
-            let mut got = run.transfers.clone();
-            got.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
-            let planned = planned_transfers(&pl);
-            assert_eq!(got.len(), planned.len(), "{what}: one transfer per planned one");
-            for (g, w) in got.iter().zip(&planned) {
-                assert!(
-                    (g.0 - w.0).abs() <= 1e-9 * want && (g.1 - w.1).abs() <= 1e-9 * want && g.2 == w.2 && g.3 == w.3,
-                    "{what}: ran {g:?}, planned {w:?}"
-                );
-            }
-            if ports == Ports::One {
-                check_one_port(&run.transfers, &what);
-            }
-        }
-    }
-}
-
-#[test]
-fn a_rounds_plan_survives_losses_at_every_stage() {
-    let p = platform();
-    let pl = plan(&p, &Request::new(400, Strategy::Rounds)).expect("plans");
-    assert!(pl.rounds.as_ref().is_some_and(|r| r.count > 1), "several rounds");
-    for victim in pl.send_order() {
-        for stage in [Stage::Sending, Stage::Computing, Stage::AwaitingGrant, Stage::Returning] {
-            for nth in [0, 2] {
-                let run = simulate(&p, p.workers(), &pl, cfg(), &[kill(victim, stage, nth)]);
-                let what = format!("rounds, worker {victim} at {stage:?} of chunk {nth}");
-                check_complete(&run, &what);
-            }
-        }
-    }
-}
+mod on_demand;
+mod rounds;
