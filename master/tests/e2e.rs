@@ -194,3 +194,49 @@ async fn two_ports_overlap_sends_and_returns_but_never_two_of_a_kind() {
         }
     }
 }
+
+/// Workers that together hold a tenth of the batch: one round cannot fit
+/// (and says to use rounds), `rounds` runs it in chunks that do, and every
+/// product comes back right (checked against the naive product here, and by
+/// the master's own check of all of them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rounds_run_a_batch_ten_times_what_the_workers_hold() {
+    let n = 16u32;
+    let per = dls_protocol::ab_bytes(n, 1) + dls_protocol::c_bytes(n, 1);
+    let w = common::start_holding(&[(Some(200.0), 1.0), (None, 2.0), (Some(100.0), 1.0)], None, 10 * per);
+    let mut pool = common::connect(&w).await;
+    let opts = CalibrateOptions {
+        reps: 1,
+        ..CalibrateOptions::new(n as usize)
+    };
+    let platform = calibrate::calibrate(pool.links_mut(), &opts)
+        .await
+        .expect("calibrates")
+        .platform()
+        .expect("platform");
+    let held: u64 = platform.workers().iter().map(|w| w.max_load.expect("bounded")).sum();
+    assert_eq!(held, 30, "ten products per worker");
+    let batch = Batch::random(10 * held as usize, n as usize, 9);
+    let want = common::naive_all(&batch.a, &batch.b, batch.m, batch.n);
+    let one = RunConfig {
+        strategy: Strategy::Fifo,
+        ..RunConfig::default()
+    };
+    let err = session::run_batch(&mut pool, &platform, &batch, &one, 1, |_| {})
+        .await
+        .err()
+        .expect("one round cannot hold the batch");
+    assert!(format!("{err:#}").contains("strategy rounds"), "{err:#}");
+    let cfg = RunConfig {
+        strategy: Strategy::Rounds,
+        verify: batch.m,
+        ..RunConfig::default()
+    };
+    let done = session::run_batch(&mut pool, &platform, &batch, &cfg, 2, |_| {})
+        .await
+        .unwrap_or_else(|e| panic!("rounds: {e:#}"));
+    assert_eq!(done.report.verified, batch.m, "the master checked every product");
+    common::assert_close(&done.outcome.c, &want, batch.n);
+    assert!(done.report.failures.is_empty(), "{:?}", done.report.failures);
+    pool.close().await;
+}

@@ -139,6 +139,9 @@ pub enum ExperimentKind {
     Heuristics,
     Participation,
     Baselines,
+    /// `rounds` with and without online correction, a worker slowed 3×
+    /// halfway through its part (emulated workers only).
+    Adapt,
 }
 
 #[derive(Debug, clap::Args)]
@@ -165,8 +168,12 @@ pub struct ExperimentArgs {
     /// Emulated workers per platform (heuristics, linearity).
     #[arg(long, default_value_t = 4)]
     pub count: usize,
+    /// Seed of the random platforms and batches.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Runs of each method per platform (adapt).
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
     /// Directory for KIND.json, KIND.csv and KIND.svg.
     #[arg(long, default_value = "experiments")]
     pub out: PathBuf,

@@ -6,7 +6,7 @@
 
 use crate::cli::args::{runtime, ExperimentArgs, ExperimentKind};
 use crate::config::cluster::Cluster;
-use crate::experiments::{self as x, BaselineRow, Family, HeuristicsRow, LinearityRow, ParticipationRow};
+use crate::experiments::{self as x, AdaptRow, BaselineRow, Family, HeuristicsRow, LinearityRow, ParticipationRow};
 use crate::runtime::batch::Batch;
 use crate::runtime::calibrate::CalibrateOptions;
 use crate::runtime::link::{self, Timeouts};
@@ -19,8 +19,8 @@ use std::path::Path;
 type Groups = Vec<(String, Vec<(String, f64)>)>;
 
 pub fn run(args: &ExperimentArgs) -> Result<()> {
-    if args.size == 0 || args.batch == 0 || args.platforms == 0 || args.count == 0 {
-        bail!("--size, --batch, --platforms and --count must be at least 1");
+    if args.size == 0 || args.batch == 0 || args.platforms == 0 || args.count == 0 || args.reps == 0 {
+        bail!("--size, --batch, --platforms, --count and --reps must be at least 1");
     }
     let remote = match (&args.cluster, &args.workers) {
         (Some(p), _) => Some(Cluster::load(p)?),
@@ -94,6 +94,19 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
                     },
                 )?;
                 baselines_outputs(args, &rows)
+            }
+            ExperimentKind::Adapt => {
+                if remote.is_some() {
+                    bail!("the adapt experiment changes a worker's speed by emulation; it runs on local workers only (drop --cluster/--workers)");
+                }
+                let rows = x::adapt_local(&opts, args.reps, say).await?;
+                let rows = merged(args, "adapt", rows, |old: &[AdaptRow], new: &mut [AdaptRow]| {
+                    let next = old.iter().map(|r| r.platform + 1).max().unwrap_or(0);
+                    for r in new {
+                        r.platform += next;
+                    }
+                })?;
+                adapt_outputs(args, &rows)
             }
             ExperimentKind::Participation => {
                 let rows = match &remote {
@@ -180,6 +193,7 @@ fn replot(args: &ExperimentArgs) -> Result<()> {
         ExperimentKind::Heuristics => heuristics_outputs(args, &stored(args, "heuristics")?),
         ExperimentKind::Baselines => baselines_outputs(args, &stored(args, "baselines")?),
         ExperimentKind::Participation => participation_outputs(args, &stored(args, "participation")?),
+        ExperimentKind::Adapt => adapt_outputs(args, &stored(args, "adapt")?),
     }
 }
 
@@ -391,6 +405,45 @@ fn baselines_outputs(args: &ExperimentArgs, rows: &[BaselineRow]) -> Result<()> 
     };
     write_outputs(&args.out, "baselines", rows, csv, svg)?;
     print(args, &rows, x::baselines_table(rows))
+}
+
+fn adapt_outputs(args: &ExperimentArgs, rows: &[AdaptRow]) -> Result<()> {
+    let csv = csv_of(
+        "platform,speeds,slowed,after,factor,method,rep,predicted,measured,corrections",
+        rows,
+        |r| {
+            vec![
+                r.platform.to_string(),
+                x::speeds_label(&r.speeds),
+                r.slowed.clone(),
+                r.after.to_string(),
+                r.factor.to_string(),
+                r.method.clone(),
+                r.rep.to_string(),
+                r.predicted.to_string(),
+                r.measured.to_string(),
+                r.corrections.to_string(),
+            ]
+        },
+    );
+    let groups: Groups = x::adapt_summary(rows)
+        .into_iter()
+        .map(|(k, a, n)| {
+            let label = format!("platform {k}");
+            (
+                label,
+                vec![("correction".to_string(), a), ("--no-adapt".to_string(), n)],
+            )
+        })
+        .collect();
+    let svg = x::bars(
+        "rounds, a worker slowed 3x halfway: median makespan with and without correction",
+        "makespan (s)",
+        0.0,
+        &groups,
+    );
+    write_outputs(&args.out, "adapt", rows, csv, svg)?;
+    print(args, &rows, x::adapt_table(rows))
 }
 
 fn participation_outputs(args: &ExperimentArgs, rows: &[ParticipationRow]) -> Result<()> {

@@ -7,18 +7,24 @@
 //!   LIFO, INC_C, INC_W and `best`, measured and predicted, normalised by
 //!   INC_C's prediction (Figures 10–12);
 //! - `participation`: the 4-worker platform of section 5.3.4 with x = 1 and
-//!   x = 3, allowing 1 to 4 workers (Figure 14).
+//!   x = 3, allowing 1 to 4 workers (Figure 14);
+//! - `baselines`: one-round plans, `rounds`, and what users would do
+//!   instead (equal and proportional splits, self-scheduling, factoring);
+//! - `adapt`: `rounds` with and without online correction when a worker
+//!   slows down partway through the batch.
 //!
 //! Emulation maps a speed s to a link of `s × base_link` MB/s and a compute
 //! slowdown of `base_slowdown / s` (so speed 1 is the slowest, as in the
 //! report's set-up).
 
+mod adapt;
 mod baselines;
 mod heuristics;
 mod linearity;
 mod participation;
 
 pub use crate::output::svg::bars;
+pub use adapt::{adapt_local, adapt_summary, adapt_table, AdaptRow};
 pub use baselines::{baselines_local, baselines_on, baselines_table, BaselineRow};
 pub use heuristics::{
     heuristics_cluster, heuristics_local, heuristics_table, summarise, HeuristicsRow, HeuristicsSummary, HEURISTICS,

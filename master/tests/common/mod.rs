@@ -13,6 +13,12 @@ pub struct Workers {
 
 /// One worker per (link rate in MB/s, slowdown).
 pub fn start(specs: &[(Option<f64>, f64)], token: Option<&str>) -> Workers {
+    start_holding(specs, token, 1 << 30)
+}
+
+/// As [`start`], each worker holding at most `memory_limit` bytes of
+/// matrices at once.
+pub fn start_holding(specs: &[(Option<f64>, f64)], token: Option<&str>, memory_limit: u64) -> Workers {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let specs = specs.to_vec();
@@ -31,7 +37,7 @@ pub fn start(specs: &[(Option<f64>, f64)], token: Option<&str>) -> Workers {
                 addr_tx
                     .send(l.local_addr().expect("addr").to_string())
                     .expect("sends addr");
-                let mut cfg = dls_worker::Config::new(1, 1 << 30);
+                let mut cfg = dls_worker::Config::new(1, memory_limit);
                 cfg.link_rate = rate.map(|r| r * 1e6);
                 cfg.slowdown = slowdown;
                 cfg.token = token.clone();
