@@ -389,11 +389,12 @@ fn baselines_outputs(args: &ExperimentArgs, rows: &[BaselineRow]) -> Result<()> 
         |r| vec![(r.method.clone(), if with_bound { r.vs_bound } else { r.vs_plan })],
     );
     let svg = if with_bound {
-        x::bars(
-            "Baselines: measured makespan / steady-state bound (1 is the bound)",
+        crate::output::svg::bars_with(
+            "Baselines: measured makespan / steady-state bound",
             "makespan / bound",
             0.0,
             &groups,
+            Some((1.0, "steady-state bound")),
         )
     } else {
         x::bars(

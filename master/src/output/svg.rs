@@ -14,10 +14,23 @@ pub fn escape(s: &str) -> String {
 /// A grouped bar chart: one group per label, one bar per series; the value
 /// axis starts at `y_min` (say so in the title when it is not 0).
 pub fn bars(title: &str, y_label: &str, y_min: f64, groups: &[(String, Vec<(String, f64)>)]) -> String {
+    bars_with(title, y_label, y_min, groups, None)
+}
+
+/// [`bars`] with a labelled horizontal reference line (a bound) at
+/// `reference.0`.
+pub fn bars_with(
+    title: &str,
+    y_label: &str,
+    y_min: f64,
+    groups: &[(String, Vec<(String, f64)>)],
+    reference: Option<(f64, &str)>,
+) -> String {
     let (w, h, left, bottom, top) = (900.0, 440.0, 70.0, 90.0, 40.0);
     let ymax = groups
         .iter()
         .flat_map(|g| g.1.iter().map(|b| b.1))
+        .chain(reference.map(|r| r.0))
         .filter(|v| v.is_finite())
         .fold(0.0f64, f64::max)
         .max(1e-9)
@@ -71,6 +84,16 @@ pub fn bars(title: &str, y_label: &str, y_min: f64, groups: &[(String, Vec<(Stri
             escape(label)
         );
     }
+    if let Some((v, label)) = reference {
+        let _ = write!(
+            s,
+            r##"<line x1="{left}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#c00" stroke-width="1.5" stroke-dasharray="6 4"/><text x="{1}" y="{2:.1}" text-anchor="end" fill="#c00">{3}</text>"##,
+            y(v),
+            w - 20.0,
+            y(v) - 4.0,
+            escape(label)
+        );
+    }
     for (b, name) in series.iter().enumerate() {
         let (row, col) = (b / 4, b % 4);
         let lx = left + col as f64 * 190.0;
@@ -100,5 +123,23 @@ mod tests {
             assert!(!svg.contains(raw), "{raw} left unescaped");
         }
         assert!(svg.contains("x &lt; y") && svg.contains("&lt;g&gt;") && svg.contains("a&amp;b"));
+    }
+
+    #[test]
+    fn the_reference_line_sits_at_its_value() {
+        // Bars of 2 and 4 (axis to 4.4, 10% above the tallest), line at 1;
+        // the plot runs from y = 40 (top) to 440 − 90 = 350 (the axis).
+        let g = [("g".to_string(), vec![("a".to_string(), 2.0), ("b".to_string(), 4.0)])];
+        let svg = bars_with("t", "y", 0.0, &g, Some((1.0, "bound")));
+        let want = 40.0 + 310.0 * (1.0 - 1.0 / 4.4);
+        assert!(svg.contains(&format!(r#"y1="{want:.1}""#)), "{svg}");
+        assert!(svg.contains(">bound</text>"));
+        // A reference above every bar raises the axis to show it.
+        let svg = bars_with("t", "y", 0.0, &g, Some((10.0, "high")));
+        let want = 40.0 + 310.0 * (1.0 - 10.0 / 11.0);
+        assert!(
+            svg.contains(&format!(r##"y1="{want:.1}" x2="880" y2="{want:.1}" stroke="#c00""##)),
+            "{svg}"
+        );
     }
 }
