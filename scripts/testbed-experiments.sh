@@ -22,7 +22,9 @@
 #
 # Environment (defaults): DLS_TB_SIZE (128), DLS_TB_BATCH (200),
 # DLS_TB_MBIT1 (80), DLS_TB_CPU1 (3), DLS_TB_RATIO (0.1),
-# DLS_TB_PARTICIPATION_RATIO (0.15), DLS_TB_SEED (1).
+# DLS_TB_PARTICIPATION_RATIO (0.15), DLS_TB_SEED (1), DLS_TB_ONLY (the
+# experiments to run, space-separated; all four by default; the platforms
+# drawn are the same whichever run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,7 +33,11 @@ platforms=${2:-5}
 [ -n "$out" ] || { echo "usage: $0 OUT [PLATFORMS]" >&2; exit 2; }
 case "$platforms" in '' | *[!0-9]* | 0) echo "$0: PLATFORMS must be a whole number >= 1" >&2; exit 2 ;; esac
 [ "$(id -u)" = 0 ] || { echo "$0: needs root (it runs scripts/testbed.sh)" >&2; exit 2; }
-for kind in heuristics baselines linearity participation; do
+only=${DLS_TB_ONLY:-heuristics baselines linearity participation}
+wants() { case " $only " in *" $1 "*) return 0 ;; esac; return 1; }
+for kind in $only; do
+  case $kind in heuristics | baselines | linearity | participation) ;; *)
+    echo "$0: DLS_TB_ONLY: unknown experiment $kind" >&2; exit 2 ;; esac
   [ ! -e "$out/$kind.json" ] || { echo "$0: $out already holds $kind.json; give an empty directory" >&2; exit 2; }
 done
 mkdir -p "$out"
@@ -100,19 +106,26 @@ for family in homogeneous-bus heterogeneous-bus heterogeneous-star; do
     done
     speeds=${speeds# }
     label=$(echo "$speeds" | tr ' ' ',')
-    script='"$0" experiment heuristics --cluster "$DLS_TESTBED_CLUSTER" --platforms 1 "$@"'
+    script=true
+    if wants heuristics; then
+      script="$script"' && "$0" experiment heuristics --cluster "$DLS_TESTBED_CLUSTER" --platforms 1 "$@"'
+    fi
     if [ "$family" = heterogeneous-star ]; then
-      script="$script"' && "$0" experiment baselines --cluster "$DLS_TESTBED_CLUSTER" "$@"'
-      if [ "$p" = 0 ]; then
+      if wants baselines; then
+        script="$script"' && "$0" experiment baselines --cluster "$DLS_TESTBED_CLUSTER" "$@"'
+      fi
+      if [ "$p" = 0 ] && wants linearity; then
         script="$script"' && "$0" experiment linearity --cluster "$DLS_TESTBED_CLUSTER" "$@"'
       fi
     fi
+    [ "$script" != true ] || continue
     testbed "$family #$p" "$k_heur" "$speeds" w -- bash -c "$script" "$dls" \
       --family "$family" --speeds "$label" "${common[@]}"
   done
 done
 
 for x in 1 3; do
+  wants participation || break
   testbed "participation x = $x" "$k_part" "10:9 8:9 8:10 $x:1" P -- bash -c \
     '"$0" experiment participation --cluster "$DLS_TESTBED_CLUSTER" "$@"' "$dls" --x "$x" "${common[@]}"
 done
