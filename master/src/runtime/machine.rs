@@ -15,10 +15,10 @@
 //! - a recovery round never asks a worker to hold more than its `max_load`
 //!   at once: what does not fit waits for results to come back.
 
-use crate::runtime::adapt::{reshare, Observed, Phase, Slot};
+use crate::runtime::adapt::{Observed, Phase};
 use crate::runtime::executor::{chunks, Chunk, Event, Executor, Port, Schedule};
 use crate::runtime::on_demand::{OnDemand, Sizing};
-use crate::runtime::record::{Adaptation, Failure, Measured, Recorder, Replan};
+use crate::runtime::record::{Failure, Measured, Recorder, Replan};
 use crate::runtime::sequenced::Sequenced;
 use dls_lp::rounds::Rounds;
 use dls_lp::{Plan, Platform, Request, Rounding, Strategy, Worker};
@@ -352,73 +352,6 @@ impl BatchMachine {
         out
     }
 
-    /// Online correction: when the last send of a round of a multi-round
-    /// plan is over and the speeds seen have moved beyond the dead band,
-    /// the chunks of the later rounds not yet sent are resized
-    /// (`adapt.rs`); their products move between them.
-    fn maybe_adapt(&mut self, k: usize, sent: ChunkId, now: f64) {
-        if !self.cfg.adapt || !self.observed.changed() {
-            return;
-        }
-        let ports = self.port.ports();
-        let round = &mut self.rounds[k];
-        let Some(seq) = (round.sched.as_mut() as &mut dyn std::any::Any).downcast_mut::<Sequenced>() else {
-            return;
-        };
-        let (Some(done), Some((next, ids))) = (seq.round_of(sent), seq.resizable()) else {
-            return;
-        };
-        if next <= done || ids.is_empty() {
-            return;
-        }
-        let planned = seq.planned();
-        let slots: Vec<Slot> = ids
-            .iter()
-            .map(|&j| Slot {
-                worker: planned[j].worker,
-                round: planned[j].round,
-                units: seq.units(j) as u64,
-            })
-            .collect();
-        let wk = self.platform.workers();
-        let per = seq.lag() as u64 + 1;
-        let cap = |w: usize| wk[w].max_load.map_or(u64::MAX, |b| (b / per).max(1));
-        let corrected = self.observed.corrected(&self.platform);
-        let Some(sizes) = reshare(&corrected, ports, &slots, cap) else {
-            return;
-        };
-        let mut gathered: Vec<usize> = Vec::new();
-        for &j in &ids {
-            for &q in &seq.planned()[j].pieces {
-                gathered.extend(round.jobs[&seq.pieces()[q].id].iter());
-            }
-        }
-        let mut at = 0usize;
-        for (&j, &u) in ids.iter().zip(&sizes) {
-            let (withdrawn, made) = seq.resize(j, at, u as usize, self.next_id);
-            self.next_id = self.next_id.max(seq.next_id());
-            for c in withdrawn {
-                round.jobs.remove(&c.id);
-                self.owner.remove(&c.id);
-                self.committed[c.worker] = self.committed[c.worker].saturating_sub(c.len as u64);
-            }
-            for c in made {
-                round.jobs.insert(c.id, Arc::from(&gathered[c.start..c.start + c.len]));
-                self.owner.insert(c.id, k);
-                self.committed[c.worker] += c.len as u64;
-            }
-            at += u as usize;
-        }
-        debug_assert_eq!(at, gathered.len(), "every product of the resized chunks placed once");
-        tracing::debug!(round = next, products = at, "online correction");
-        self.rec.adaptations.push(Adaptation {
-            at: now,
-            round: next,
-            products: at,
-            factors: self.observed.used().to_vec(),
-        });
-    }
-
     /// Time passes: stragglers and stalls.
     pub fn on_tick(&mut self, now: f64) -> Vec<Command> {
         if self.failed.is_some() || self.remaining == 0 {
@@ -609,5 +542,6 @@ impl BatchMachine {
     }
 }
 
+mod correct;
 #[cfg(test)]
 mod tests;
