@@ -167,7 +167,11 @@ fn bad_input_fails_clearly() {
         Some("right"),
         "at least one product",
     );
-    fails(&["experiment", "adapt", "--reps", "0"], None, "--reps must be at least 1");
+    fails(
+        &["experiment", "adapt", "--reps", "0"],
+        None,
+        "--reps must be at least 1",
+    );
     fails(
         &["experiment", "adapt", "--workers", &list],
         Some("right"),
