@@ -151,9 +151,14 @@ fn periodic(
     let wk = platform.workers();
     let mut chunks = Vec::new();
     let mut by_round: Vec<Vec<usize>> = Vec::with_capacity(k);
+    // Rounds differ by at most one unit: split each size once.
+    let mut splits: Vec<(u64, Vec<u64>)> = Vec::with_capacity(2);
     for r in 0..k {
         let units = load / k as u64 + u64::from((r as u64) < load % k as u64);
-        let split = proportional(units, shares);
+        if !splits.iter().any(|(u, _)| *u == units) {
+            splits.push((units, proportional(units, shares)));
+        }
+        let split = &splits.iter().find(|(u, _)| *u == units).expect("split above").1;
         let mut these = Vec::new();
         for (pos, &w) in enrolled.iter().enumerate() {
             let u = split[pos];

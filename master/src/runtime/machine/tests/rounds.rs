@@ -138,12 +138,13 @@ fn online_correction_gives_a_slowed_worker_less() {
     // once the slowdown is seen in full), and the batch finished no later than a well planned
     // run on a platform where it is slow from the start would (its
     // steady-state bound, with 10% for warm-up and wind-down).
+    // The correction resizes the rounds from `first.round` on, all sent
+    // after `first.at`: compare the victim's products in those rounds.
     let planned_after: usize = r
         .chunks
         .iter()
-        .zip(&r.times)
-        .filter(|(c, t)| c.worker == victim && t.send_start >= first.at)
-        .map(|(c, _)| c.units as usize)
+        .filter(|c| c.worker == victim && c.round >= first.round)
+        .map(|c| c.units as usize)
         .sum();
     let got_after = products_after(&adapted, victim, first.at);
     assert!(
