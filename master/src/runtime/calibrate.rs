@@ -2,7 +2,8 @@
 //! For several probe sizes the master times sending k units (2·k·n² values),
 //! computing k products (the worker's own timing) and returning k units
 //! (k·n² values); a least-squares line through (k, seconds) gives the cost
-//! per unit (its slope), the latency (its intercept) and R².
+//! per unit (its slope), the latency (its intercept, when it stands out of
+//! the noise) and R².
 //!
 //! Workers are probed one after the other, so that, as in a run, the
 //! master's port serves one transfer at a time; each worker's transfers
@@ -49,6 +50,24 @@ pub fn fit(points: &[(f64, f64)]) -> Fit {
     let slope = sxy / sxx;
     let intercept = my - slope * mx;
     let r2 = if syy == 0.0 { 1.0 } else { (sxy * sxy) / (sxx * syy) };
+    // An intercept within two standard errors of zero is noise, not a
+    // latency (under a CPU quota, short probes land anywhere in the
+    // scheduler's period): the line then goes through the origin, so that
+    // plans do not pay a latency per message that is not there. With two
+    // points there is no residual to judge by, and the line stays.
+    if points.len() >= 3 {
+        let ssr: f64 = points.iter().map(|p| (p.1 - intercept - slope * p.0).powi(2)).sum();
+        let se = (ssr / (n - 2.0) * (1.0 / n + mx * mx / sxx)).sqrt();
+        if intercept.abs() <= 2.0 * se {
+            let sx2: f64 = points.iter().map(|p| p.0 * p.0).sum();
+            let sxy0: f64 = points.iter().map(|p| p.0 * p.1).sum();
+            return Fit {
+                slope: sxy0 / sx2,
+                intercept: 0.0,
+                r2,
+            };
+        }
+    }
     Fit { slope, intercept, r2 }
 }
 
@@ -315,11 +334,25 @@ mod tests {
     fn least_squares_against_closed_forms() {
         let f = fit(&[(1.0, 3.0), (2.0, 5.0), (4.0, 9.0)]);
         assert!((f.slope - 2.0).abs() < 1e-12 && (f.intercept - 1.0).abs() < 1e-12 && (f.r2 - 1.0).abs() < 1e-12);
-        // Points (0,0), (1,1), (2,1): slope 1/2, intercept 1/6, R² = 3/4.
+        // Points (0,0), (1,1), (2,1): least squares gives slope 1/2,
+        // intercept 1/6, R² = 3/4; residuals -1/6, 1/3, -1/6, so σ² = 1/6
+        // and the intercept's standard error is √(σ²·(1/3 + 1/2)) ≈ 0.37:
+        // 1/6 is noise, and the line through the origin has slope
+        // Σxy/Σx² = 3/5 (R² of the free line kept).
         let f = fit(&[(0.0, 0.0), (1.0, 1.0), (2.0, 1.0)]);
-        assert!((f.slope - 0.5).abs() < 1e-12);
-        assert!((f.intercept - 1.0 / 6.0).abs() < 1e-12);
+        assert!((f.slope - 0.6).abs() < 1e-12, "{f:?}");
+        assert_eq!(f.intercept, 0.0);
         assert!((f.r2 - 0.75).abs() < 1e-12);
+        // y = 10 + x ± 0.1 at x = 1, 2, 4, 8: residuals of the free line are
+        // tiny against an intercept of 10, which stays (within the noise).
+        let f = fit(&[(1.0, 11.1), (2.0, 11.9), (4.0, 14.1), (8.0, 17.9)]);
+        assert!(
+            (f.intercept - 10.0).abs() < 0.3 && (f.slope - 1.0).abs() < 0.05,
+            "{f:?}"
+        );
+        // y = 0.05 + x ± 1 at the same sizes: the intercept is noise.
+        let f = fit(&[(1.0, 2.05), (2.0, 1.05), (4.0, 5.05), (8.0, 7.05)]);
+        assert_eq!(f.intercept, 0.0, "{f:?}");
         let f = fit(&[(4.0, 2.0), (4.0, 2.0)]);
         assert_eq!((f.slope, f.intercept), (0.5, 0.0));
     }
