@@ -92,7 +92,7 @@ cap_computing() { # pid cgroup name
   [ $placed = 1 ] || { echo "$0: worker $name: no kernel thread to cap" >&2; exit 1; }
 }
 
-head -c 32 /dev/urandom | base64 >"$dir/token"
+(umask 077 && head -c 32 /dev/urandom | base64 >"$dir/token")
 echo "# test bed of $$" >"$dir/cluster.toml"
 for i in "${!specs[@]}"; do
   IFS=: read -r name mbit cpu <<<"${specs[$i]}"

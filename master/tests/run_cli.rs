@@ -32,7 +32,7 @@ fn s(p: &std::path::Path) -> &str {
 
 #[test]
 fn run_with_npy_files_writes_c_trace_and_gantt() {
-    let w = common::start(&[(Some(200.0), 2.0), (None, 1.0)], Some("tok"));
+    let w = common::start(&[(Some(200.0), 2.0), (None, 1.0)], Some("tok-0123456789abcdef"));
     let (m, n) = (12usize, 8usize);
     let mut a = vec![0.0; m * n * n];
     let mut b = vec![0.0; m * n * n];
@@ -61,7 +61,7 @@ fn run_with_npy_files_writes_c_trace_and_gantt() {
             "4",
             "--json",
         ],
-        Some("tok"),
+        Some("tok-0123456789abcdef"),
     );
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("JSON summary");
@@ -140,7 +140,7 @@ fn fails(args: &[&str], token: Option<&str>, needle: &str) {
 
 #[test]
 fn bad_input_fails_clearly() {
-    let w = common::start(&[(None, 1.0)], Some("right"));
+    let w = common::start(&[(None, 1.0)], Some("right-0123456789abcdef"));
     let list = w.list();
     // A port nobody listens on.
     let closed = {
@@ -154,7 +154,7 @@ fn bad_input_fails_clearly() {
     );
     fails(
         &["run", "--workers", &list, "--batch", "4", "--size", "4"],
-        Some("wrong"),
+        Some("wrong-0123456789abcdef"),
         "different tokens",
     );
     fails(
@@ -164,7 +164,7 @@ fn bad_input_fails_clearly() {
     );
     fails(
         &["run", "--workers", &list, "--batch", "0", "--size", "4"],
-        Some("right"),
+        Some("right-0123456789abcdef"),
         "at least one product",
     );
     fails(
@@ -174,7 +174,7 @@ fn bad_input_fails_clearly() {
     );
     fails(
         &["experiment", "adapt", "--workers", &list],
-        Some("right"),
+        Some("right-0123456789abcdef"),
         "runs on local workers only",
     );
     let empty = tmp("empty.toml");
@@ -197,7 +197,7 @@ fn bad_input_fails_clearly() {
     std::fs::write(&bad, &bytes).expect("writes");
     fails(
         &["run", "--workers", &list, "--input", s(&bad), s(&bad)],
-        Some("right"),
+        Some("right-0123456789abcdef"),
         "not float64",
     );
     let (a, b) = (tmp("a2.npy"), tmp("b3.npy"));
@@ -221,12 +221,12 @@ fn bad_input_fails_clearly() {
     .expect("writes");
     fails(
         &["run", "--workers", &list, "--input", s(&a), s(&b)],
-        Some("right"),
+        Some("right-0123456789abcdef"),
         "must pair up",
     );
     fails(
         &["run", "--workers", &list, "--input", s(&a), s(&a), "--size", "3"],
-        Some("right"),
+        Some("right-0123456789abcdef"),
         "--size is 3",
     );
 }
@@ -236,7 +236,10 @@ fn bad_input_fails_clearly() {
 /// on, with their labels, and the tables must cover all of them.
 #[test]
 fn experiments_on_a_cluster_append_labelled_rows() {
-    let w = common::start(&[(Some(200.0), 2.0), (None, 1.0), (Some(100.0), 3.0)], Some("tok"));
+    let w = common::start(
+        &[(Some(200.0), 2.0), (None, 1.0), (Some(100.0), 3.0)],
+        Some("tok-0123456789abcdef"),
+    );
     let list = w.list();
     let out = tmp("experiments-append");
     let _ = std::fs::remove_dir_all(&out);
@@ -256,7 +259,7 @@ fn experiments_on_a_cluster_append_labelled_rows() {
     for speeds in ["1:2,3:4,5:6", "2:2,2:2,2:2"] {
         let mut args = vec!["experiment", "baselines", "--speeds", speeds];
         args.extend_from_slice(&base);
-        let (ok, _, err) = dls(&args, Some("tok"));
+        let (ok, _, err) = dls(&args, Some("tok-0123456789abcdef"));
         assert!(ok, "{err}");
         let mut args = vec![
             "experiment",
@@ -267,7 +270,7 @@ fn experiments_on_a_cluster_append_labelled_rows() {
             speeds,
         ];
         args.extend_from_slice(&base);
-        let (ok, table, err) = dls(&args, Some("tok"));
+        let (ok, table, err) = dls(&args, Some("tok-0123456789abcdef"));
         assert!(ok, "{err}");
         assert!(table.contains("heterogeneous-star"), "{table}");
     }
@@ -332,7 +335,7 @@ fn experiments_on_a_cluster_append_labelled_rows() {
             "--out",
             s(&out),
         ],
-        Some("tok"),
+        Some("tok-0123456789abcdef"),
     );
     assert!(
         !ok && err.contains("--speeds gives 1 workers but the cluster has 3"),
@@ -351,7 +354,79 @@ fn experiments_on_a_cluster_append_labelled_rows() {
             "--out",
             s(&out),
         ],
-        Some("tok"),
+        Some("tok-0123456789abcdef"),
     );
     assert!(!ok && err.contains("needs the 4 workers P1..P4"), "{err}");
+}
+
+#[test]
+fn inputs_that_could_crash_the_master_fail_with_one_clear_line() {
+    // Nothing listens here: every case must fail before connecting.
+    let nobody = "127.0.0.1:9";
+    let tok = Some("tok-0123456789abcdef");
+    let run = |extra: &[&str], needle: &str| {
+        let mut args = vec!["run", "--workers", nobody];
+        args.extend_from_slice(extra);
+        fails(&args, tok, needle);
+    };
+    run(
+        &["--batch", "18446744073709551615", "--size", "1"],
+        "more values than can be counted",
+    );
+    run(
+        &["--batch", "4", "--size", "4294967297"],
+        "larger than the protocol carries",
+    );
+    run(&["--batch", "1", "--size", "100000"], "more than the");
+    // A header claiming a huge shape over a tiny file.
+    let a = tmp("huge-header.npy");
+    let mut h = "{'descr': '<f8', 'fortran_order': False, 'shape': (2000000, 2560, 2560), }".to_string();
+    h.push_str(&" ".repeat((64 - (10 + h.len() + 1) % 64) % 64));
+    h.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend((h.len() as u16).to_le_bytes());
+    bytes.extend(h.as_bytes());
+    bytes.extend([0u8; 64]);
+    std::fs::write(&a, bytes).expect("writes");
+    run(&["--input", s(&a), s(&a)], "fewer values than its shape");
+    // Tokens too short to be safe.
+    fails(
+        &["run", "--workers", nobody, "--batch", "1", "--size", "2"],
+        Some("abc"),
+        "use at least 16",
+    );
+}
+
+#[test]
+fn outputs_are_checked_before_any_work() {
+    let nobody = "127.0.0.1:9";
+    let tok = Some("tok-0123456789abcdef");
+    let dir = tmp("out-checks");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let a = dir.join("a.npy");
+    let m = npy::Matrices {
+        m: 1,
+        n: 2,
+        data: vec![1.0, 2.0, 3.0, 4.0],
+    };
+    npy::write(&a, &m).expect("writes");
+    let missing = dir.join("no-such-dir/c.npy");
+    let cases: [(&[&str], &str); 5] = [
+        (&["--output", s(&missing)], "does not exist"),
+        (&["--output", s(&dir)], "is a directory"),
+        (&["--input", s(&a), s(&a), "--output", s(&a)], "is also an input"),
+        (&["--trace", s(&missing)], "--trace"),
+        (&["--gantt", s(&dir)], "--gantt"),
+    ];
+    for (extra, needle) in cases {
+        let mut args = vec!["run", "--workers", nobody, "--batch", "1", "--size", "2"];
+        if extra.contains(&"--input") {
+            args.truncate(3);
+        }
+        args.extend_from_slice(extra);
+        // The worker is unreachable: failing on the path, not on the
+        // connection, shows the check came first.
+        fails(&args, tok, needle);
+    }
+    assert_eq!(npy::read(&a, None).expect("A untouched"), m);
 }

@@ -24,6 +24,16 @@ impl Token {
         let t = text.trim();
         (!t.is_empty()).then(|| Token(t.as_bytes().to_vec()))
     }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Never true for a parsed token; here for completeness with `len`.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// Which side proves: the tags keep a worker's proof from being replayed as

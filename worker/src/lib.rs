@@ -31,20 +31,85 @@ pub fn default_memory_limit() -> u64 {
         .map_or(4 << 30, |kb| kb * 1024 / 2)
 }
 
+/// Shorter tokens are refused: they can be guessed.
+pub const MIN_TOKEN_BYTES: usize = 16;
+
+/// How to make a good token file, for error messages.
+fn token_advice(file: &str) -> String {
+    format!("make one with: head -c 32 /dev/urandom | base64 > {file} && chmod 600 {file}")
+}
+
 /// The shared token from `file`, else the `DLS_TOKEN` environment variable,
-/// else none. Master and workers take it the same two ways.
+/// else none. Master and workers take it the same two ways. Refused: a
+/// token file that group or others may read (or write), and a token
+/// shorter than [`MIN_TOKEN_BYTES`].
 pub fn load_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<dls_protocol::Token>> {
-    use anyhow::Context;
-    if let Some(path) = file {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading token file {}", path.display()))?;
-        return dls_protocol::Token::parse(&text)
-            .map(Some)
-            .with_context(|| format!("token file {} is empty", path.display()));
+    use anyhow::{bail, Context};
+    let (text, origin, advice) = match file {
+        Some(path) => {
+            let shown = path.display().to_string();
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                let mode = std::fs::metadata(path)
+                    .with_context(|| format!("reading token file {shown}"))?
+                    .permissions()
+                    .mode();
+                if mode & 0o077 != 0 {
+                    bail!(
+                        "token file {shown} may be read by other users (mode {:o}); restrict it with: chmod 600 {shown}",
+                        mode & 0o777
+                    );
+                }
+            }
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading token file {shown}"))?;
+            (text, format!("token file {shown}"), token_advice(&shown))
+        }
+        None => match std::env::var("DLS_TOKEN") {
+            Ok(v) => (v, "DLS_TOKEN".to_string(), token_advice("FILE")),
+            Err(_) => return Ok(None),
+        },
+    };
+    let Some(token) = dls_protocol::Token::parse(&text) else {
+        bail!("{origin} is empty; {advice}");
+    };
+    if token.len() < MIN_TOKEN_BYTES {
+        bail!(
+            "{origin} holds a token of {} bytes; use at least {MIN_TOKEN_BYTES}: {advice}",
+            token.len()
+        );
     }
-    match std::env::var("DLS_TOKEN") {
-        Ok(v) => Ok(Some(
-            dls_protocol::Token::parse(&v).context("DLS_TOKEN is set but empty")?,
-        )),
-        Err(_) => Ok(None),
+    Ok(Some(token))
+}
+
+#[cfg(test)]
+mod token_tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn file(tag: &str, text: &str, mode: u32) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("dls-token-{tag}-{}", std::process::id()));
+        std::fs::write(&p, text).expect("writes");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        p
+    }
+
+    #[test]
+    fn token_files_others_may_read_and_short_tokens_are_refused() {
+        let open = file("open", "0123456789abcdef0123", 0o644);
+        let e = load_token(Some(&open)).expect_err("refused").to_string();
+        assert!(e.contains("mode 644") && e.contains("chmod 600"), "{e}");
+        let short = file("short", "abc\n", 0o600);
+        let e = load_token(Some(&short)).expect_err("refused").to_string();
+        assert!(e.contains("3 bytes") && e.contains("at least 16"), "{e}");
+        let empty = file("empty", " \n", 0o600);
+        let e = load_token(Some(&empty)).expect_err("refused").to_string();
+        assert!(e.contains("is empty"), "{e}");
+        let good = file("good", "0123456789abcdef\n", 0o600);
+        let t = load_token(Some(&good)).expect("accepted").expect("a token");
+        assert_eq!(t.len(), 16);
+        for p in [open, short, empty, good] {
+            std::fs::remove_file(p).expect("cleans up");
+        }
     }
 }

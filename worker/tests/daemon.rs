@@ -236,7 +236,10 @@ async fn expect_error(c: &mut Master, code: ErrorCode) -> String {
 
 #[tokio::test]
 async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
-    let d = Daemon::start(&["--memory-limit", "1000000", "--handshake-timeout", "2"], Some("tok"));
+    let d = Daemon::start(
+        &["--memory-limit", "1000000", "--handshake-timeout", "2"],
+        Some("tok-0123456789abcdef"),
+    );
     let addr = d.addr.clone();
 
     // Garbage bytes instead of a Hello.
@@ -261,7 +264,7 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
     assert!(m.contains(&(PROTOCOL_VERSION + 1).to_string()));
 
     // A wrong token.
-    match master(&addr, Some("not-tok")).await.map(|_| ()) {
+    match master(&addr, Some("not-tok-0123456789abcdef")).await.map(|_| ()) {
         Err(e) => assert!(e.to_string().contains("different tokens"), "{e}"),
         Ok(()) => panic!("a wrong token got in"),
     }
@@ -280,7 +283,7 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
     idle.write_raw(&[40, 0, 0]).await.expect("writes");
 
     // A truncated frame after the handshake.
-    let mut c = master(&addr, Some("tok")).await.expect("handshake");
+    let mut c = master(&addr, Some("tok-0123456789abcdef")).await.expect("handshake");
     let (ab, _) = chunk(4, 1, 1);
     let mut frame = Vec::new();
     dls_protocol::frame::encode_head(
@@ -300,7 +303,7 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
     drop(c);
 
     // Dimensions that disagree with the payload.
-    let mut c = master(&addr, Some("tok")).await.expect("handshake");
+    let mut c = master(&addr, Some("tok-0123456789abcdef")).await.expect("handshake");
     let mut frame = Vec::new();
     dls_protocol::frame::encode_head(
         &ToWorker::Assign {
@@ -318,7 +321,7 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
     expect_error(&mut c, ErrorCode::PayloadMismatch).await;
 
     // A chunk above the memory limit (1 MB here: 10 products of 100×100 need 2.4 MB).
-    let mut c = master(&addr, Some("tok")).await.expect("handshake");
+    let mut c = master(&addr, Some("tok-0123456789abcdef")).await.expect("handshake");
     let big = vec![0.0; 2 * 10 * 100 * 100];
     // The worker refuses on the header; it may close before we finish writing.
     let _ = c
@@ -336,7 +339,7 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
     assert!(m.contains("memory limit"), "{m}");
 
     // A grant for a chunk that does not exist.
-    let mut c = master(&addr, Some("tok")).await.expect("handshake");
+    let mut c = master(&addr, Some("tok-0123456789abcdef")).await.expect("handshake");
     c.send(&ToWorker::Grant {
         job: JobId(9),
         chunk: ChunkId(9),
@@ -346,7 +349,7 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
     expect_error(&mut c, ErrorCode::UnexpectedMessage).await;
 
     // And a good master is still served, with the idle half-handshake still open.
-    let mut c = master(&addr, Some("tok")).await.expect("handshake");
+    let mut c = master(&addr, Some("tok-0123456789abcdef")).await.expect("handshake");
     good_chunk(&mut c, 7, 16, 2).await;
     drop(idle);
 }

@@ -1,6 +1,7 @@
 //! What each `dls` subcommand does beyond parsing its flags.
 
 use crate::cli::args::{cluster_of, runtime, RoundingArg, RunArgs, Workers};
+use crate::cli::outputs;
 use crate::config::platform_file::PlatformFile;
 use crate::learn::Model;
 use crate::output::trace::Trace;
@@ -13,7 +14,7 @@ use crate::session::{self, BatchRun, RunConfig};
 use anyhow::{bail, Context, Result};
 use dls_lp::Platform;
 use dls_lp::{Ports, Rounding};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 pub fn calibrate(workers: &Workers, size: usize, output: &Path, json: bool) -> Result<()> {
@@ -77,6 +78,8 @@ fn batch_of(args: &RunArgs) -> Result<Batch> {
             let (Some(m), Some(n)) = (args.batch, args.size) else {
                 bail!("give --batch M and --size n (or --input A.npy B.npy)");
             };
+            let what = format!("--batch {m} --size {n}");
+            crate::runtime::batch::check_fits(m, n, crate::runtime::batch::available_memory(), &what)?;
             Ok(Batch::random(m, n, args.seed))
         }
     }
@@ -180,6 +183,16 @@ fn progress_bar(len: usize) -> indicatif::ProgressBar {
 }
 
 pub fn run(args: &RunArgs) -> Result<()> {
+    let inputs: Vec<PathBuf> = args.input.clone().unwrap_or_default();
+    for (path, what) in [
+        (&args.output, "--output"),
+        (&args.trace, "--trace"),
+        (&args.gantt, "--gantt"),
+    ] {
+        if let Some(p) = path {
+            outputs::check_writable(p, what, &inputs)?;
+        }
+    }
     let cluster = cluster_of(&args.workers)?;
     let token = link::load_token(args.workers.token_file.as_deref())?;
     let batch = batch_of(args)?;
@@ -226,34 +239,46 @@ pub fn run(args: &RunArgs) -> Result<()> {
     write_outputs(args, &batch, done)
 }
 
-/// C, the trace, the chart and the summary of a finished run.
+/// C, the trace, the chart and the summary of a finished run. Each is
+/// written even when an earlier one failed, and the summary always
+/// prints; the failures are reported together at the end.
 fn write_outputs(args: &RunArgs, batch: &Batch, done: BatchRun) -> Result<()> {
+    let mut failed: Vec<String> = Vec::new();
     if let Some(path) = &args.output {
         let mats = crate::output::npy::Matrices {
             m: batch.m,
             n: batch.n,
             data: done.outcome.c,
         };
-        crate::output::npy::write(path, &mats)?;
-        eprintln!("wrote C to {}", path.display());
+        match outputs::write_or_rescue(path, |p| crate::output::npy::write(p, &mats)) {
+            Ok(p) => eprintln!("wrote C to {}", p.display()),
+            Err(e) => failed.push(format!("C: {e}")),
+        }
     }
     if let Some(path) = &args.trace {
-        done.trace.write(path)?;
-        eprintln!("wrote trace to {} (open it in https://ui.perfetto.dev)", path.display());
+        match done.trace.write(path) {
+            Ok(()) => eprintln!("wrote trace to {} (open it in https://ui.perfetto.dev)", path.display()),
+            Err(e) => failed.push(format!("{e:#}")),
+        }
     }
     if let Some(path) = &args.gantt {
         let title = format!(
             "{} products of {}×{}, {}",
             batch.m, batch.n, batch.n, done.plan.strategy
         );
-        std::fs::write(path, crate::output::gantt::svg(&done.trace, &title))
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote Gantt chart to {}", path.display());
+        let svg = crate::output::gantt::svg(&done.trace, &title);
+        match crate::output::atomic_write(path, |f| f.write_all(svg.as_bytes())) {
+            Ok(()) => eprintln!("wrote Gantt chart to {}", path.display()),
+            Err(e) => failed.push(format!("writing {}: {e}", path.display())),
+        }
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&done.report)?);
     } else {
         print!("{}", done.report.table());
+    }
+    if !failed.is_empty() {
+        bail!("the batch completed, but {}", failed.join("; "));
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 pub mod args;
 pub mod commands;
 pub mod experiment_cmd;
+pub mod outputs;
 pub mod partition_cmd;
 
 use crate::config::platform_file::PlatformFile;

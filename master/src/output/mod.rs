@@ -1,7 +1,8 @@
 //! What a plan or a run writes: the summary table and JSON, the Chrome
 //! trace, the SVG Gantt chart, `.npy` matrices, and the SVG helpers shared
-//! with the experiment charts. Pure formatting over finished data.
+//! with the experiment charts, and atomic file replacement. Pure formatting over finished data.
 
+mod atomic;
 pub mod gantt;
 pub mod npy;
 pub mod plan_report;
@@ -9,3 +10,5 @@ pub mod report;
 pub mod svg;
 pub mod table;
 pub mod trace;
+
+pub use atomic::atomic_write;

@@ -96,11 +96,38 @@ pub fn read(path: &Path, n: Option<usize>) -> Result<Matrices> {
             bail!("{origin}: matrices are {rows}×{rows}, but --size is {n}");
         }
     }
+    // The shape is checked against the file's size before anything is
+    // allocated: a header can claim any shape.
     let count = m
         .checked_mul(rows)
         .and_then(|x| x.checked_mul(rows))
+        .filter(|&c| c.checked_mul(8).is_some())
         .with_context(|| format!("{origin}: shape {shape:?} is too large"))?;
-    let mut data = vec![0.0f64; count];
+    let file_len = f.metadata().with_context(|| format!("reading {origin}"))?.len();
+    let prefix = (8 + if magic[6] == 1 { 2 } else { 4 } + header_len) as u64;
+    let values = file_len.saturating_sub(prefix) / 8;
+    if (count as u64) > values {
+        bail!(
+            "{origin}: holds fewer values than its shape {shape:?} says ({values} of {count}; is the file truncated?)"
+        );
+    }
+    if (count as u64) < values || file_len.saturating_sub(prefix) % 8 != 0 {
+        bail!("{origin}: holds more bytes than its shape {shape:?} says");
+    }
+    if let Some(avail) = crate::runtime::batch::available_memory() {
+        // A and B and C are held together: each file may take a third.
+        if (count as u64).saturating_mul(8 * 3) > avail {
+            bail!(
+                "{origin}: {count} values ({}, and as much again for B and for C) do not fit in the {} this machine has available",
+                crate::runtime::batch::human_bytes(count as u64 * 8),
+                crate::runtime::batch::human_bytes(avail)
+            );
+        }
+    }
+    let mut data = Vec::new();
+    data.try_reserve_exact(count)
+        .map_err(|_| anyhow::anyhow!("{origin}: not enough memory for {count} values"))?;
+    data.resize(count, 0.0f64);
     f.read_exact(bytemuck::cast_slice_mut(&mut data))
         .with_context(|| format!("{origin}: holds fewer values than its shape {shape:?} says"))?;
     if cfg!(target_endian = "big") {
@@ -126,14 +153,14 @@ pub fn write(path: &Path, mats: &Matrices) -> Result<()> {
     let total = 10 + header.len() + 1;
     header.push_str(&" ".repeat((64 - total % 64) % 64));
     header.push('\n');
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {origin}"))?);
-    f.write_all(MAGIC)?;
-    f.write_all(&[1, 0])?;
-    f.write_all(&(header.len() as u16).to_le_bytes())?;
-    f.write_all(header.as_bytes())?;
-    f.write_all(&dls_protocol::frame::payload_bytes(&mats.data))?;
-    f.flush().with_context(|| format!("writing {origin}"))?;
-    Ok(())
+    crate::output::atomic_write(path, |f| {
+        f.write_all(MAGIC)?;
+        f.write_all(&[1, 0])?;
+        f.write_all(&(header.len() as u16).to_le_bytes())?;
+        f.write_all(header.as_bytes())?;
+        f.write_all(&dls_protocol::frame::payload_bytes(&mats.data))
+    })
+    .with_context(|| format!("writing {origin}"))
 }
 
 /// A batch from two `.npy` files of shape (M, n, n), float64: A and B.
@@ -245,6 +272,26 @@ mod tests {
             5,
             None,
             "more bytes",
+        );
+        // Shapes a header may claim, checked before anything is allocated:
+        // far more than the file holds, and more than can be counted.
+        fails(
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (2000000, 2560, 2560), }",
+            4,
+            None,
+            "fewer values",
+        );
+        fails(
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (2305843009213693952, 1, 1), }",
+            4,
+            None,
+            "too large",
+        );
+        fails(
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 4294967296, 4294967296), }",
+            4,
+            None,
+            "too large",
         );
         let p = tmp("junk.npy");
         std::fs::write(&p, b"hello world").expect("writes");

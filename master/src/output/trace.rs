@@ -268,7 +268,8 @@ impl Trace {
 
     pub fn write(&self, path: &std::path::Path) -> Result<()> {
         let text = serde_json::to_string(&self.to_json())?;
-        std::fs::write(path, text).with_context(|| format!("writing trace {}", path.display()))
+        crate::output::atomic_write(path, |f| std::io::Write::write_all(f, text.as_bytes()))
+            .with_context(|| format!("writing trace {}", path.display()))
     }
 
     /// Read a trace this module wrote (or any with the same conventions).

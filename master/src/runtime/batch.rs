@@ -13,6 +13,57 @@ pub struct Batch {
     pub b: Arc<Vec<f64>>,
 }
 
+/// Memory this machine can still give a process (MemAvailable in
+/// /proc/meminfo), when it says.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    line.split_whitespace().nth(1)?.parse::<u64>().ok()?.checked_mul(1024)
+}
+
+/// Bytes the master holds for `m` products of size `n` (A, B and C), or
+/// `None` when that overflows.
+pub fn master_bytes(m: usize, n: usize) -> Option<u64> {
+    (m as u64)
+        .checked_mul(n as u64)?
+        .checked_mul(n as u64)?
+        .checked_mul(3 * 8)
+}
+
+/// Refuse, naming `what`, a batch the master could not hold: sizes that
+/// overflow, matrices larger than the wire protocol carries, or more
+/// memory than `available` (bytes; unknown means no limit).
+pub fn check_fits(m: usize, n: usize, available: Option<u64>, what: &str) -> Result<()> {
+    if u32::try_from(n).is_err() {
+        bail!(
+            "{what}: matrices of size {n} are larger than the protocol carries (at most {})",
+            u32::MAX
+        );
+    }
+    let Some(bytes) = master_bytes(m, n) else {
+        bail!("{what}: {m} products of size {n} are more values than can be counted");
+    };
+    if let Some(avail) = available {
+        if bytes > avail {
+            bail!(
+                "{what}: {m} products of size {n} need {} in the master (A, B and C), more than the {} this machine has available",
+                human_bytes(bytes),
+                human_bytes(avail)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Bytes for people: "2.4 MB", "1.3 GB".
+pub fn human_bytes(b: u64) -> String {
+    match b {
+        b if b >= 1_000_000_000 => format!("{:.1} GB", b as f64 / 1e9),
+        b if b >= 1_000_000 => format!("{:.1} MB", b as f64 / 1e6),
+        b => format!("{:.1} kB", b as f64 / 1e3),
+    }
+}
+
 impl Batch {
     /// Random matrices in [-1, 1) from a seed.
     pub fn random(m: usize, n: usize, seed: u64) -> Batch {
@@ -77,4 +128,32 @@ pub fn verify(batch: &Batch, c: &[f64], count: usize, seed: u64) -> Result<(usiz
         }
     }
     Ok((count, worst))
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+
+    #[test]
+    fn batches_the_master_cannot_hold_are_refused_by_name() {
+        // 10 products of 100×100: 3 · 10 · 10⁴ · 8 = 2.4 MB.
+        assert_eq!(master_bytes(10, 100), Some(2_400_000));
+        check_fits(10, 100, Some(2_400_000), "x").expect("fits exactly");
+        let e = check_fits(10, 100, Some(2_399_999), "--batch 10 --size 100")
+            .expect_err("too big")
+            .to_string();
+        assert!(
+            e.starts_with("--batch 10 --size 100:") && e.contains("need 2.4 MB") && e.contains("the 2.4 MB"),
+            "{e}"
+        );
+        let e = check_fits(usize::MAX, 1, None, "--batch")
+            .expect_err("overflows")
+            .to_string();
+        assert!(e.contains("more values than can be counted"), "{e}");
+        let e = check_fits(4, 4_294_967_297, None, "--size")
+            .expect_err("too wide")
+            .to_string();
+        assert!(e.contains("larger than the protocol carries"), "{e}");
+        check_fits(usize::MAX / 2, 0, None, "empty matrices overflow nothing").expect("fits");
+    }
 }

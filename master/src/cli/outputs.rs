@@ -1,0 +1,107 @@
+//! The files `dls run` writes: checked before any work (so a bad path
+//! costs nothing), written atomically after it, and never lost: when C
+//! cannot be written where asked, it is saved elsewhere and the error says
+//! where; a failed trace or chart does not stop the summary.
+
+use anyhow::{bail, Result};
+use std::path::{Path, PathBuf};
+
+/// Check that `path` can be written as `what` (`--output`, `--trace`, …):
+/// its directory exists and takes new files, it is not a directory, and
+/// it is none of `inputs`. Nothing is left behind.
+pub fn check_writable(path: &Path, what: &str, inputs: &[PathBuf]) -> Result<()> {
+    let shown = path.display();
+    if path.is_dir() {
+        bail!("{what} {shown} is a directory; give a file name");
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        bail!("{what} {shown}: the directory {} does not exist", dir.display());
+    }
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    };
+    if let Some(input) = inputs.iter().find(|i| same(path, i)) {
+        bail!(
+            "{what} {shown} is also an input ({}); write C elsewhere",
+            input.display()
+        );
+    }
+    let probe = dir.join(format!(".dls-write-check-{}", std::process::id()));
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => bail!("{what} {shown}: cannot create files in {}: {e}", dir.display()),
+    }
+}
+
+/// Write with `write` to `path`; when that fails, to a file of the same
+/// name in the system's temporary directory. Returns where it went, or the
+/// error naming both attempts.
+pub fn write_or_rescue(path: &Path, write: impl Fn(&Path) -> Result<()>) -> Result<PathBuf, String> {
+    let first = match write(path) {
+        Ok(()) => return Ok(path.to_path_buf()),
+        Err(e) => format!("{e:#}"),
+    };
+    let name = path
+        .file_name()
+        .map_or_else(|| "C.npy".into(), |n| n.to_string_lossy().into_owned());
+    let rescue = std::env::temp_dir().join(format!("dls-rescued-{}-{name}", std::process::id()));
+    match write(&rescue) {
+        Ok(()) => Err(format!(
+            "{first}; the results were saved to {} instead",
+            rescue.display()
+        )),
+        Err(e) => Err(format!(
+            "{first}; saving them to {} failed too: {e:#}",
+            rescue.display()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("dls-outputs-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("temp dir");
+        d
+    }
+
+    #[test]
+    fn bad_paths_are_named_before_any_work() {
+        let d = dir("check");
+        let err =
+            |p: &Path, inputs: &[PathBuf]| check_writable(p, "--output", inputs).expect_err("refused").to_string();
+        assert!(err(&d, &[]).contains("is a directory"));
+        assert!(err(&d.join("nope/c.npy"), &[]).contains("does not exist"));
+        let a = d.join("a.npy");
+        std::fs::write(&a, b"A").expect("writes");
+        let e = err(&d.join("./a.npy"), std::slice::from_ref(&a));
+        assert!(e.contains("is also an input"), "{e}");
+        check_writable(&d.join("c.npy"), "--output", std::slice::from_ref(&a)).expect("fine");
+        assert_eq!(std::fs::read_dir(&d).expect("lists").count(), 1, "no probe left behind");
+        std::fs::remove_dir_all(&d).expect("cleans up");
+    }
+
+    #[test]
+    fn results_that_cannot_go_where_asked_are_saved_elsewhere() {
+        let d = dir("rescue");
+        let wanted = d.join("missing-dir/c.npy");
+        let write = |p: &Path| -> Result<()> { Ok(std::fs::write(p, b"C")?) };
+        let msg = write_or_rescue(&wanted, write).expect_err("not where asked");
+        let rescued = std::env::temp_dir().join(format!("dls-rescued-{}-c.npy", std::process::id()));
+        assert!(msg.contains(&rescued.display().to_string()), "{msg}");
+        assert_eq!(std::fs::read(&rescued).expect("saved"), b"C");
+        std::fs::remove_file(&rescued).expect("cleans up");
+        assert_eq!(write_or_rescue(&d.join("c.npy"), write), Ok(d.join("c.npy")));
+        std::fs::remove_dir_all(&d).expect("cleans up");
+    }
+}
