@@ -18,17 +18,17 @@ pub mod throttle;
 
 pub use server::{serve, Config};
 
+/// A field of /proc/meminfo (e.g. "MemTotal", "MemAvailable") in bytes,
+/// where the system says.
+pub fn meminfo_bytes(key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.split(':').next() == Some(key))?;
+    line.split_whitespace().nth(1)?.parse::<u64>().ok()?.checked_mul(1024)
+}
+
 /// Half the machine's memory (from /proc/meminfo), or 4 GiB where it is unknown.
 pub fn default_memory_limit() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("MemTotal:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .map_or(4 << 30, |kb| kb * 1024 / 2)
+    meminfo_bytes("MemTotal").map_or(4 << 30, |b| b / 2)
 }
 
 /// Shorter tokens are refused: they can be guessed.

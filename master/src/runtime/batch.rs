@@ -16,9 +16,7 @@ pub struct Batch {
 /// Memory this machine can still give a process (MemAvailable in
 /// /proc/meminfo), when it says.
 pub fn available_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    line.split_whitespace().nth(1)?.parse::<u64>().ok()?.checked_mul(1024)
+    dls_worker::meminfo_bytes("MemAvailable")
 }
 
 /// Bytes the master holds for `m` products of size `n` (A, B and C), or
