@@ -76,6 +76,17 @@ async fn every_strategy_computes_every_product_under_one_port() {
                 pair[1]
             );
         }
+        // `best` may choose several rounds (its calibration decides), whose
+        // sends and returns interleave by design: the one-round checks below
+        // hold for one round.
+        if done.plan.rounds.as_ref().is_some_and(|r| r.count > 1) {
+            assert!(
+                matches!(strategy, Strategy::Best | Strategy::Rounds),
+                "{strategy} planned several rounds"
+            );
+            assert_eq!(done.report.workers.iter().map(|w| w.load).sum::<u64>(), 60);
+            continue;
+        }
         let last_send = spans.iter().filter(|s| s.2).map(|s| s.1).fold(0.0, f64::max);
         let first_return = spans.iter().filter(|s| !s.2).map(|s| s.0).fold(f64::INFINITY, f64::min);
         assert!(
