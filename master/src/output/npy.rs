@@ -114,16 +114,8 @@ pub fn read(path: &Path, n: Option<usize>) -> Result<Matrices> {
     if (count as u64) < values || file_len.saturating_sub(prefix) % 8 != 0 {
         bail!("{origin}: holds more bytes than its shape {shape:?} says");
     }
-    if let Some(avail) = crate::runtime::batch::available_memory() {
-        // A and B and C are held together: each file may take a third.
-        if (count as u64).saturating_mul(8 * 3) > avail {
-            bail!(
-                "{origin}: {count} values ({}, and as much again for B and for C) do not fit in the {} this machine has available",
-                crate::runtime::batch::human_bytes(count as u64 * 8),
-                crate::runtime::batch::human_bytes(avail)
-            );
-        }
-    }
+    // A, B and C are held together.
+    crate::runtime::batch::check_fits(m, rows, crate::runtime::batch::available_memory(), &origin)?;
     let mut data = Vec::new();
     data.try_reserve_exact(count)
         .map_err(|_| anyhow::anyhow!("{origin}: not enough memory for {count} values"))?;
@@ -134,10 +126,6 @@ pub fn read(path: &Path, n: Option<usize>) -> Result<Matrices> {
         for v in &mut data {
             *v = f64::from_le_bytes(v.to_ne_bytes());
         }
-    }
-    let mut extra = [0u8; 1];
-    if f.read(&mut extra)? != 0 {
-        bail!("{origin}: holds more bytes than its shape {shape:?} says");
     }
     Ok(Matrices { m, n: rows, data })
 }
