@@ -1,5 +1,6 @@
 //! Small, fast versions of the report's experiments, so they cannot rot.
 
+mod common;
 use dls_master::experiments::{self, Emulation, Family, Options};
 
 fn opts(size: usize, batch: usize) -> Options {
@@ -70,16 +71,7 @@ async fn heuristics_cover_every_family_and_strategy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn baselines_run_through_the_same_runtime() {
     let rows = experiments::baselines_local(&opts(16, 40), |_| {}).await.expect("runs");
-    let methods = [
-        "plan",
-        "lifo",
-        "rounds",
-        "equal",
-        "proportional",
-        "self-scheduling",
-        "factoring",
-        "weighted-factoring",
-    ];
+    let methods = common::BASELINE_METHODS;
     let got: Vec<&str> = rows.iter().map(|r| r.method.as_str()).collect();
     assert_eq!(got, methods);
     assert_eq!(rows[0].vs_plan, 1.0);

@@ -280,16 +280,7 @@ fn experiments_on_a_cluster_append_labelled_rows() {
     };
     let b = json("baselines");
     let b = b.as_array().expect("rows");
-    let methods = [
-        "plan",
-        "lifo",
-        "rounds",
-        "equal",
-        "proportional",
-        "self-scheduling",
-        "factoring",
-        "weighted-factoring",
-    ];
+    let methods = common::BASELINE_METHODS;
     assert_eq!(b.len(), 2 * methods.len(), "two platforms of every method");
     for (k, r) in b.iter().enumerate() {
         assert_eq!(r["platform"].as_u64(), Some((k / methods.len()) as u64));

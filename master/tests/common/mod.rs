@@ -3,6 +3,19 @@
 //! loops on real sockets, in a runtime of their own that stops when dropped.
 
 use dls_protocol::Token;
+
+/// The methods `dls experiment baselines` compares, in the order it runs
+/// them.
+pub const BASELINE_METHODS: [&str; 8] = [
+    "plan",
+    "lifo",
+    "rounds",
+    "equal",
+    "proportional",
+    "self-scheduling",
+    "factoring",
+    "weighted-factoring",
+];
 use std::time::Duration;
 
 pub struct Workers {
