@@ -227,8 +227,29 @@ fn stalled_forever_is_detected() {
     );
 }
 
-/// A worker that follows the protocol but returns NaN for every product.
-async fn lying_worker(listener: tokio::net::TcpListener) {
+/// What a lying worker returns for `k` products of size `n` given A and B.
+type Lie = fn(&[f64], u32, u32) -> Vec<f64>;
+
+/// NaN everywhere.
+fn all_nan(_ab: &[f64], n: u32, k: u32) -> Vec<f64> {
+    vec![f64::NAN; (n * n * k) as usize]
+}
+
+/// The right products but for one entry of each, off by a millionth:
+/// finite, plausible, wrong.
+fn subtly_wrong(ab: &[f64], n: u32, k: u32) -> Vec<f64> {
+    let mut c = dls_worker::kernel::Kernel::new(1)
+        .expect("kernel")
+        .multiply_batch(ab, n as usize, k as usize);
+    let nn = (n * n) as usize;
+    for p in 0..k as usize {
+        c[p * nn + nn / 2] *= 1.0 + 1e-6;
+    }
+    c
+}
+
+/// A worker that follows the protocol but returns what `lie` says.
+async fn lying_worker(listener: tokio::net::TcpListener, lie: Lie) {
     use dls_protocol::{handshake, Capabilities, Connection, FromWorker, ToWorker};
     let (stream, _) = listener.accept().await.expect("accepts");
     let mut conn: Connection<_, ToWorker, FromWorker> = Connection::new(stream);
@@ -246,7 +267,7 @@ async fn lying_worker(listener: tokio::net::TcpListener) {
     while let Ok(Some(f)) = conn.read_frame().await {
         match f.msg {
             ToWorker::Assign { job, chunk, n, k } => {
-                chunks.insert(chunk, (n, k));
+                chunks.insert(chunk, lie(&f.payload, n, k));
                 conn.send(&FromWorker::Received { job, chunk }).await.expect("sends");
                 conn.send(&FromWorker::Ready {
                     job,
@@ -257,9 +278,10 @@ async fn lying_worker(listener: tokio::net::TcpListener) {
                 .expect("sends");
             }
             ToWorker::Grant { job, chunk } => {
-                let (n, k) = chunks[&chunk];
-                let nan = vec![f64::NAN; (n * n * k) as usize];
-                conn.write_frame(&FromWorker::Results { job, chunk, n, k }, &nan)
+                let c = chunks.remove(&chunk).expect("granted an assigned chunk");
+                let n = N as u32;
+                let k = (c.len() / (N * N)) as u32;
+                conn.write_frame(&FromWorker::Results { job, chunk, n, k }, &c)
                     .await
                     .expect("sends");
             }
@@ -270,13 +292,22 @@ async fn lying_worker(listener: tokio::net::TcpListener) {
 }
 
 #[test]
-fn malformed_results_are_redone_elsewhere() {
+fn nan_results_are_redone_elsewhere() {
+    wrong_results_are_redone_elsewhere(all_nan);
+}
+
+#[test]
+fn subtly_wrong_results_are_redone_elsewhere() {
+    wrong_results_are_redone_elsewhere(subtly_wrong);
+}
+
+fn wrong_results_are_redone_elsewhere(lie: Lie) {
     let good = Proc::start(&[]);
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let (report, c, batch) = rt.block_on(async {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
         let liar = l.local_addr().expect("addr").to_string();
-        tokio::spawn(lying_worker(l));
+        tokio::spawn(lying_worker(l, lie));
         let list = format!("{liar},{}", good.addr);
         let platform = Platform::new(
             (0..2)
@@ -296,7 +327,7 @@ fn malformed_results_are_redone_elsewhere() {
     assert_eq!(report.failures.len(), 1);
     assert_eq!(report.failures[0].worker, "w0");
     assert!(
-        report.failures[0].reason.contains("non-finite"),
+        report.failures[0].reason.contains("wrong result"),
         "{}",
         report.failures[0].reason
     );

@@ -1,5 +1,6 @@
 //! The matrices of a batch and the master's own check of its results.
 
+use crate::runtime::check;
 use anyhow::{bail, Result};
 use dls_worker::kernel;
 use std::sync::Arc;
@@ -78,17 +79,6 @@ impl Batch {
     }
 }
 
-/// Whether every input of these products is finite.
-pub fn inputs_finite(batch: &Batch, products: &[usize]) -> bool {
-    let nn = batch.n * batch.n;
-    products.iter().all(|&i| {
-        batch.a[i * nn..(i + 1) * nn]
-            .iter()
-            .chain(&batch.b[i * nn..(i + 1) * nn])
-            .all(|v| v.is_finite())
-    })
-}
-
 /// Recompute `count` products chosen at random (from `seed`) and compare.
 /// The master recomputes them with the naive
 /// kernel. Returns how many were checked and the largest absolute error; fails
@@ -109,23 +99,34 @@ pub fn verify(batch: &Batch, c: &[f64], count: usize, seed: u64) -> Result<(usiz
         // The naive triple loop, not the workers' kernel: an independent
         // computation of the same product.
         let want = kernel::naive(&batch.a[i * nn..(i + 1) * nn], &batch.b[i * nn..(i + 1) * nn], n);
-        let amax = batch.a[i * nn..(i + 1) * nn].iter().fold(0.0f64, |m, v| m.max(v.abs()));
-        let bmax = batch.b[i * nn..(i + 1) * nn].iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let amax = finite_max(&batch.a[i * nn..(i + 1) * nn]);
+        let bmax = finite_max(&batch.b[i * nn..(i + 1) * nn]);
         // Summation order may differ between kernels: allow n·ε per term.
         let tol = 4.0 * f64::EPSILON * (n as f64) * (n as f64) * amax * bmax + f64::MIN_POSITIVE;
-        for (j, (got, want)) in c[i * nn..(i + 1) * nn].iter().zip(&want).enumerate() {
-            let err = (got - want).abs();
-            if err.is_nan() || err > tol {
+        for (j, (&got, &want)) in c[i * nn..(i + 1) * nn].iter().zip(&want).enumerate() {
+            // NaN and infinities must be where the inputs put them.
+            if !check::agrees(got, want, tol) {
+                let why = match want.is_finite() {
+                    true => format!("|error| {:.3e} > {tol:.3e}", (got - want).abs()),
+                    false => "its inputs make it non-finite".into(),
+                };
                 bail!(
-                    "product {i} is wrong at ({}, {}): got {got}, expected {want} (|error| {err:.3e} > {tol:.3e})",
+                    "product {i} is wrong at ({}, {}): got {got}, expected {want} ({why})",
                     j / n,
                     j % n
                 );
             }
-            worst = worst.max(err);
+            if want.is_finite() {
+                worst = worst.max((got - want).abs());
+            }
         }
     }
     Ok((count, worst))
+}
+
+/// The largest finite magnitude (0 if none).
+fn finite_max(v: &[f64]) -> f64 {
+    v.iter().filter(|x| x.is_finite()).fold(0.0f64, |m, x| m.max(x.abs()))
 }
 
 #[cfg(test)]

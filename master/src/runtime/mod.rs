@@ -1,5 +1,6 @@
 //! Running batches. Connections to workers ([`link`], owned by a [`pool`]),
-//! measuring them ([`calibrate`]), the batch state machine ([`machine`],
+//! measuring them ([`calibrate`]), checking every product received
+//! ([`check`]), the batch state machine ([`machine`],
 //! over the round schedules of [`executor`], recording into [`record`]), the
 //! async shell that carries out its commands ([`shell`], one
 //! [`link_task`] per worker), the public API ([`session`]), and in-process
@@ -8,6 +9,7 @@
 pub mod adapt;
 pub mod batch;
 pub mod calibrate;
+pub mod check;
 pub mod executor;
 pub mod link;
 mod link_task;

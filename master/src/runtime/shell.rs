@@ -3,7 +3,8 @@
 //! it happened, checks the size of results and assembles C. It never
 //! decides what to send, grant or give up on: the machine does.
 
-use crate::runtime::batch::{inputs_finite, Batch};
+use crate::runtime::batch::Batch;
+use crate::runtime::check;
 use crate::runtime::link_task::{Cmd, Ev, LinkTask, Watch};
 use crate::runtime::machine::{BatchMachine, Command, Config, Input, Status};
 use crate::runtime::pool::Pool;
@@ -11,6 +12,7 @@ use crate::runtime::record::Measured;
 use anyhow::{anyhow, bail, Result};
 use dls_lp::{Plan, Platform};
 use dls_protocol::{ChunkId, JobId};
+use rand::SeedableRng;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -117,6 +119,7 @@ pub async fn execute(
         c: vec![0.0; batch.m * batch.n * batch.n],
         arrived: None,
         on_chunk,
+        rng: rand::rngs::StdRng::from_os_rng(),
     };
     let result = shell.drive(&mut machine, ev_rx).await;
     shell.senders.clear();
@@ -146,6 +149,8 @@ struct Shell<'a, F> {
     /// The payload of the results just handed to the machine.
     arrived: Option<(ChunkId, Vec<f64>)>,
     on_chunk: F,
+    /// Draws the probes of Freivalds' test (never sent anywhere).
+    rng: rand::rngs::StdRng,
 }
 
 impl<F: FnMut(usize)> Shell<'_, F> {
@@ -188,9 +193,10 @@ impl<F: FnMut(usize)> Shell<'_, F> {
     }
 
     /// Whether a chunk's results can be taken: known, the right size, and
-    /// finite where the inputs are.
-    fn check(&self, products: Option<&[usize]>, chunk: ChunkId, payload: &[f64]) -> Result<(), String> {
-        let nn = self.batch.n * self.batch.n;
+    /// every product passing Freivalds' test against its inputs.
+    fn check(&mut self, products: Option<&[usize]>, chunk: ChunkId, payload: &[f64]) -> Result<(), String> {
+        let n = self.batch.n;
+        let nn = n * n;
         let Some(products) = products else {
             return Err(format!("returned chunk {} it was not granted", chunk.0));
         };
@@ -202,11 +208,11 @@ impl<F: FnMut(usize)> Shell<'_, F> {
                 products.len() * nn
             ));
         }
-        if !payload.iter().all(|v| v.is_finite()) && inputs_finite(self.batch, products) {
-            return Err(format!(
-                "returned non-finite values for chunk {} of finite inputs",
-                chunk.0
-            ));
+        let x = check::probe(n, &mut self.rng);
+        for (j, &g) in products.iter().enumerate() {
+            let (a, b) = (&self.batch.a[g * nn..(g + 1) * nn], &self.batch.b[g * nn..(g + 1) * nn]);
+            check::freivalds(a, b, &payload[j * nn..(j + 1) * nn], n, &x)
+                .map_err(|e| format!("returned a wrong result for product {g} (chunk {}): {e}", chunk.0))?;
         }
         Ok(())
     }

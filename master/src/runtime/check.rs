@@ -1,0 +1,215 @@
+//! The master's check of every product it receives: Freivalds' test.
+//!
+//! For a product C = A·B of n×n matrices and a random vector x that the
+//! worker never sees, C·x must equal A·(B·x). Both sides cost O(n²), against
+//! O(n³) to recompute C. A wrong entry δ at (i, k) moves (C·x)ᵢ by δ·xₖ, and
+//! |xₖ| ≥ ½, so any error larger than the rounding bound of its row is found
+//! (several wrong entries cancel only with probability zero).
+//!
+//! Floating point: the test allows, per row, `ROUNDING · (n + 2) · ε ·
+//! (|A|·|B|·|x|)ᵢ`, a bound on the rounding of C itself and of both sides.
+//!
+//! Non-finite inputs: C[i][k] is non-finite exactly when row i of A or
+//! column k of B holds a NaN or an infinity (a NaN or infinite term makes
+//! the sum non-finite, 0·∞ included). Those entries must be non-finite; the
+//! others are checked by Freivalds' test over the finite rows and columns.
+//! Rows whose bound overflows although their inputs are finite are
+//! recomputed (O(n²) each).
+
+/// Factor on n·ε·(|A|·|B|·|x|)ᵢ: the rounding of C's entries (γₙ each,
+/// weighted by |x|) and of the three dot products of the test (γₙ each).
+const ROUNDING: f64 = 4.0;
+
+/// Why a product failed the check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mismatch {
+    /// Row of C where it shows.
+    pub row: usize,
+    pub what: String,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "row {}: {}", self.row, self.what)
+    }
+}
+
+/// A random vector for the test: entries of magnitude in [½, 1) with random
+/// signs, drawn from `rng`.
+pub fn probe(n: usize, rng: &mut impl rand::Rng) -> Vec<f64> {
+    (0..n)
+        .map(|_| {
+            let v: f64 = rng.random_range(0.5..1.0);
+            if rng.random::<bool>() {
+                v
+            } else {
+                -v
+            }
+        })
+        .collect()
+}
+
+/// Σ rowⱼ·vⱼ and Σ |rowⱼ|·absⱼ, four lanes wide so the compiler vectorises.
+fn dot2(row: &[f64], v: &[f64], abs: &[f64]) -> (f64, f64) {
+    let (mut s, mut t) = ([0.0f64; 4], [0.0f64; 4]);
+    let (rc, vc, ac) = (row.chunks_exact(4), v.chunks_exact(4), abs.chunks_exact(4));
+    let tail = rc.remainder().iter().zip(vc.remainder()).zip(ac.remainder());
+    for ((r, v), a) in rc.zip(vc).zip(ac) {
+        for l in 0..4 {
+            s[l] += r[l] * v[l];
+            t[l] += r[l].abs() * a[l];
+        }
+    }
+    let (mut s1, mut t1) = (s[0] + s[1] + (s[2] + s[3]), t[0] + t[1] + (t[2] + t[3]));
+    for ((r, v), a) in tail {
+        s1 += r * v;
+        t1 += r.abs() * a;
+    }
+    (s1, t1)
+}
+
+/// Σ rowⱼ·vⱼ, four lanes wide.
+fn dot(row: &[f64], v: &[f64]) -> f64 {
+    let mut s = [0.0f64; 4];
+    let (rc, vc) = (row.chunks_exact(4), v.chunks_exact(4));
+    let tail: f64 = rc.remainder().iter().zip(vc.remainder()).map(|(r, v)| r * v).sum();
+    for (r, v) in rc.zip(vc) {
+        for l in 0..4 {
+            s[l] += r[l] * v[l];
+        }
+    }
+    s[0] + s[1] + (s[2] + s[3]) + tail
+}
+
+/// Check `c` against `a`·`b` (n×n, row-major) with the probe `x` (see
+/// [`probe`]).
+pub fn freivalds(a: &[f64], b: &[f64], c: &[f64], n: usize, x: &[f64]) -> Result<(), Mismatch> {
+    debug_assert!(a.len() == n * n && b.len() == n * n && c.len() == n * n && x.len() == n);
+    let xabs: Vec<f64> = x.iter().map(|v| v.abs()).collect();
+    // y = B·x and |B|·|x|, one pass over B.
+    let (mut y, mut yabs) = (vec![0.0; n], vec![0.0; n]);
+    for j in 0..n {
+        (y[j], yabs[j]) = dot2(&b[j * n..(j + 1) * n], x, &xabs);
+    }
+    let bad_cols = if yabs.iter().all(|v| v.is_finite()) {
+        Vec::new()
+    } else {
+        masked_b(b, n, x, &mut y, &mut yabs)
+    };
+    if yabs.iter().any(|v| !v.is_finite()) {
+        // B is finite but |B|·|x| overflows: nothing cheap is sound.
+        return recompute_rows(a, b, c, n, 0..n);
+    }
+    let mut xm = x.to_vec();
+    for &k in &bad_cols {
+        xm[k] = 0.0;
+    }
+    let eps = ROUNDING * (n as f64 + 2.0) * f64::EPSILON;
+    for i in 0..n {
+        let (ar, cr) = (&a[i * n..(i + 1) * n], &c[i * n..(i + 1) * n]);
+        let (z, zabs) = dot2(ar, &y, &yabs);
+        if !zabs.is_finite() || zabs > f64::MAX / 4.0 {
+            if ar.iter().all(|v| v.is_finite()) {
+                // Finite inputs whose bound overflows: this row the slow way.
+                recompute_rows(a, b, c, n, i..i + 1)?;
+            } else if let Some(k) = cr.iter().position(|v| v.is_finite()) {
+                return Err(non_finite_expected(i, k, cr[k], "row of A"));
+            }
+            continue;
+        }
+        for &k in &bad_cols {
+            if cr[k].is_finite() {
+                return Err(non_finite_expected(i, k, cr[k], "column of B"));
+            }
+        }
+        let w = if bad_cols.is_empty() {
+            dot(cr, x)
+        } else {
+            // Non-finite entries sit where xm is 0; skip them, not 0·∞.
+            cr.iter()
+                .zip(&xm)
+                .filter(|(_, &xk)| xk != 0.0)
+                .map(|(cv, xk)| cv * xk)
+                .sum()
+        };
+        let tol = eps * zabs + n as f64 * f64::MIN_POSITIVE;
+        let diff = (w - z).abs();
+        // A NaN where a number belongs fails too.
+        if diff.is_nan() || diff > tol {
+            return Err(Mismatch {
+                row: i,
+                what: format!("(C·x) is {w:e} but A·(B·x) is {z:e} (|difference| {diff:.3e} > {tol:.3e})"),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn non_finite_expected(i: usize, k: usize, got: f64, because: &str) -> Mismatch {
+    Mismatch {
+        row: i,
+        what: format!("column {k} is {got} but must be NaN or infinite (a {because} holds a NaN or an infinity)"),
+    }
+}
+
+/// B has non-finite entries: find their columns and recompute B·x and
+/// |B|·|x| without them. Returns the columns.
+fn masked_b(b: &[f64], n: usize, x: &[f64], y: &mut [f64], yabs: &mut [f64]) -> Vec<usize> {
+    let mut bad = vec![false; n];
+    for row in b.chunks_exact(n) {
+        for (k, v) in row.iter().enumerate() {
+            bad[k] |= !v.is_finite();
+        }
+    }
+    for j in 0..n {
+        let row = &b[j * n..(j + 1) * n];
+        let (mut s, mut t) = (0.0, 0.0);
+        for k in (0..n).filter(|&k| !bad[k]) {
+            s += row[k] * x[k];
+            t += row[k].abs() * x[k].abs();
+        }
+        (y[j], yabs[j]) = (s, t);
+    }
+    (0..n).filter(|&k| bad[k]).collect()
+}
+
+/// Recompute rows of C (O(n²) each) and compare entry by entry.
+fn recompute_rows(a: &[f64], b: &[f64], c: &[f64], n: usize, rows: std::ops::Range<usize>) -> Result<(), Mismatch> {
+    let eps = ROUNDING * (n as f64 + 2.0) * f64::EPSILON;
+    for i in rows {
+        // The bound is summed already scaled by ε so that it cannot overflow
+        // where the product does not.
+        let (mut want, mut tol) = (vec![0.0; n], vec![f64::MIN_POSITIVE; n]);
+        for j in 0..n {
+            let aij = a[i * n + j];
+            for k in 0..n {
+                want[k] += aij * b[j * n + k];
+                tol[k] += (eps * aij).abs() * b[j * n + k].abs();
+            }
+        }
+        for k in 0..n {
+            let got = c[i * n + k];
+            if !agrees(got, want[k], tol[k]) {
+                return Err(Mismatch {
+                    row: i,
+                    what: format!("column {k} is {got:e} but recomputed it is {:e}", want[k]),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether a computed value agrees with a reference: both non-finite (a NaN
+/// or an infinity arises whatever the order of summation), or both finite
+/// and within `tol`.
+pub fn agrees(got: f64, want: f64, tol: f64) -> bool {
+    if want.is_finite() {
+        got.is_finite() && (got - want).abs() <= tol
+    } else {
+        !got.is_finite()
+    }
+}
+
+#[cfg(test)]
+mod tests;
