@@ -2,11 +2,17 @@
 //! writes the frames the shell hands it and turns what the worker says into
 //! events. It decides nothing about the schedule; it only watches that the
 //! worker stays alive (bytes or heartbeat answers at least every `liveness`)
-//! and reports when it does not.
+//! and reports when it does not. It checks every product it receives with
+//! Freivalds' test ([`check`]): what A and B imply is worked out on a
+//! blocking thread while the worker computes, so that only one pass over C
+//! remains when the results arrive.
 
 use crate::runtime::batch::Batch;
+use crate::runtime::check::{self, Expected};
 use crate::runtime::link::Link;
 use dls_protocol::{ChunkId, Frame, FromWorker, JobId, ToWorker};
+use rand::SeedableRng;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -43,6 +49,26 @@ pub(crate) struct LinkTask {
     pub batch: Batch,
     pub job: JobId,
     pub watch: Watch,
+}
+
+/// What the results of a chunk sent must satisfy, being worked out.
+struct Pending {
+    products: Arc<[usize]>,
+    expected: tokio::task::JoinHandle<Vec<Expected>>,
+}
+
+/// Work out, off the async threads, what each product of a chunk must be.
+fn expect(batch: &Batch, products: Arc<[usize]>, rng: &mut rand::rngs::StdRng) -> Pending {
+    let n = batch.n;
+    let x = check::probe(n, rng);
+    let (a, b, ps) = (batch.a.clone(), batch.b.clone(), products.clone());
+    let expected = tokio::task::spawn_blocking(move || {
+        let nn = n * n;
+        ps.iter()
+            .map(|&g| Expected::new(&a[g * nn..(g + 1) * nn], &b[g * nn..(g + 1) * nn], n, x.clone()))
+            .collect()
+    });
+    Pending { products, expected }
 }
 
 /// Merge sorted product indices into contiguous ranges of values.
@@ -89,6 +115,9 @@ impl LinkTask {
         };
         let period = self.watch.heartbeat.min(self.watch.liveness / 2);
         let mut ticker = tokio::time::interval(period.max(Duration::from_millis(10)));
+        // The probes of Freivalds' test: never sent anywhere.
+        let mut rng = rand::rngs::StdRng::from_os_rng();
+        let mut pending: HashMap<ChunkId, Pending> = HashMap::new();
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let step = tokio::select! {
@@ -103,9 +132,19 @@ impl LinkTask {
                     let _ = self.link.conn.send(&ToWorker::Cancel { job: self.job }).await;
                     return self.link;
                 }
-                Step::Cmd(Some(cmd)) => self.on_cmd(cmd, &mut pulse).await,
+                Step::Cmd(Some(Cmd::Assign(chunk, products, reading))) => {
+                    let ev = self.assign(chunk, products.clone(), reading, &mut pulse).await;
+                    if ev.is_none() {
+                        pending.insert(chunk, expect(&self.batch, products, &mut rng));
+                    }
+                    ev
+                }
+                Step::Cmd(Some(cmd)) => self.on_cmd(cmd).await,
                 Step::Tick => self.on_tick(&mut pulse).await,
-                Step::Frame(f) => self.on_frame(f, &mut pulse),
+                Step::Frame(f) => match self.on_frame(f, &mut pulse) {
+                    Some(Ev::Results(chunk, c, at)) => Some(self.checked(pending.remove(&chunk), chunk, c, at).await),
+                    ev => ev,
+                },
             };
             let Some(ev) = ev else { continue };
             let failed = matches!(ev, Ev::Failed(_));
@@ -115,36 +154,68 @@ impl LinkTask {
         }
     }
 
-    async fn on_cmd(&mut self, cmd: Cmd, pulse: &mut Pulse) -> Option<Ev> {
-        match cmd {
-            Cmd::Assign(chunk, products, reading) => {
-                let nn = self.batch.n * self.batch.n;
-                let rs = ranges(&products, nn);
-                let mut parts: Vec<&[f64]> = rs.iter().map(|r| &self.batch.a[r.clone()]).collect();
-                parts.extend(rs.iter().map(|r| &self.batch.b[r.clone()]));
-                let msg = ToWorker::Assign {
-                    job: self.job,
-                    chunk,
-                    n: self.batch.n as u32,
-                    k: products.len() as u32,
-                };
-                pulse.in_flight += 1;
-                pulse.seen = (self.link.conn.bytes_read(), Instant::now());
-                match self.link.conn.write_frame_parts(&msg, &parts).await {
-                    Ok(()) => {
-                        // The bytes may still sit in socket buffers: the worker
-                        // reads them at its own pace and cannot answer until it has.
-                        pulse.quiet_until = Some(Instant::now() + reading);
-                        None
-                    }
-                    Err(e) => Some(Ev::Failed(format!("sending chunk {}: {e}", chunk.0))),
-                }
+    /// Results that arrived for `chunk`, checked against what was worked
+    /// out when it was sent. Results of a chunk never sent, or of the wrong
+    /// size, go on to the shell, which knows what was granted.
+    async fn checked(&self, pending: Option<Pending>, chunk: ChunkId, c: Vec<f64>, at: Instant) -> Ev {
+        let nn = self.batch.n * self.batch.n;
+        let Some(Pending { products, expected }) = pending.filter(|p| p.products.len() * nn == c.len()) else {
+            return Ev::Results(chunk, c, at);
+        };
+        let expected = match expected.await {
+            Ok(e) => e,
+            Err(e) => return Ev::Failed(format!("internal error: checking chunk {}: {e}", chunk.0)),
+        };
+        for (j, (&g, e)) in products.iter().zip(&expected).enumerate() {
+            let (a, b) = (&self.batch.a[g * nn..(g + 1) * nn], &self.batch.b[g * nn..(g + 1) * nn]);
+            if let Err(m) = e.check(a, b, &c[j * nn..(j + 1) * nn]) {
+                return Ev::Failed(format!(
+                    "returned a wrong result for product {g} (chunk {}): {m}",
+                    chunk.0
+                ));
             }
+        }
+        Ev::Results(chunk, c, at)
+    }
+
+    /// Send a chunk.
+    async fn assign(
+        &mut self,
+        chunk: ChunkId,
+        products: Arc<[usize]>,
+        reading: Duration,
+        pulse: &mut Pulse,
+    ) -> Option<Ev> {
+        let nn = self.batch.n * self.batch.n;
+        let rs = ranges(&products, nn);
+        let mut parts: Vec<&[f64]> = rs.iter().map(|r| &self.batch.a[r.clone()]).collect();
+        parts.extend(rs.iter().map(|r| &self.batch.b[r.clone()]));
+        let msg = ToWorker::Assign {
+            job: self.job,
+            chunk,
+            n: self.batch.n as u32,
+            k: products.len() as u32,
+        };
+        pulse.in_flight += 1;
+        pulse.seen = (self.link.conn.bytes_read(), Instant::now());
+        match self.link.conn.write_frame_parts(&msg, &parts).await {
+            Ok(()) => {
+                // The bytes may still sit in socket buffers: the worker
+                // reads them at its own pace and cannot answer until it has.
+                pulse.quiet_until = Some(Instant::now() + reading);
+                None
+            }
+            Err(e) => Some(Ev::Failed(format!("sending chunk {}: {e}", chunk.0))),
+        }
+    }
+
+    async fn on_cmd(&mut self, cmd: Cmd) -> Option<Ev> {
+        match cmd {
             Cmd::Grant(chunk) => match self.link.conn.send(&ToWorker::Grant { job: self.job, chunk }).await {
                 Ok(()) => None,
                 Err(e) => Some(Ev::Failed(format!("granting chunk {}: {e}", chunk.0))),
             },
-            Cmd::Cancel => None,
+            Cmd::Assign(..) | Cmd::Cancel => None,
         }
     }
 
