@@ -89,8 +89,10 @@ pub async fn master<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// The worker's side. On refusal it sends the master an error frame first.
-/// `admit` runs once the master is authenticated, before the welcome, and
-/// may still refuse it (a busy worker). The connection's frame limit is the
+/// `greeted` runs when a well-formed Hello of this version has arrived (the
+/// peer speaks the protocol; it has proved nothing yet). `admit` runs once
+/// the master is authenticated, before the welcome, and may still refuse it
+/// (a busy worker). The connection's frame limit is the
 /// master's `max_frame` afterwards, capped at `frame_cap`.
 pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
     conn: &mut Connection<S, ToWorker, FromWorker>,
@@ -98,6 +100,7 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
     caps: &Capabilities,
     frame_cap: u64,
     timeout: Duration,
+    greeted: impl FnOnce(),
     admit: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
     let steps = async {
@@ -111,6 +114,7 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
                         message,
                     });
                 }
+                greeted();
                 nonce
             }
             Some(other) => {

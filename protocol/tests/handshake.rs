@@ -29,7 +29,7 @@ async fn run(master_token: Option<&str>, worker_token: Option<&str>) -> (Result<
     };
     tokio::join!(
         master,
-        handshake::worker(&mut w, wt.as_ref(), &c, 1 << 30, T, || Ok(()))
+        handshake::worker(&mut w, wt.as_ref(), &c, 1 << 30, T, || {}, || Ok(()))
     )
 }
 
@@ -91,7 +91,10 @@ async fn version_mismatch_names_both_versions() {
         .expect("sends");
         m.read_frame().await.expect("reads").expect("a frame").msg
     };
-    let (reply, res) = tokio::join!(master, handshake::worker(&mut w, None, &c, 1 << 30, T, || Ok(())));
+    let (reply, res) = tokio::join!(
+        master,
+        handshake::worker(&mut w, None, &c, 1 << 30, T, || {}, || Ok(()))
+    );
     assert!(res.is_err());
     match reply {
         FromWorker::Error { code, message } => {
@@ -108,7 +111,7 @@ async fn a_silent_peer_times_out() {
     let (_a, b) = tokio::io::duplex(1 << 16);
     let mut w: Connection<_, ToWorker, FromWorker> = Connection::new(b);
     let c = caps();
-    let res = handshake::worker(&mut w, None, &c, 1 << 30, Duration::from_secs(3), || Ok(())).await;
+    let res = handshake::worker(&mut w, None, &c, 1 << 30, Duration::from_secs(3), || {}, || Ok(())).await;
     assert!(matches!(res, Err(Error::Timeout(..))), "{res:?}");
 }
 
@@ -163,7 +166,7 @@ async fn a_refused_admission_reaches_the_master() {
             message: "busy".into(),
         })
     };
-    let (m, w) = tokio::join!(master, handshake::worker(&mut w, None, &c, 1 << 30, T, busy));
+    let (m, w) = tokio::join!(master, handshake::worker(&mut w, None, &c, 1 << 30, T, || {}, busy));
     assert!(w.is_err());
     assert!(
         matches!(

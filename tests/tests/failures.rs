@@ -13,82 +13,9 @@ use dls_master::runtime::link::Timeouts;
 use dls_master::runtime::pool::Pool;
 use dls_master::runtime::shell::RunOptions;
 use dls_master::session::{self, RunConfig};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+mod common;
+use common::Proc;
 use std::time::Duration;
-
-struct Proc {
-    child: Child,
-    addr: String,
-    /// Lines the daemon logs (stderr), as they come.
-    log: mpsc::Receiver<String>,
-}
-
-impl Proc {
-    fn start(extra: &[&str]) -> Proc {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dls-worker-under-test"))
-            .args(["--listen", "127.0.0.1:0", "--threads", "1"])
-            .args(extra)
-            .env_remove("DLS_TOKEN")
-            .env("RUST_LOG", "dls_worker=debug")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starts the worker");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("reads the listening line");
-        let addr = line.trim().rsplit(' ').next().expect("address").to_string();
-        let (tx, log) = mpsc::channel();
-        let err = child.stderr.take().expect("stderr");
-        std::thread::spawn(move || {
-            for l in BufReader::new(err).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        Proc { child, addr, log }
-    }
-
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .expect("kill runs")
-            .success();
-        assert!(ok, "kill {sig} failed");
-    }
-
-    /// Block until the daemon logs a line containing `needle` (at most 60 s).
-    fn wait_for(log: &mpsc::Receiver<String>, needle: &str) -> bool {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-            match log.recv_timeout(left) {
-                Ok(l) if l.contains(needle) => return true,
-                Ok(_) => {}
-                Err(_) => return false,
-            }
-        }
-        false
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.signal_quiet("-CONT");
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Proc {
-    fn signal_quiet(&self, sig: &str) -> std::io::Result<std::process::ExitStatus> {
-        Command::new("kill").args([sig, &self.child.id().to_string()]).status()
-    }
-}
 
 #[derive(Clone, Copy, Debug)]
 enum Blow {
@@ -260,9 +187,17 @@ async fn lying_worker(listener: tokio::net::TcpListener, lie: Lie) {
         kernel: "liar".into(),
         emulated: false,
     };
-    handshake::worker(&mut conn, None, &caps, 1 << 32, Duration::from_secs(5), || Ok(()))
-        .await
-        .expect("handshake");
+    handshake::worker(
+        &mut conn,
+        None,
+        &caps,
+        1 << 32,
+        Duration::from_secs(5),
+        || {},
+        || Ok(()),
+    )
+    .await
+    .expect("handshake");
     let mut chunks = std::collections::HashMap::new();
     while let Ok(Some(f)) = conn.read_frame().await {
         match f.msg {

@@ -56,6 +56,14 @@ struct DaemonArgs {
     /// Seconds a new connection has to complete the handshake.
     #[arg(long, default_value_t = 5.0)]
     handshake_timeout: f64,
+    /// Seconds a master may stay silent (no frame, no heartbeat) before its
+    /// session ends and the worker serves the next master.
+    #[arg(long, default_value_t = crate::server::DEFAULT_IDLE_SECS as f64)]
+    idle_timeout: f64,
+    /// Connections open at once; at the cap the oldest one that has not
+    /// authenticated is dropped for a newcomer.
+    #[arg(long, default_value_t = 32)]
+    max_connections: usize,
 }
 
 #[derive(Debug, Subcommand)]
@@ -100,6 +108,12 @@ fn daemon(args: DaemonArgs) -> Result<()> {
     if !(args.handshake_timeout.is_finite() && args.handshake_timeout > 0.0) {
         bail!("--handshake-timeout must be a positive number of seconds");
     }
+    if !(args.idle_timeout.is_finite() && args.idle_timeout >= 1.0) {
+        bail!("--idle-timeout must be at least 1 second (masters send a heartbeat every 0.25 s)");
+    }
+    if args.max_connections < 2 {
+        bail!("--max-connections must be at least 2");
+    }
     let threads = args.threads.unwrap_or_else(cores);
     if threads == 0 {
         bail!("--threads must be at least 1");
@@ -112,6 +126,8 @@ fn daemon(args: DaemonArgs) -> Result<()> {
     cfg.work_factor = args.work_factor;
     cfg.isolate_compute = args.isolate_compute;
     cfg.handshake_timeout = Duration::from_secs_f64(args.handshake_timeout);
+    cfg.idle_timeout = Duration::from_secs_f64(args.idle_timeout);
+    cfg.max_connections = args.max_connections;
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(listen)

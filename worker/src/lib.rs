@@ -12,6 +12,7 @@
 //! ```
 
 pub mod cli;
+pub mod gate;
 pub mod kernel;
 pub mod server;
 pub mod throttle;
@@ -80,6 +81,18 @@ pub fn load_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<dls_p
         );
     }
     Ok(Some(token))
+}
+
+/// Turn on TCP keepalive (probes after 10 s idle, every 5 s, 3 lost probes
+/// end the connection): a peer whose host vanished without closing is
+/// noticed within about 25 s even when nothing is being sent. Best effort.
+pub fn keepalive(stream: &tokio::net::TcpStream) {
+    let ka = socket2::TcpKeepalive::new()
+        .with_time(std::time::Duration::from_secs(10))
+        .with_interval(std::time::Duration::from_secs(5));
+    #[cfg(any(target_os = "linux", target_os = "macos", target_os = "freebsd"))]
+    let ka = ka.with_retries(3);
+    let _ = socket2::SockRef::from(stream).set_tcp_keepalive(&ka);
 }
 
 #[cfg(test)]

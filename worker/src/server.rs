@@ -1,11 +1,14 @@
 //! The daemon: accept masters, authenticate them, serve one at a time.
 //!
 //! Each connection runs in its own task. The handshake happens before the
-//! "one master at a time" slot is taken, so an unauthenticated or silent
-//! client can never keep a real master out; it only costs a connection slot
-//! until the handshake timeout. Within a session, computing happens on a
-//! blocking thread so the connection keeps answering heartbeats and grants.
+//! "one master at a time" slot is taken, and connection slots are given by
+//! the [`Gate`]: at the cap, the oldest connection that has not
+//! authenticated is dropped for the newcomer, so clients without the token
+//! can never keep a real master out. Within a session, computing happens on
+//! a blocking thread so the connection keeps answering heartbeats and
+//! grants; a session whose master sends nothing for the idle timeout ends.
 
+use crate::gate::{Entry, Gate, LogLimit, Ticket};
 use crate::kernel;
 use crate::throttle::Throttled;
 use dls_protocol::handshake;
@@ -15,7 +18,7 @@ use dls_protocol::{
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
@@ -25,6 +28,10 @@ use tracing::{debug, info, warn};
 /// A session refuses more chunks than this in flight (received and not yet
 /// returned), whatever their size: it bounds the compute queues.
 pub const MAX_IN_FLIGHT: usize = 1024;
+
+/// Seconds a session may stay silent before the worker ends it (masters
+/// send a heartbeat every quarter second while they hold a worker).
+pub const DEFAULT_IDLE_SECS: u64 = 20;
 
 /// Everything the daemon is told at start.
 #[derive(Debug, Clone)]
@@ -51,8 +58,12 @@ pub struct Config {
     /// daemon scales it: the test bed's slower processors.
     pub work_factor: u32,
     pub handshake_timeout: Duration,
-    /// Connections open at once (authenticated or not); more are closed at once.
+    /// Connections open at once (authenticated or not); at the cap the
+    /// oldest unauthenticated one is dropped for a newcomer.
     pub max_connections: usize,
+    /// A session whose master sends nothing (no frame, no heartbeat) for
+    /// this long ends, and the worker serves the next master.
+    pub idle_timeout: Duration,
 }
 
 impl Config {
@@ -68,6 +79,7 @@ impl Config {
             isolate_compute: false,
             handshake_timeout: Duration::from_secs(5),
             max_connections: 32,
+            idle_timeout: Duration::from_secs(DEFAULT_IDLE_SECS),
         }
     }
 
@@ -141,7 +153,8 @@ pub async fn serve(listener: TcpListener, cfg: Config, shutdown: impl Future<Out
     let reference = Arc::new(Reference::default());
     let cfg = Arc::new(cfg);
     let session_slot = Arc::new(Semaphore::new(1));
-    let conn_slots = Arc::new(Semaphore::new(cfg.max_connections));
+    let gate = Gate::new(cfg.max_connections);
+    let logs = Arc::new(Logs::default());
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
     tokio::pin!(shutdown);
@@ -150,15 +163,24 @@ pub async fn serve(listener: TcpListener, cfg: Config, shutdown: impl Future<Out
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    let Ok(permit) = conn_slots.clone().try_acquire_owned() else {
-                        warn!(%peer, "too many connections; closing this one");
-                        continue;
+                    let (ticket, evict) = match gate.enter() {
+                        Entry::Admitted { ticket, evict, evicted } => {
+                            if evicted {
+                                logs.limited(&logs.evicted, |held| warn!(%peer, held, "connection slots full: dropped the oldest unauthenticated connection for this one"));
+                            }
+                            (ticket, evict)
+                        }
+                        Entry::Full => {
+                            logs.limited(&logs.full, |held| warn!(%peer, held, "every connection slot holds an authenticated master; refusing this one"));
+                            tasks.spawn(refuse_full(stream, cfg.max_connections));
+                            continue;
+                        }
                     };
-                    let (cfg, slot, stop) = (cfg.clone(), session_slot.clone(), stop_rx.clone());
+                    let (cfg, slot, stop, logs) = (cfg.clone(), session_slot.clone(), stop_rx.clone(), logs.clone());
                     let (kernel, reference) = (kernel.clone(), reference.clone());
                     tasks.spawn(async move {
-                        handle(stream, peer, cfg, kernel, reference, slot, stop).await;
-                        drop(permit);
+                        let conn = Conn { stream, peer, ticket, evict };
+                        handle(conn, cfg, kernel, reference, slot, stop, logs).await;
                     });
                 }
                 Err(e) => {
@@ -184,21 +206,93 @@ pub async fn serve(listener: TcpListener, cfg: Config, shutdown: impl Future<Out
 
 type WorkerConn = Connection<Throttled<TcpStream>, ToWorker, FromWorker>;
 
-async fn handle(
+/// Log lines that a flood of connections could repeat, each let through at
+/// most once a second.
+struct Logs {
+    evicted: Mutex<LogLimit>,
+    full: Mutex<LogLimit>,
+    refused: Mutex<LogLimit>,
+}
+
+impl Default for Logs {
+    fn default() -> Self {
+        let every = || Mutex::new(LogLimit::new(Duration::from_secs(1)));
+        Logs {
+            evicted: every(),
+            full: every(),
+            refused: every(),
+        }
+    }
+}
+
+impl Logs {
+    /// Write a line through `limit` (given how many were held back).
+    fn limited(&self, limit: &Mutex<LogLimit>, line: impl FnOnce(u64)) {
+        let allowed = limit.lock().unwrap_or_else(|e| e.into_inner()).allow(Instant::now());
+        if let Some(held) = allowed {
+            line(held);
+        }
+    }
+}
+
+/// A connection just accepted, with its slot.
+struct Conn {
     stream: TcpStream,
     peer: SocketAddr,
+    ticket: Ticket,
+    /// Fires if a newcomer takes the slot before this one authenticates.
+    evict: tokio::sync::oneshot::Receiver<()>,
+}
+
+/// Tell a connection that came when every slot held an authenticated
+/// master why it is closed (the master reads this as its handshake's
+/// answer).
+async fn refuse_full(stream: TcpStream, cap: usize) {
+    let mut conn: Connection<TcpStream, ToWorker, FromWorker> = Connection::new(stream);
+    let e = Error::Refused {
+        code: ErrorCode::Busy,
+        message: format!(
+            "too many connections: all {cap} of this worker's connection slots hold authenticated masters"
+        ),
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), handshake::tell_master(&mut conn, &e)).await;
+}
+
+/// Resolves only if the slot is taken away (not when it becomes safe).
+async fn evicted(evict: tokio::sync::oneshot::Receiver<()>) {
+    if evict.await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+async fn handle(
+    c: Conn,
     cfg: Arc<Config>,
     kernel: Arc<kernel::Kernel>,
     reference: Arc<Reference>,
     slot: Arc<Semaphore>,
     stop: watch::Receiver<bool>,
+    logs: Arc<Logs>,
 ) {
+    let Conn {
+        stream,
+        peer,
+        ticket,
+        evict,
+    } = c;
     let _ = stream.set_nodelay(true);
+    crate::keepalive(&stream);
     let mut conn: WorkerConn = Connection::new(Throttled::new(stream, cfg.link_rate));
     let caps = cfg.capabilities();
     // The session slot is taken only once the master is authenticated.
     let mut busy = None;
     let admit = || {
+        if !ticket.authenticated() {
+            return Err(Error::Refused {
+                code: ErrorCode::Busy,
+                message: "too many connections: this one was dropped for a newer one before it authenticated".into(),
+            });
+        }
         busy = slot.try_acquire().ok();
         match busy {
             Some(_) => Ok(()),
@@ -208,17 +302,19 @@ async fn handle(
             }),
         }
     };
-    let shaken = handshake::worker(
-        &mut conn,
-        cfg.token.as_ref(),
-        &caps,
-        cfg.frame_cap(),
-        cfg.handshake_timeout,
-        admit,
-    )
-    .await;
-    if let Err(e) = shaken {
-        warn!(%peer, "handshake failed: {e}");
+    // The handshake tells the master why it refuses; an eviction is told here.
+    let shaken = tokio::select! {
+        r = handshake::worker(&mut conn, cfg.token.as_ref(), &caps, cfg.frame_cap(), cfg.handshake_timeout, || ticket.greeted(), admit) => r.map_err(|e| (e, false)),
+        () = evicted(evict) => Err((Error::Refused {
+            code: ErrorCode::Busy,
+            message: format!("too many connections: this worker's {} slots were full and this connection, the oldest not yet authenticated, was dropped for a newer one", cfg.max_connections),
+        }, true)),
+    };
+    if let Err((e, tell)) = shaken {
+        if tell {
+            let _ = tokio::time::timeout(Duration::from_secs(1), handshake::tell_master(&mut conn, &e)).await;
+        }
+        logs.limited(&logs.refused, |held| warn!(%peer, held, "refused a connection: {e}"));
         return;
     }
     info!(%peer, "master connected");
@@ -281,6 +377,7 @@ enum Event {
     Frame(Result<Option<Frame<ToWorker>>>),
     Done(Option<Done>),
     Stop,
+    Tick,
 }
 
 enum Flow {
@@ -367,14 +464,32 @@ impl Session {
                 }
             }
         });
+        let idle = self.cfg.idle_timeout;
+        let mut tick = tokio::time::interval((idle / 4).max(Duration::from_millis(10)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Bytes read from the master when last counted, and when they changed.
+        let mut heard = (conn.bytes_read(), Instant::now());
         let result = loop {
             let (held, limit, in_flight) = (self.held, self.cfg.memory_limit, self.in_flight.len());
             let event = tokio::select! {
                 r = conn.read_frame_checked(|m| admit(m, held, limit, in_flight)) => Event::Frame(r),
                 d = done_rx.recv() => Event::Done(d),
                 _ = stop.changed() => Event::Stop,
+                _ = tick.tick() => Event::Tick,
             };
             let flow = match event {
+                Event::Tick => {
+                    if conn.bytes_read() != heard.0 {
+                        heard = (conn.bytes_read(), Instant::now());
+                    }
+                    if heard.1.elapsed() >= idle {
+                        break Err(Error::Timeout(
+                            idle,
+                            "any frame from the master (it is stopped, or its host is gone)",
+                        ));
+                    }
+                    continue;
+                }
                 Event::Frame(Ok(Some(frame))) => self.on_frame(conn, frame, &work_tx).await,
                 Event::Frame(Ok(None)) => Ok(Flow::Stop),
                 Event::Frame(Err(e)) => Err(e),

@@ -9,8 +9,8 @@
 //! master's port serves one transfer at a time; each worker's transfers
 //! are probed before its computing (as in a run, it receives while idle).
 
-use crate::runtime::link::Link;
-use anyhow::{anyhow, bail, Context, Result};
+use crate::runtime::link::{self, Link};
+use anyhow::{bail, Context, Result};
 use dls_lp::{Latency, Platform, Worker};
 use dls_protocol::{FromWorker, ToWorker};
 use std::time::{Duration, Instant};
@@ -130,18 +130,45 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// How long a worker may show no sign of life (no byte, no answer to a
+/// heartbeat) while the master waits for a probe's answer or writes one.
+const STALL: Duration = Duration::from_secs(10);
+
 async fn answer(link: &mut Link, t: Duration, what: &str) -> Result<dls_protocol::Frame<FromWorker>> {
     let name = link.name.clone();
-    match tokio::time::timeout(t, link.conn.read_frame()).await {
-        Err(_) => Err(anyhow!("worker {name:?}: no answer to the {what} within {t:?}")),
-        Ok(Err(e)) => Err(anyhow!("worker {name:?}: {what}: {e}")),
-        Ok(Ok(None)) => Err(anyhow!("worker {name:?} closed the connection during the {what}")),
-        Ok(Ok(Some(f))) => match f.msg {
-            FromWorker::Error { code, message } => {
-                Err(anyhow!("worker {name:?} refused the {what}: {code:?}: {message}"))
+    let start = Instant::now();
+    let mut heard = (link.conn.bytes_read(), Instant::now());
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let frame = tokio::select! {
+            f = link.conn.read_frame() => f,
+            _ = tick.tick() => {
+                if link.conn.bytes_read() != heard.0 {
+                    heard = (link.conn.bytes_read(), Instant::now());
+                }
+                if heard.1.elapsed() >= STALL {
+                    bail!("worker {name:?}: no sign of life for {STALL:?} during the {what} (stopped, hung or cut off)");
+                }
+                if start.elapsed() >= t {
+                    bail!("worker {name:?}: no answer to the {what} within {t:?}");
+                }
+                // A computing worker answers heartbeats: silence means stopped.
+                link.conn.send(&ToWorker::Heartbeat { seq: 0 }).await.with_context(|| format!("worker {name:?}: {what}"))?;
+                continue;
             }
-            _ => Ok(f),
-        },
+        };
+        match frame {
+            Err(e) => bail!("worker {name:?}: {what}: {e}"),
+            Ok(None) => bail!("worker {name:?} closed the connection during the {what}"),
+            Ok(Some(f)) => match f.msg {
+                FromWorker::HeartbeatAck { .. } => {}
+                FromWorker::Error { code, message } => {
+                    bail!("worker {name:?} refused the {what}: {code:?}: {message}")
+                }
+                _ => return Ok(f),
+            },
+        }
     }
 }
 
@@ -263,14 +290,34 @@ pub async fn calibrate_worker(link: &mut Link, opts: &CalibrateOptions) -> Resul
 /// Probe every worker in turn.
 pub async fn calibrate(links: &mut [Link], opts: &CalibrateOptions) -> Result<Calibration> {
     let mut workers = Vec::with_capacity(links.len());
-    for link in links.iter_mut() {
-        workers.push(calibrate_worker(link, opts).await?);
+    let mut touched = vec![Instant::now(); links.len()];
+    for i in 0..links.len() {
+        links[i].conn.set_write_stall_timeout(Some(STALL));
+        workers.push(calibrate_worker(&mut links[i], opts).await?);
+        touched[i] = Instant::now();
+        keep_idle_alive(links, &mut touched).await?;
     }
     Ok(Calibration {
         size: opts.size,
         workers,
     })
 }
+
+/// Workers wait for the next probe while others are measured: show the
+/// ones idle for a while that this master is still there.
+async fn keep_idle_alive(links: &mut [Link], touched: &mut [Instant]) -> Result<()> {
+    for (link, t) in links.iter_mut().zip(touched.iter_mut()) {
+        if t.elapsed() >= KEEP_ALIVE_EVERY {
+            link::keep_alive(link, STALL).await?;
+            *t = Instant::now();
+        }
+    }
+    Ok(())
+}
+
+/// Idle workers hear from the master at least this often during a
+/// calibration (well within the workers' idle timeout).
+const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(5);
 
 impl Calibration {
     /// The platform: per-unit slopes, memory bounds as `max_load`.

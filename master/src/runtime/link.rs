@@ -46,6 +46,7 @@ pub async fn connect(name: &str, address: &str, token: Option<&Token>, t: Timeou
         .map_err(|_| anyhow!("worker {name:?} at {address}: no answer within {:?}", t.connect))?
         .with_context(|| format!("worker {name:?} at {address}: cannot connect (is dls-worker running there?)"))?;
     stream.set_nodelay(true)?;
+    dls_worker::keepalive(&stream);
     let mut conn = Connection::new(stream);
     let caps = handshake::master(&mut conn, token, MAX_FRAME, t.handshake)
         .await
@@ -56,6 +57,24 @@ pub async fn connect(name: &str, address: &str, token: Option<&Token>, t: Timeou
         caps,
         conn,
     })
+}
+
+/// Show an idle worker that this master is still there (a heartbeat and
+/// its answer), before the worker's idle timeout ends the session.
+pub async fn keep_alive(link: &mut Link, wait: Duration) -> Result<()> {
+    let name = link.name.clone();
+    link.conn.send(&ToWorker::Heartbeat { seq: 0 }).await?;
+    let answer = async {
+        match link.conn.read_frame().await {
+            Ok(Some(f)) if matches!(f.msg, FromWorker::HeartbeatAck { .. }) => Ok(()),
+            Ok(Some(f)) => Err(anyhow!("worker {name:?}: unexpected {} while idle", f.msg.name())),
+            Ok(None) => Err(anyhow!("worker {name:?} closed the connection while idle")),
+            Err(e) => Err(anyhow!("worker {name:?}: {e}")),
+        }
+    };
+    tokio::time::timeout(wait, answer)
+        .await
+        .map_err(|_| anyhow!("worker {:?}: no answer to a heartbeat within {wait:?}", link.name))?
 }
 
 /// Connect to every worker of the cluster, all at once. The first failure

@@ -229,7 +229,9 @@ impl LinkTask {
             let quiet = now.duration_since(pulse.seen.1).as_secs_f64();
             return Some(Ev::Failed(format!("no sign of life for {quiet:.1} s")));
         }
-        if pulse.in_flight > 0 && now.duration_since(pulse.last_beat) >= self.watch.heartbeat {
+        // Always, work in flight or not: a worker ends a session whose
+        // master stays silent (its idle timeout).
+        if now.duration_since(pulse.last_beat) >= self.watch.heartbeat {
             pulse.seq += 1;
             pulse.last_beat = now;
             if let Err(e) = self.link.conn.send(&ToWorker::Heartbeat { seq: pulse.seq }).await {
