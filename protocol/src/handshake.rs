@@ -17,6 +17,15 @@ use crate::message::{Capabilities, ErrorCode, FromWorker, ToWorker, PROTOCOL_VER
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 
+/// Part of the message of a worker that dropped a connection, not yet
+/// authenticated, to make room for a newer one: the master may try again.
+pub const DROPPED_FOR_NEWER: &str = "dropped for a newer one";
+
+/// Whether `e` says the worker dropped this connection for a newer one.
+pub fn dropped_for_newer(e: &Error) -> bool {
+    matches!(e, Error::Remote { code: ErrorCode::Busy, message } if message.contains(DROPPED_FOR_NEWER))
+}
+
 fn peer_error(code: ErrorCode, message: String) -> Error {
     Error::Remote { code, message }
 }

@@ -290,7 +290,10 @@ async fn handle(
         if !ticket.authenticated() {
             return Err(Error::Refused {
                 code: ErrorCode::Busy,
-                message: "too many connections: this one was dropped for a newer one before it authenticated".into(),
+                message: format!(
+                    "too many connections: this one was {} before it authenticated",
+                    handshake::DROPPED_FOR_NEWER
+                ),
             });
         }
         busy = slot.try_acquire().ok();
@@ -307,7 +310,7 @@ async fn handle(
         r = handshake::worker(&mut conn, cfg.token.as_ref(), &caps, cfg.frame_cap(), cfg.handshake_timeout, || ticket.greeted(), admit) => r.map_err(|e| (e, false)),
         () = evicted(evict) => Err((Error::Refused {
             code: ErrorCode::Busy,
-            message: format!("too many connections: this worker's {} slots were full and this connection, the oldest not yet authenticated, was dropped for a newer one", cfg.max_connections),
+            message: format!("too many connections: this worker's {} slots were full and this connection, the oldest not yet authenticated, was {}", cfg.max_connections, handshake::DROPPED_FOR_NEWER),
         }, true)),
     };
     if let Err((e, tell)) = shaken {

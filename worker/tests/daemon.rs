@@ -62,6 +62,22 @@ async fn master(addr: &str, token: Option<&str>) -> dls_protocol::Result<Master>
     Ok(c)
 }
 
+/// A master that follows one the daemon just refused or dropped: the
+/// daemon frees its session slot a moment after it sends the error, so
+/// Busy is retried for up to five seconds.
+async fn next_master(addr: &str, token: &str) -> Master {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match master(addr, Some(token)).await {
+            Ok(c) => return c,
+            Err(dls_protocol::Error::Remote {
+                code: ErrorCode::Busy, ..
+            }) if std::time::Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(e) => panic!("handshake: {e:?}"),
+        }
+    }
+}
+
 async fn next(c: &mut Master) -> FromWorker {
     tokio::time::timeout(T, c.read_frame())
         .await
@@ -283,7 +299,7 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
     idle.write_raw(&[40, 0, 0]).await.expect("writes");
 
     // A truncated frame after the handshake.
-    let mut c = master(&addr, Some("tok-0123456789abcdef")).await.expect("handshake");
+    let mut c = next_master(&addr, "tok-0123456789abcdef").await;
     let (ab, _) = chunk(4, 1, 1);
     let mut frame = Vec::new();
     dls_protocol::frame::encode_head(
@@ -303,7 +319,7 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
     drop(c);
 
     // Dimensions that disagree with the payload.
-    let mut c = master(&addr, Some("tok-0123456789abcdef")).await.expect("handshake");
+    let mut c = next_master(&addr, "tok-0123456789abcdef").await;
     let mut frame = Vec::new();
     dls_protocol::frame::encode_head(
         &ToWorker::Assign {
@@ -321,7 +337,7 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
     expect_error(&mut c, ErrorCode::PayloadMismatch).await;
 
     // A chunk above the memory limit (1 MB here: 10 products of 100×100 need 2.4 MB).
-    let mut c = master(&addr, Some("tok-0123456789abcdef")).await.expect("handshake");
+    let mut c = next_master(&addr, "tok-0123456789abcdef").await;
     let big = vec![0.0; 2 * 10 * 100 * 100];
     // The worker refuses on the header; it may close before we finish writing.
     let _ = c
@@ -339,7 +355,7 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
     assert!(m.contains("memory limit"), "{m}");
 
     // A grant for a chunk that does not exist.
-    let mut c = master(&addr, Some("tok-0123456789abcdef")).await.expect("handshake");
+    let mut c = next_master(&addr, "tok-0123456789abcdef").await;
     c.send(&ToWorker::Grant {
         job: JobId(9),
         chunk: ChunkId(9),
@@ -349,7 +365,7 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
     expect_error(&mut c, ErrorCode::UnexpectedMessage).await;
 
     // And a good master is still served, with the idle half-handshake still open.
-    let mut c = master(&addr, Some("tok-0123456789abcdef")).await.expect("handshake");
+    let mut c = next_master(&addr, "tok-0123456789abcdef").await;
     good_chunk(&mut c, 7, 16, 2).await;
     drop(idle);
 }

@@ -39,18 +39,55 @@ pub const MAX_FRAME: u64 = dls_protocol::frame::ABSOLUTE_MAX_FRAME;
 /// ways `dls-worker` takes it).
 pub use dls_worker::load_token;
 
-/// Connect to one worker and authenticate.
+/// Connect to one worker and authenticate. A connection the worker drops
+/// for a newer one before it authenticated (a flood of other clients) is
+/// tried again, a few times.
 pub async fn connect(name: &str, address: &str, token: Option<&Token>, t: Timeouts) -> Result<Link> {
+    let mut tries = 0;
+    loop {
+        match connect_once(name, address, token, t).await {
+            Err(Attempt::Dropped(_)) if tries < 4 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(50 * tries)).await;
+            }
+            Err(Attempt::Dropped(e)) | Err(Attempt::Failed(e)) => return Err(e),
+            Ok(link) => return Ok(link),
+        }
+    }
+}
+
+enum Attempt {
+    /// The worker dropped this connection for a newer one.
+    Dropped(anyhow::Error),
+    Failed(anyhow::Error),
+}
+
+async fn connect_once(name: &str, address: &str, token: Option<&Token>, t: Timeouts) -> Result<Link, Attempt> {
     let stream = tokio::time::timeout(t.connect, TcpStream::connect(address))
         .await
-        .map_err(|_| anyhow!("worker {name:?} at {address}: no answer within {:?}", t.connect))?
-        .with_context(|| format!("worker {name:?} at {address}: cannot connect (is dls-worker running there?)"))?;
-    stream.set_nodelay(true)?;
+        .map_err(|_| {
+            Attempt::Failed(anyhow!(
+                "worker {name:?} at {address}: no answer within {:?}",
+                t.connect
+            ))
+        })?
+        .with_context(|| format!("worker {name:?} at {address}: cannot connect (is dls-worker running there?)"))
+        .map_err(Attempt::Failed)?;
+    let _ = stream.set_nodelay(true);
     dls_worker::keepalive(&stream);
     let mut conn = Connection::new(stream);
-    let caps = handshake::master(&mut conn, token, MAX_FRAME, t.handshake)
-        .await
-        .with_context(|| format!("worker {name:?} at {address}"))?;
+    let caps = match handshake::master(&mut conn, token, MAX_FRAME, t.handshake).await {
+        Ok(caps) => caps,
+        Err(e) => {
+            let dropped = handshake::dropped_for_newer(&e);
+            let e = anyhow::Error::new(e).context(format!("worker {name:?} at {address}"));
+            return Err(if dropped {
+                Attempt::Dropped(e)
+            } else {
+                Attempt::Failed(e)
+            });
+        }
+    };
     Ok(Link {
         name: name.to_string(),
         address: address.to_string(),
