@@ -421,3 +421,75 @@ fn outputs_are_checked_before_any_work() {
     }
     assert_eq!(npy::read(&a, None).expect("A untouched"), m);
 }
+
+/// An address where nothing listens (a port just freed).
+fn dead_address() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    l.local_addr().expect("addr").to_string()
+}
+
+#[test]
+fn a_worker_that_is_down_is_left_out_unless_all_are_required() {
+    let w = common::start(&[(None, 1.0), (None, 1.0)], None);
+    let list = format!("{},{}", w.list(), dead_address());
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--workers",
+            &list,
+            "--batch",
+            "12",
+            "--size",
+            "8",
+            "--verify",
+            "12",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        dls(&args, None)
+    };
+    let (ok, out, err) = run(&[]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("warning: worker w2 left out") && err.contains("cannot connect"),
+        "{err}"
+    );
+    let report: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(report["left_out"][0]["worker"], "w2", "{out}");
+    assert_eq!(report["verified"], 12);
+    assert_eq!(report["workers"].as_array().map(Vec::len), Some(2));
+    // With a platform file naming all three, the batch runs on the two.
+    let platform = tmp("three.toml");
+    std::fs::write(
+        &platform,
+        "[[worker]]\nname = \"w0\"\nc = 0.001\nw = 0.001\nd = 0.001\n\
+         [[worker]]\nname = \"w1\"\nc = 0.001\nw = 0.001\nd = 0.001\n\
+         [[worker]]\nname = \"w2\"\nc = 0.001\nw = 0.001\nd = 0.001\n",
+    )
+    .expect("writes");
+    let (ok, _, err) = run(&["--platform", s(&platform)]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = run(&["--require-all"]);
+    assert!(!ok, "--require-all ran without w2");
+    assert!(err.contains("\"w2\"") && err.contains("cannot connect"), "{err}");
+    // Calibration the same way.
+    let out = tmp("two.toml");
+    let (ok, _, err) = dls(&["calibrate", "--workers", &list, "--size", "8", "-o", s(&out)], None);
+    assert!(ok, "{err}");
+    let text = std::fs::read_to_string(&out).expect("platform written");
+    assert!(text.contains("w1") && !text.contains("w2"), "{text}");
+    let (ok, _, err) = dls(
+        &[
+            "calibrate",
+            "--workers",
+            &list,
+            "--size",
+            "8",
+            "-o",
+            s(&out),
+            "--require-all",
+        ],
+        None,
+    );
+    assert!(!ok && err.contains("\"w2\""), "{err}");
+}

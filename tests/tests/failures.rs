@@ -350,3 +350,60 @@ fn losing_every_worker_fails_clearly() {
         "{msg}"
     );
 }
+
+/// A worker that completes the handshake, then hangs up at the first probe.
+async fn quitter(listener: tokio::net::TcpListener) {
+    use dls_protocol::{handshake, Capabilities, Connection, FromWorker, ToWorker};
+    let (stream, _) = listener.accept().await.expect("accepts");
+    let mut conn: Connection<_, ToWorker, FromWorker> = Connection::new(stream);
+    let caps = Capabilities {
+        cores: 1,
+        threads: 1,
+        memory_limit: 1 << 30,
+        kernel: "quitter".into(),
+        emulated: false,
+    };
+    handshake::worker(
+        &mut conn,
+        None,
+        &caps,
+        1 << 32,
+        Duration::from_secs(5),
+        || {},
+        || Ok(()),
+    )
+    .await
+    .expect("handshake");
+    let _ = conn.read_frame().await;
+}
+
+#[test]
+fn a_worker_lost_during_calibration_is_left_out() {
+    use dls_master::runtime::calibrate::{calibrate_available, CalibrateOptions};
+    let good = Proc::start(&[]);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let bad = l.local_addr().expect("addr").to_string();
+        tokio::spawn(quitter(l));
+        let cluster = Cluster::from_list(&format!("{bad},{}", good.addr)).expect("cluster");
+        let mut pool = Pool::connect(&cluster, None, Timeouts::default())
+            .await
+            .expect("connects");
+        let (cal, left) = calibrate_available(&mut pool, &CalibrateOptions::new(16))
+            .await
+            .expect("the other worker is calibrated");
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].worker, "w0");
+        assert!(left[0].reason.contains("closed the connection"), "{}", left[0].reason);
+        assert_eq!(pool.names(), vec!["w1".to_string()]);
+        let platform = cal.platform().expect("platform");
+        assert_eq!(platform.len(), 1);
+        // The batch runs on what is left.
+        let batch = Batch::random(8, 16, 5);
+        let done = session::run_batch(&mut pool, &platform, &batch, &RunConfig::default(), 1, |_| {})
+            .await
+            .expect("runs on w1");
+        assert_eq!(done.report.workers.len(), 1);
+    });
+}

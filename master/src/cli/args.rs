@@ -92,6 +92,10 @@ pub enum Command {
         /// Print the fits as JSON on stdout.
         #[arg(long)]
         json: bool,
+        /// Fail if any worker cannot be reached or measured (by default it
+        /// is left out, with a warning, and the others are calibrated).
+        #[arg(long)]
+        require_all: bool,
     },
     /// Run a batch of matrix products on the workers.
     Run(Box<RunArgs>),
@@ -201,6 +205,10 @@ pub struct ExperimentArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub workers: Workers,
+    /// Fail if any worker cannot be reached or calibrated (by default it is
+    /// left out, with a warning, and the batch runs on the others).
+    #[arg(long)]
+    pub require_all: bool,
     /// Number of products M (inferred from --input when given).
     #[arg(long)]
     pub batch: Option<usize>,

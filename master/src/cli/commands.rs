@@ -2,33 +2,35 @@
 
 use crate::cli::args::{cluster_of, runtime, RoundingArg, RunArgs, Workers};
 use crate::cli::outputs;
+use crate::config::cluster::Cluster;
 use crate::config::platform_file::PlatformFile;
 use crate::learn::Model;
 use crate::output::trace::Trace;
 use crate::runtime::batch::Batch;
-use crate::runtime::calibrate::{self, CalibrateOptions};
+use crate::runtime::calibrate::{self, CalibrateOptions, Calibration};
 use crate::runtime::link::{self, Timeouts};
-use crate::runtime::pool::Pool;
+use crate::runtime::pool::{LeftOut, Pool};
 use crate::runtime::shell::RunOptions;
 use crate::session::{self, BatchRun, RunConfig};
 use anyhow::{bail, Context, Result};
 use dls_lp::Platform;
 use dls_lp::{Ports, Rounding};
+use dls_protocol::Token;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-pub fn calibrate(workers: &Workers, size: usize, output: &Path, json: bool) -> Result<()> {
+pub fn calibrate(workers: &Workers, size: usize, output: &Path, json: bool, require_all: bool) -> Result<()> {
     if size == 0 {
         bail!("--size must be at least 1");
     }
     let cluster = cluster_of(workers)?;
     let token = link::load_token(workers.token_file.as_deref())?;
     runtime()?.block_on(async {
-        let mut pool = Pool::connect(&cluster, token.as_ref(), Timeouts::default()).await?;
+        let (mut pool, _) = connect(&cluster, token.as_ref(), require_all).await?;
         eprintln!("calibrating {} worker(s) with {size}×{size} matrices ...", pool.len());
-        let cal = calibrate::calibrate(pool.links_mut(), &CalibrateOptions::new(size)).await;
+        let cal = calibrate_pool(&mut pool, size, require_all).await;
         pool.close().await;
-        let cal = cal?;
+        let (cal, _) = cal?;
         std::fs::write(output, cal.to_toml()?).with_context(|| format!("writing {}", output.display()))?;
         for w in &cal.workers {
             eprintln!(
@@ -45,6 +47,38 @@ pub fn calibrate(workers: &Workers, size: usize, output: &Path, json: bool) -> R
         }
         Ok(())
     })
+}
+
+/// Connect to the cluster's workers: all of them (`require_all`), or those
+/// that answer, warning about the others.
+async fn connect(cluster: &Cluster, token: Option<&Token>, require_all: bool) -> Result<(Pool, Vec<LeftOut>)> {
+    if require_all {
+        return Ok((Pool::connect(cluster, token, Timeouts::default()).await?, Vec::new()));
+    }
+    let (pool, left) = Pool::connect_available(cluster, token, Timeouts::default()).await?;
+    warn_left_out(&left);
+    Ok((pool, left))
+}
+
+/// Calibrate the pool's workers: all of them (`require_all`), or those that
+/// can be measured, warning about (and dropping) the others.
+async fn calibrate_pool(pool: &mut Pool, size: usize, require_all: bool) -> Result<(Calibration, Vec<LeftOut>)> {
+    let opts = CalibrateOptions::new(size);
+    if require_all {
+        return Ok((calibrate::calibrate(pool.links_mut(), &opts).await?, Vec::new()));
+    }
+    let (cal, left) = calibrate::calibrate_available(pool, &opts).await?;
+    warn_left_out(&left);
+    Ok((cal, left))
+}
+
+fn warn_left_out(left: &[LeftOut]) {
+    for l in left {
+        eprintln!(
+            "warning: worker {} left out: {} (--require-all makes this an error)",
+            l.worker, l.reason
+        );
+    }
 }
 
 fn batch_of(args: &RunArgs) -> Result<Batch> {
@@ -137,12 +171,14 @@ async fn platform_for(
     pool: &mut Pool,
     given: Option<Platform>,
     model: Option<&Model>,
-    names: &[String],
     n: usize,
-) -> Result<Platform> {
-    let learned_all = model.is_some_and(|m| m.covers(names));
+    require_all: bool,
+) -> Result<(Platform, Vec<LeftOut>)> {
+    let names = pool.names();
+    let learned_all = model.is_some_and(|m| m.covers(&names));
+    let mut left = Vec::new();
     let platform = match given {
-        Some(p) => p,
+        Some(p) => only_connected(p, &names)?,
         None if learned_all => {
             let blank = names
                 .iter()
@@ -152,7 +188,8 @@ async fn platform_for(
         }
         None => {
             eprintln!("calibrating {} worker(s) (no --platform given) ...", pool.len());
-            let cal = calibrate::calibrate(pool.links_mut(), &CalibrateOptions::new(n)).await?;
+            let (cal, l) = calibrate_pool(pool, n, require_all).await?;
+            left = l;
             for w in &cal.workers {
                 for warn in &w.warnings {
                     eprintln!("warning: {}: {warn}", w.name);
@@ -161,13 +198,31 @@ async fn platform_for(
             cal.platform()?
         }
     };
-    Ok(match model {
+    let platform = match model {
         Some(m) if m.batches > 0 => {
             eprintln!("planning with costs learned from {} earlier batch(es)", m.batches);
             m.refine(&platform)?
         }
         _ => platform,
-    })
+    };
+    Ok((platform, left))
+}
+
+/// The platform's workers that are connected, in the pool's order.
+fn only_connected(p: Platform, names: &[String]) -> Result<Platform> {
+    if p.workers().iter().map(|w| &w.name).eq(names.iter()) {
+        return Ok(p);
+    }
+    let idx = names
+        .iter()
+        .map(|n| {
+            p.workers()
+                .iter()
+                .position(|w| &w.name == n)
+                .ok_or_else(|| anyhow::anyhow!("the platform has no worker named {n:?}"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(p.subset(&idx)?)
 }
 
 fn progress_bar(len: usize) -> indicatif::ProgressBar {
@@ -202,20 +257,32 @@ pub fn run(args: &RunArgs) -> Result<()> {
     };
     let cfg = run_config(args)?;
     let mut model = model_of(args, batch.n)?;
-    let names: Vec<String> = cluster.worker.iter().map(|w| w.name.clone()).collect();
-    let done = runtime()?.block_on(async {
-        let mut pool = Pool::connect(&cluster, token.as_ref(), Timeouts::default()).await?;
-        let done = async {
-            let platform = platform_for(&mut pool, given, model.as_ref().map(|m| &m.1), &names, batch.n).await?;
-            let bar = progress_bar(batch.m);
-            let done = session::run_batch(&mut pool, &platform, &batch, &cfg, 1, |k| bar.inc(k as u64)).await;
-            bar.finish_and_clear();
-            done
-        }
-        .await;
-        pool.close().await;
-        done
-    })?;
+    let done = runtime()?
+        .block_on(async {
+            let (mut pool, mut left) = connect(&cluster, token.as_ref(), args.require_all).await?;
+            let done = async {
+                let (platform, l) = platform_for(
+                    &mut pool,
+                    given,
+                    model.as_ref().map(|m| &m.1),
+                    batch.n,
+                    args.require_all,
+                )
+                .await?;
+                left.extend(l);
+                let bar = progress_bar(batch.m);
+                let done = session::run_batch(&mut pool, &platform, &batch, &cfg, 1, |k| bar.inc(k as u64)).await;
+                bar.finish_and_clear();
+                done
+            }
+            .await;
+            pool.close().await;
+            done.map(|d| (d, left))
+        })
+        .map(|(mut d, left)| {
+            d.report.left_out = left;
+            d
+        })?;
     if let Some((path, m)) = model.as_mut() {
         m.observe(&done.report)?;
         m.save(path)?;

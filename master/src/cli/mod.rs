@@ -21,7 +21,8 @@ pub fn run(cli: Cli) -> Result<()> {
             size,
             output,
             json,
-        } => commands::calibrate(&workers, size, &output, json),
+            require_all,
+        } => commands::calibrate(&workers, size, &output, json, require_all),
         Command::Run(args) => commands::run(&args),
         Command::Partition {
             speeds,

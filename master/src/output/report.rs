@@ -69,6 +69,9 @@ pub struct RunReport {
     pub workers: Vec<WorkerReport>,
     /// The master's peak resident memory so far (Linux), bytes.
     pub master_peak_rss_bytes: Option<u64>,
+    /// Workers left out before the batch (unreachable, refusing, or failing
+    /// calibration), and why.
+    pub left_out: Vec<crate::runtime::pool::LeftOut>,
     /// Workers given up on, and why.
     pub failures: Vec<FailureReport>,
     /// Recovery rounds: lost products planned again over the survivors.
@@ -150,6 +153,7 @@ impl RunReport {
                 })
                 .collect(),
             master_peak_rss_bytes: peak_rss(),
+            left_out: Vec::new(),
             failures: measured
                 .failures
                 .iter()

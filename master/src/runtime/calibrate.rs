@@ -10,6 +10,7 @@
 //! are probed before its computing (as in a run, it receives while idle).
 
 use crate::runtime::link::{self, Link};
+use crate::runtime::pool::{LeftOut, Pool};
 use anyhow::{bail, Context, Result};
 use dls_lp::{Latency, Platform, Worker};
 use dls_protocol::{FromWorker, ToWorker};
@@ -301,6 +302,56 @@ pub async fn calibrate(links: &mut [Link], opts: &CalibrateOptions) -> Result<Ca
         size: opts.size,
         workers,
     })
+}
+
+/// Calibrate every worker of the pool that can be measured; a worker that
+/// refuses, dies or stalls during its probes is left out (its link
+/// dropped) and returned with the reason. Fails only when none is left.
+pub async fn calibrate_available(pool: &mut Pool, opts: &CalibrateOptions) -> Result<(Calibration, Vec<LeftOut>)> {
+    let links = pool.links_mut();
+    let mut workers = Vec::with_capacity(links.len());
+    let mut left = Vec::new();
+    let mut failed = Vec::new();
+    let mut touched = vec![Instant::now(); links.len()];
+    for i in 0..links.len() {
+        links[i].conn.set_write_stall_timeout(Some(STALL));
+        match calibrate_worker(&mut links[i], opts).await {
+            Ok(w) => workers.push(w),
+            Err(e) => {
+                failed.push(i);
+                left.push(LeftOut {
+                    worker: links[i].name.clone(),
+                    reason: format!("{e:#}"),
+                });
+            }
+        }
+        touched[i] = Instant::now();
+        for (j, link) in links.iter_mut().enumerate() {
+            if !failed.contains(&j) && touched[j].elapsed() >= KEEP_ALIVE_EVERY {
+                if let Err(e) = link::keep_alive(link, STALL).await {
+                    failed.push(j);
+                    left.push(LeftOut {
+                        worker: link.name.clone(),
+                        reason: format!("{e:#}"),
+                    });
+                }
+                touched[j] = Instant::now();
+            }
+        }
+    }
+    // Measured before it was lost while idle: its measurements go too.
+    workers.retain(|w| !left.iter().any(|l| l.worker == w.name));
+    pool.remove(&failed);
+    if workers.is_empty() {
+        bail!("no worker could be calibrated: {}", LeftOut::list(&left));
+    }
+    Ok((
+        Calibration {
+            size: opts.size,
+            workers,
+        },
+        left,
+    ))
 }
 
 /// Workers wait for the next probe while others are measured: show the

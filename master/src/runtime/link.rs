@@ -114,9 +114,9 @@ pub async fn keep_alive(link: &mut Link, wait: Duration) -> Result<()> {
         .map_err(|_| anyhow!("worker {:?}: no answer to a heartbeat within {wait:?}", link.name))?
 }
 
-/// Connect to every worker of the cluster, all at once. The first failure
-/// (in cluster order) is the error.
-pub async fn connect_all(cluster: &Cluster, token: Option<&Token>, t: Timeouts) -> Result<Vec<Link>> {
+/// Connect to every worker of the cluster, all at once; each one's outcome,
+/// in cluster order.
+pub async fn try_all(cluster: &Cluster, token: Option<&Token>, t: Timeouts) -> Result<Vec<Result<Link>>> {
     let mut set = tokio::task::JoinSet::new();
     for (i, w) in cluster.worker.iter().enumerate() {
         let (name, address, token) = (w.name.clone(), w.address.clone(), token.cloned());
@@ -127,9 +127,16 @@ pub async fn connect_all(cluster: &Cluster, token: Option<&Token>, t: Timeouts) 
         let (i, r) = joined.context("a connection task failed")?;
         out[i] = Some(r);
     }
-    out.into_iter()
+    Ok(out
+        .into_iter()
         .map(|r| r.unwrap_or_else(|| Err(anyhow!("a connection task vanished"))))
-        .collect()
+        .collect())
+}
+
+/// Connect to every worker of the cluster, all at once. The first failure
+/// (in cluster order) is the error.
+pub async fn connect_all(cluster: &Cluster, token: Option<&Token>, t: Timeouts) -> Result<Vec<Link>> {
+    try_all(cluster, token, t).await?.into_iter().collect()
 }
 
 /// Say goodbye to every worker and wait (up to a second each) for its

@@ -6,6 +6,23 @@ use crate::runtime::link::{self, Link, Timeouts};
 use anyhow::{bail, Result};
 use dls_protocol::Token;
 
+/// A worker left out of a session, and why.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LeftOut {
+    pub worker: String,
+    pub reason: String,
+}
+
+impl LeftOut {
+    /// "w1 (reason); w2 (reason)".
+    pub fn list(left: &[LeftOut]) -> String {
+        left.iter()
+            .map(|l| format!("{} ({})", l.worker, l.reason))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
 /// Authenticated connections to the workers of a session, in cluster order.
 pub struct Pool {
     links: Vec<Link>,
@@ -20,6 +37,46 @@ impl Pool {
     /// failure (in cluster order) is the error.
     pub async fn connect(cluster: &Cluster, token: Option<&Token>, t: Timeouts) -> Result<Pool> {
         Ok(Pool::new(link::connect_all(cluster, token, t).await?))
+    }
+
+    /// Connect to every worker of the cluster that answers, all at once.
+    /// Those that cannot be reached, refuse or time out are left out and
+    /// returned with the reason; it fails only when none is left.
+    pub async fn connect_available(
+        cluster: &Cluster,
+        token: Option<&Token>,
+        t: Timeouts,
+    ) -> Result<(Pool, Vec<LeftOut>)> {
+        let mut links = Vec::new();
+        let mut left = Vec::new();
+        for (w, r) in cluster.worker.iter().zip(link::try_all(cluster, token, t).await?) {
+            match r {
+                Ok(l) => links.push(l),
+                Err(e) => left.push(LeftOut {
+                    worker: w.name.clone(),
+                    reason: format!("{e:#}"),
+                }),
+            }
+        }
+        if links.is_empty() {
+            bail!("no worker could be used: {}", LeftOut::list(&left));
+        }
+        Ok((Pool::new(links), left))
+    }
+
+    /// Drop the links at these indices (closing them), keeping the order of
+    /// the rest.
+    pub fn remove(&mut self, indices: &[usize]) {
+        let mut i = 0;
+        self.links.retain(|_| {
+            i += 1;
+            !indices.contains(&(i - 1))
+        });
+    }
+
+    /// The workers' names, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.links.iter().map(|l| l.name.clone()).collect()
     }
 
     pub fn links(&self) -> &[Link] {
