@@ -58,6 +58,9 @@ impl Worker {
     }
 }
 
+/// The largest cost or latency accepted, in seconds.
+pub const MAX_COST: f64 = 1e9;
+
 /// A validated set of workers: finite positive `c` and `w`, finite
 /// non-negative `d`, unique non-empty names, `max_load` at least 1.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,8 +89,8 @@ impl Platform {
                     problem: "used by another worker",
                 });
             }
-            let positive = "finite and > 0";
-            let non_negative = "finite and >= 0";
+            let positive = "> 0 and at most 1e9 s";
+            let non_negative = ">= 0 and at most 1e9 s";
             for (field, value, expected) in [
                 ("c", wk.c, positive),
                 ("w", wk.w, positive),
@@ -96,7 +99,10 @@ impl Platform {
                 ("compute_latency", wk.latency.compute, non_negative),
                 ("return_latency", wk.latency.ret, non_negative),
             ] {
+                // Larger costs (32 years a product) are typing errors, and
+                // would overflow the planner's arithmetic.
                 let ok = value.is_finite()
+                    && value <= MAX_COST
                     && if expected == positive {
                         value > 0.0
                     } else {

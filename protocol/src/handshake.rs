@@ -72,7 +72,7 @@ pub async fn master<S: AsyncRead + AsyncWrite + Unpin>(
                 }
                 None => {
                     return Err(Error::Handshake(
-                        "the worker runs without a token (--insecure) but this master has one; refusing".into(),
+                        "the worker runs without a token (on loopback, or with --insecure) but this master has one; refusing".into(),
                     ))
                 }
             }
@@ -155,7 +155,7 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
             }
             None => {
                 return Err(Error::Handshake(
-                    "the master closed the connection during the handshake".into(),
+                    "the master hung up after this worker's challenge: it holds a different token, or none while this worker has one, or it expects a token this worker lacks".into(),
                 ))
             }
         };

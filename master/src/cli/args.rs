@@ -270,9 +270,11 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 pub(crate) fn cluster_of(w: &Workers) -> Result<crate::config::cluster::Cluster> {
-    match (&w.cluster, &w.workers) {
-        (Some(path), _) => crate::config::cluster::Cluster::load(path),
-        (None, Some(list)) => crate::config::cluster::Cluster::from_list(list),
+    let c = match (&w.cluster, &w.workers) {
+        (Some(path), _) => crate::config::cluster::Cluster::load(path)?,
+        (None, Some(list)) => crate::config::cluster::Cluster::from_list(list)?,
         (None, None) => anyhow::bail!("give the workers with --cluster FILE or --workers host:port,..."),
-    }
+    };
+    c.check_distinct()?;
+    Ok(c)
 }

@@ -75,6 +75,9 @@ impl Cluster {
         if self.worker.is_empty() {
             bail!("{origin}: no worker: list at least one [[worker]] with a name and an address");
         }
+        if let Some(Err(e)) = self.known_platform() {
+            bail!("{origin}: {e:#}");
+        }
         let mut names = HashSet::new();
         let mut addrs = HashSet::new();
         for (i, w) in self.worker.iter().enumerate() {
@@ -110,6 +113,31 @@ impl Cluster {
     }
 
     /// The platform, when every worker's costs are in the file.
+    /// Refuse two entries that reach the same worker under different
+    /// addresses (`127.0.0.1:7070` and `localhost:7070`): the worker would
+    /// take the second for another master and answer "busy". Addresses that
+    /// do not resolve are left for the connection to report.
+    pub fn check_distinct(&self) -> Result<()> {
+        use std::net::ToSocketAddrs;
+        let mut seen: Vec<(std::net::SocketAddr, &str)> = Vec::new();
+        for w in &self.worker {
+            let Ok(addrs) = w.address.to_socket_addrs() else {
+                continue;
+            };
+            for a in addrs {
+                if let Some((_, other)) = seen.iter().find(|(s, n)| *s == a && *n != w.name) {
+                    bail!(
+                        "workers {other:?} and {:?} are the same worker ({} reaches {a}); list each worker once",
+                        w.name,
+                        w.address
+                    );
+                }
+                seen.push((a, &w.name));
+            }
+        }
+        Ok(())
+    }
+
     pub fn known_platform(&self) -> Option<Result<dls_lp::Platform>> {
         let workers: Option<Vec<_>> = self
             .worker
@@ -155,5 +183,18 @@ mod tests {
         assert_eq!(list.worker[1].name, "w1");
         assert!(Cluster::from_list("").is_err());
         assert!(Cluster::from_list("a:1,a:1").is_err());
+        // The same worker under two names of its host.
+        let twice = Cluster::from_list("127.0.0.1:7401,localhost:7401").expect("two strings");
+        let e = format!("{:#}", twice.check_distinct().expect_err("the same worker"));
+        assert!(e.contains("\"w0\" and \"w1\" are the same worker"), "{e}");
+        Cluster::from_list("127.0.0.1:7401,127.0.0.2:7401")
+            .expect("valid")
+            .check_distinct()
+            .expect("distinct");
+        // Bad costs name the file.
+        let bad = "[[worker]]\nname = \"a\"\naddress = \"h:1\"\nc = -1.0\nw = 1.0\nd = 1.0\n";
+        assert!(err(bad).starts_with("c.toml: "), "{}", err(bad));
+        let huge = "[[worker]]\nname = \"a\"\naddress = \"h:1\"\nc = 1e308\nw = 1.0\nd = 1.0\n";
+        assert!(err(huge).contains("at most 1e9"), "{}", err(huge));
     }
 }

@@ -154,7 +154,17 @@ pub fn write(path: &Path, mats: &Matrices) -> Result<()> {
 /// A batch from two `.npy` files of shape (M, n, n), float64: A and B.
 pub fn read_batch(a: &Path, b: &Path, n: Option<usize>) -> Result<Batch> {
     let ma = read(a, n)?;
-    let mb = read(b, Some(ma.n))?;
+    let mb = read(b, n)?;
+    if ma.n != mb.n {
+        bail!(
+            "{} holds {n}×{n} matrices but {} holds {}×{}: A and B must have the same size",
+            b.display(),
+            a.display(),
+            ma.n,
+            ma.n,
+            n = mb.n
+        );
+    }
     if ma.m != mb.m {
         bail!(
             "{} holds {} matrices but {} holds {}: A and B must pair up",
@@ -191,6 +201,19 @@ mod tests {
         bytes.extend(h.as_bytes());
         bytes.extend(vec![0u8; values * 8]);
         std::fs::write(path, bytes).expect("writes");
+    }
+
+    #[test]
+    fn a_and_b_of_different_sizes_name_both_files() {
+        let (a, b) = (tmp("size-a.npy"), tmp("size-b.npy"));
+        raw(&a, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 4, 4), }", 32);
+        raw(&b, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3, 3), }", 18);
+        let e = format!("{:#}", read_batch(&a, &b, None).expect_err("sizes differ"));
+        assert!(e.contains("3×3") && e.contains("4×4") && e.contains("same size"), "{e}");
+        assert!(!e.contains("--size"), "{e}");
+        let e = format!("{:#}", read_batch(&a, &b, Some(4)).expect_err("B is not 4"));
+        assert!(e.contains("size-b.npy") && e.contains("--size is 4"), "{e}");
+        let _ = (std::fs::remove_file(a), std::fs::remove_file(b));
     }
 
     #[test]

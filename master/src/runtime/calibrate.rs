@@ -164,6 +164,7 @@ async fn answer(link: &mut Link, t: Duration, what: &str) -> Result<dls_protocol
             Ok(None) => bail!("worker {name:?} closed the connection during the {what}"),
             Ok(Some(f)) => match f.msg {
                 FromWorker::HeartbeatAck { .. } => {}
+                FromWorker::Bye => bail!("worker {name:?} is shutting down (it said goodbye during the {what})"),
                 FromWorker::Error { code, message } => {
                     bail!("worker {name:?} refused the {what}: {code:?}: {message}")
                 }

@@ -265,6 +265,7 @@ impl LinkTask {
             FromWorker::Results { n, .. } => Ev::Failed(format!("returned results of size {n}, not {}", self.batch.n)),
             FromWorker::HeartbeatAck { .. } => return None,
             FromWorker::Error { code, message } => Ev::Failed(format!("reported {code:?}: {message}")),
+            FromWorker::Bye => Ev::Failed("is shutting down (the daemon was stopped; it said goodbye)".into()),
             other => Ev::Failed(format!("sent an unexpected {}", other.name())),
         };
         Some(ev)
