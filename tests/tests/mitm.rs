@@ -64,7 +64,8 @@ fn all_right(batch: &Batch, c: &[f64]) -> Result<(), String> {
             for k in 0..N {
                 let scale: f64 = (0..N).map(|j| (a[i * N + j] * b[j * N + k]).abs()).sum();
                 let got = c[p * nn + i * N + k];
-                if !((got - want[i * N + k]).abs() <= 1e-8 * scale) {
+                let off = (got - want[i * N + k]).abs();
+                if off.is_nan() || off > 1e-8 * scale {
                     return Err(format!(
                         "product {p} at ({i}, {k}): {got} instead of {}",
                         want[i * N + k]
