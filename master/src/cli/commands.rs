@@ -251,6 +251,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let cluster = cluster_of(&args.workers)?;
     let token = link::load_token(args.workers.token_file.as_deref())?;
     let batch = batch_of(args)?;
+    if let Some(p) = &args.output {
+        // C's values and the .npy header.
+        let bytes = (batch.m as u64)
+            .saturating_mul((batch.n * batch.n) as u64)
+            .saturating_mul(8)
+            + 128;
+        outputs::check_space(p, bytes, "--output")?;
+    }
     let given = match &args.platform {
         Some(p) => Some(PlatformFile::load(p)?),
         None => cluster.known_platform().transpose()?,

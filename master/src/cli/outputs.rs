@@ -41,6 +41,30 @@ pub fn check_writable(path: &Path, what: &str, inputs: &[PathBuf]) -> Result<()>
     }
 }
 
+/// Check that the filesystem holding `path` has room for `bytes` more (the
+/// temporary file is written beside the old one, so both must fit), where
+/// the filesystem says how much it has.
+pub fn check_space(path: &Path, bytes: u64, what: &str) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let Ok(st) = rustix::fs::statvfs(&dir) else {
+        return Ok(());
+    };
+    let free = st.f_bavail.saturating_mul(st.f_frsize);
+    if bytes > free {
+        bail!(
+            "{what} {}: C needs {}, but {} has only {} free",
+            path.display(),
+            crate::runtime::batch::human_bytes(bytes),
+            dir.display(),
+            crate::runtime::batch::human_bytes(free)
+        );
+    }
+    Ok(())
+}
+
 /// Write with `write` to `path`; when that fails, to a file of the same
 /// name in the system's temporary directory. Returns where it went, or the
 /// error naming both attempts.
@@ -68,6 +92,20 @@ pub fn write_or_rescue(path: &Path, write: impl Fn(&Path) -> Result<()>) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outputs_larger_than_the_free_space_are_refused_before_any_work() {
+        let p = std::env::temp_dir().join("dls-space-check.npy");
+        check_space(&p, 1, "--output").expect("a byte fits");
+        let e = format!(
+            "{:#}",
+            check_space(&p, u64::MAX / 4, "--output").expect_err("too large")
+        );
+        assert!(
+            e.starts_with("--output ") && e.contains("has only") && e.contains("free"),
+            "{e}"
+        );
+    }
 
     fn dir(tag: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("dls-outputs-{tag}-{}", std::process::id()));
