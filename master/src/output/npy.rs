@@ -4,7 +4,7 @@
 
 use crate::runtime::batch::Batch;
 use anyhow::{bail, Context, Result};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -50,37 +50,44 @@ fn parse_header(header: &str, origin: &str) -> Result<Vec<usize>> {
         .collect()
 }
 
-/// Read a (M, n, n) float64 array. `n`, when given, must match.
-pub fn read(path: &Path, n: Option<usize>) -> Result<Matrices> {
-    let origin = path.display().to_string();
-    let mut f = std::fs::File::open(path).with_context(|| format!("opening {origin}"))?;
-    let mut magic = [0u8; 8];
-    f.read_exact(&mut magic)
-        .with_context(|| format!("{origin}: too short to be a .npy file"))?;
-    if &magic[..6] != MAGIC {
+/// Where a `.npy` file's matrices are: `m` of size `n` from byte `prefix`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Layout {
+    pub m: usize,
+    pub n: usize,
+    pub prefix: u64,
+}
+
+/// Bytes of the magic, version and header length of a version 1 file.
+const MIN_PREFIX: usize = 10;
+
+/// The layout of a `.npy` file of `file_len` bytes that starts with `head`
+/// (at least its magic, version, header length and header; more is
+/// ignored). Pure and total: any bytes give a layout or an error naming
+/// `origin`, and a layout is given only when the file holds exactly the
+/// values its shape says. `n`, when given, must match (it is `--size`).
+pub fn layout(head: &[u8], file_len: u64, n: Option<usize>, origin: &str) -> Result<Layout> {
+    if head.len() < MIN_PREFIX {
+        bail!("{origin}: too short to be a .npy file");
+    }
+    if &head[..6] != MAGIC {
         bail!("{origin}: not a .npy file (bad magic)");
     }
-    let header_len = match magic[6] {
-        1 => {
-            let mut b = [0u8; 2];
-            f.read_exact(&mut b)?;
-            u16::from_le_bytes(b) as usize
-        }
-        2 | 3 => {
-            let mut b = [0u8; 4];
-            f.read_exact(&mut b)?;
-            u32::from_le_bytes(b) as usize
-        }
+    let (len_bytes, header_len) = match head[6] {
+        1 => (2, u16::from_le_bytes([head[8], head[9]]) as usize),
+        2 | 3 if head.len() >= 12 => (4, u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize),
+        2 | 3 => bail!("{origin}: truncated header"),
         v => bail!("{origin}: unsupported .npy version {v}"),
     };
-    if header_len > 1 << 20 {
+    if header_len > MAX_HEADER {
         bail!("{origin}: header of {header_len} bytes is not plausible");
     }
-    let mut header = vec![0u8; header_len];
-    f.read_exact(&mut header)
+    let start = 8 + len_bytes;
+    let header = head
+        .get(start..start + header_len)
         .with_context(|| format!("{origin}: truncated header"))?;
-    let header = String::from_utf8_lossy(&header);
-    let shape = parse_header(&header, &origin)?;
+    let header = String::from_utf8_lossy(header);
+    let shape = parse_header(&header, origin)?;
     if shape.len() != 3 {
         bail!(
             "{origin}: shape {shape:?} has rank {}, expected 3: (M, n, n)",
@@ -103,17 +110,40 @@ pub fn read(path: &Path, n: Option<usize>) -> Result<Matrices> {
         .and_then(|x| x.checked_mul(rows))
         .filter(|&c| c.checked_mul(8).is_some())
         .with_context(|| format!("{origin}: shape {shape:?} is too large"))?;
-    let file_len = f.metadata().with_context(|| format!("reading {origin}"))?.len();
-    let prefix = (8 + if magic[6] == 1 { 2 } else { 4 } + header_len) as u64;
-    let values = file_len.saturating_sub(prefix) / 8;
+    let prefix = (start + header_len) as u64;
+    if file_len < prefix {
+        bail!("{origin}: truncated header");
+    }
+    let values = (file_len - prefix) / 8;
     if (count as u64) > values {
         bail!(
             "{origin}: holds fewer values than its shape {shape:?} says ({values} of {count}; is the file truncated?)"
         );
     }
-    if (count as u64) < values || file_len.saturating_sub(prefix) % 8 != 0 {
+    if (count as u64) < values || !(file_len - prefix).is_multiple_of(8) {
         bail!("{origin}: holds more bytes than its shape {shape:?} says");
     }
+    Ok(Layout { m, n: rows, prefix })
+}
+
+/// The longest header believed.
+const MAX_HEADER: usize = 1 << 20;
+
+/// Read a (M, n, n) float64 array. `n`, when given, must match.
+pub fn read(path: &Path, n: Option<usize>) -> Result<Matrices> {
+    let origin = path.display().to_string();
+    let mut f = std::fs::File::open(path).with_context(|| format!("opening {origin}"))?;
+    let file_len = f.metadata().with_context(|| format!("reading {origin}"))?.len();
+    // The prefix and the header, at most: what `layout` needs.
+    let mut head = Vec::new();
+    (&mut f)
+        .take((12 + MAX_HEADER) as u64)
+        .read_to_end(&mut head)
+        .with_context(|| format!("reading {origin}"))?;
+    let Layout { m, n: rows, prefix } = layout(&head, file_len, n, &origin)?;
+    let count = m * rows * rows;
+    f.seek(std::io::SeekFrom::Start(prefix))
+        .with_context(|| format!("reading {origin}"))?;
     // A, B and C are held together.
     crate::runtime::batch::check_fits(m, rows, crate::runtime::batch::available_memory(), &origin)?;
     let mut data = Vec::new();
@@ -121,7 +151,7 @@ pub fn read(path: &Path, n: Option<usize>) -> Result<Matrices> {
         .map_err(|_| anyhow::anyhow!("{origin}: not enough memory for {count} values"))?;
     data.resize(count, 0.0f64);
     f.read_exact(bytemuck::cast_slice_mut(&mut data))
-        .with_context(|| format!("{origin}: holds fewer values than its shape {shape:?} says"))?;
+        .with_context(|| format!("{origin}: holds fewer values than its shape ({m}, {rows}, {rows}) says"))?;
     if cfg!(target_endian = "big") {
         for v in &mut data {
             *v = f64::from_le_bytes(v.to_ne_bytes());
