@@ -493,3 +493,53 @@ fn a_worker_that_is_down_is_left_out_unless_all_are_required() {
     );
     assert!(!ok && err.contains("\"w2\""), "{err}");
 }
+
+#[test]
+fn a_stopped_master_lets_the_next_one_in_after_the_idle_timeout() {
+    let w = common::start_with(&[(Some(5.0), 1.0)], None, 1 << 30, std::time::Duration::from_secs(2));
+    let list = w.list();
+    // A batch that takes seconds over a 5 MB/s link, stopped (SIGSTOP) in
+    // the middle.
+    let mut first = Command::new(env!("CARGO_BIN_EXE_dls"))
+        .args([
+            "run",
+            "--workers",
+            &list,
+            "--batch",
+            "40",
+            "--size",
+            "128",
+            "--verify",
+            "0",
+        ])
+        .env_remove("DLS_TOKEN")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts dls run");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let pid = first.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .expect("kill")
+        .success());
+    let t = std::time::Instant::now();
+    let mut busy_seen = false;
+    let outcome = loop {
+        let (ok, _, err) = dls(&["run", "--workers", &list, "--batch", "2", "--size", "8"], None);
+        if ok {
+            break Ok(t.elapsed());
+        }
+        busy_seen |= err.contains("busy");
+        if t.elapsed() > std::time::Duration::from_secs(15) {
+            break Err(err);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let _ = first.kill();
+    let _ = first.wait();
+    let waited = outcome.unwrap_or_else(|err| panic!("still refused 15 s after the stop: {err}"));
+    assert!(busy_seen, "the stopped master held the worker for a while");
+    assert!(waited < std::time::Duration::from_secs(10), "waited {waited:?}");
+}

@@ -32,6 +32,17 @@ pub fn start(specs: &[(Option<f64>, f64)], token: Option<&str>) -> Workers {
 /// As [`start`], each worker holding at most `memory_limit` bytes of
 /// matrices at once.
 pub fn start_holding(specs: &[(Option<f64>, f64)], token: Option<&str>, memory_limit: u64) -> Workers {
+    start_with(
+        specs,
+        token,
+        memory_limit,
+        Duration::from_secs(dls_worker::server::DEFAULT_IDLE_SECS),
+    )
+}
+
+/// As [`start_holding`], each worker ending a session after `idle` without
+/// a frame from its master.
+pub fn start_with(specs: &[(Option<f64>, f64)], token: Option<&str>, memory_limit: u64, idle: Duration) -> Workers {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let specs = specs.to_vec();
@@ -55,6 +66,7 @@ pub fn start_holding(specs: &[(Option<f64>, f64)], token: Option<&str>, memory_l
                 cfg.slowdown = slowdown;
                 cfg.token = token.clone();
                 cfg.handshake_timeout = Duration::from_secs(2);
+                cfg.idle_timeout = idle;
                 let mut stop = stop_rx.clone();
                 handles.push(tokio::spawn(dls_worker::serve(l, cfg, async move {
                     let _ = stop.changed().await;
