@@ -15,6 +15,7 @@ pub mod cli;
 pub mod gate;
 pub mod kernel;
 pub mod server;
+mod session;
 pub mod throttle;
 
 pub use server::{serve, Config};
