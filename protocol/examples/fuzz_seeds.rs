@@ -18,6 +18,7 @@ fn main() -> std::io::Result<()> {
         Frame::new(ToWorker::Auth {
             proof: Some([9; 32]),
             max_frame: 1 << 20,
+            encrypt: false,
         }),
         Frame::with_payload(
             ToWorker::Assign { job, chunk, n: 2, k: 1 },

@@ -25,6 +25,11 @@ impl Token {
         (!t.is_empty()).then(|| Token(t.as_bytes().to_vec()))
     }
 
+    /// The secret itself (key derivation only).
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+
     /// Its length in bytes.
     pub fn len(&self) -> usize {
         self.0.len()

@@ -2,10 +2,13 @@
 //! buffer and any half-read frame, so `read_frame` is cancel-safe (use it in
 //! `select!`), and it writes payloads straight from the caller's slice.
 //! It never opens a socket and never spawns: callers hand it a stream.
+//! Once [`Connection::seal_with`] is called, every frame is encrypted and
+//! authenticated ([`crate::seal`]).
 
 use crate::error::{Error, Result};
 use crate::frame::{self, HANDSHAKE_MAX_FRAME};
 use crate::message::{Frame, Payload};
+use crate::seal::{Sealer, TAG};
 use bytes::{Buf, BytesMut};
 use serde::{de::DeserializeOwned, Serialize};
 use std::io::IoSlice;
@@ -16,6 +19,12 @@ struct Partial<M> {
     msg: M,
     payload: Vec<f64>,
     filled: usize,
+}
+
+/// The sealers of an encrypted connection: (send, receive).
+struct Crypt {
+    send: Sealer,
+    recv: Sealer,
 }
 
 /// A framed, typed connection: reads `In`, writes `Out`.
@@ -29,7 +38,49 @@ pub struct Connection<S, In, Out> {
     bytes_in: u64,
     /// Longest a single write may make no progress before it fails.
     write_stall: Option<std::time::Duration>,
+    crypt: Option<Crypt>,
     _out: PhantomData<fn(Out)>,
+}
+
+/// Write `slices` one after the other in vectored writes, each of which
+/// must make progress within `stall` (if set).
+async fn write_slices<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    stall: Option<std::time::Duration>,
+    slices: &[&[u8]],
+) -> Result<()> {
+    let mut first = 0;
+    let mut offset = 0;
+    while first < slices.len() {
+        let io: Vec<IoSlice<'_>> = std::iter::once(IoSlice::new(&slices[first][offset..]))
+            .chain(slices[first + 1..].iter().take(63).map(|s| IoSlice::new(s)))
+            .collect();
+        let mut n = match stall {
+            None => stream.write_vectored(&io).await?,
+            Some(d) => tokio::time::timeout(d, stream.write_vectored(&io))
+                .await
+                .map_err(|_| Error::Timeout(d, "the peer to take more bytes"))??,
+        };
+        if n == 0 && !io.iter().all(|s| s.is_empty()) {
+            return Err(Error::Io(std::io::ErrorKind::WriteZero.into()));
+        }
+        if n == 0 {
+            break;
+        }
+        while n > 0 {
+            let left = slices[first].len() - offset;
+            if n >= left {
+                n -= left;
+                first += 1;
+                offset = 0;
+            } else {
+                offset += n;
+                n = 0;
+            }
+        }
+    }
+    stream.flush().await?;
+    Ok(())
 }
 
 impl<S, In, Out> Connection<S, In, Out>
@@ -49,6 +100,7 @@ where
             partial: None,
             bytes_in: 0,
             write_stall: None,
+            crypt: None,
             _out: PhantomData,
         }
     }
@@ -72,6 +124,17 @@ where
         self.write_stall = d;
     }
 
+    /// Encrypt and authenticate every frame from now on, both ways (the
+    /// handshake's last frame has just been sent or read).
+    pub fn seal_with(&mut self, send: Sealer, recv: Sealer) {
+        self.crypt = Some(Crypt { send, recv });
+    }
+
+    /// Whether frames are encrypted.
+    pub fn is_sealed(&self) -> bool {
+        self.crypt.is_some()
+    }
+
     pub fn get_ref(&self) -> &S {
         &self.stream
     }
@@ -88,6 +151,9 @@ where
     /// Like `read_frame`, but `check` sees every message before its payload
     /// is allocated and may refuse it.
     pub async fn read_frame_checked(&mut self, mut check: impl FnMut(&In) -> Result<()>) -> Result<Option<Frame<In>>> {
+        if self.crypt.is_some() {
+            return self.read_sealed(check).await;
+        }
         loop {
             if let Some(p) = &mut self.partial {
                 let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut p.payload);
@@ -146,6 +212,112 @@ where
         }
     }
 
+    /// Read more bytes into the read buffer. `Ok(false)`: the peer closed.
+    async fn fill(&mut self) -> Result<bool> {
+        if self.rbuf.capacity() - self.rbuf.len() < 4096 {
+            self.rbuf.reserve(16 * 1024);
+        }
+        let n = self.stream.read_buf(&mut self.rbuf).await?;
+        self.bytes_in += n as u64;
+        Ok(n > 0)
+    }
+
+    /// `read_frame_checked` on an encrypted connection: the header record
+    /// is opened and checked before the payload is allocated; the payload
+    /// is read in place, then opened with its tag.
+    async fn read_sealed(&mut self, mut check: impl FnMut(&In) -> Result<()>) -> Result<Option<Frame<In>>> {
+        loop {
+            if let Some(p) = &mut self.partial {
+                let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut p.payload);
+                if p.filled < bytes.len() {
+                    if !self.rbuf.is_empty() {
+                        let n = self.rbuf.len().min(bytes.len() - p.filled);
+                        bytes[p.filled..p.filled + n].copy_from_slice(&self.rbuf[..n]);
+                        self.rbuf.advance(n);
+                        p.filled += n;
+                        continue;
+                    }
+                    let n = self.stream.read(&mut bytes[p.filled..]).await?;
+                    self.bytes_in += n as u64;
+                    if n == 0 {
+                        return Err(Error::Truncated {
+                            got: p.filled,
+                            expected: bytes.len(),
+                        });
+                    }
+                    p.filled += n;
+                    continue;
+                }
+                if self.rbuf.len() < TAG {
+                    if !self.fill().await? {
+                        return Err(Error::Truncated {
+                            got: self.rbuf.len(),
+                            expected: TAG,
+                        });
+                    }
+                    continue;
+                }
+                let mut tag = [0u8; TAG];
+                tag.copy_from_slice(&self.rbuf[..TAG]);
+                self.rbuf.advance(TAG);
+                let Some(mut done) = self.partial.take() else {
+                    unreachable!("partial frame checked above")
+                };
+                if let Some(c) = &mut self.crypt {
+                    c.recv.open(bytemuck::cast_slice_mut(&mut done.payload), &tag)?;
+                }
+                frame::payload_to_host(&mut done.payload);
+                return Ok(Some(Frame {
+                    msg: done.msg,
+                    payload: done.payload,
+                }));
+            }
+            // The header record: length, ciphertext, tag.
+            if self.rbuf.len() >= 4 {
+                let len = u32::from_le_bytes([self.rbuf[0], self.rbuf[1], self.rbuf[2], self.rbuf[3]]) as usize;
+                if len > frame::MAX_HEAD + 8 {
+                    return Err(Error::Malformed(format!("sealed header of {len} bytes")));
+                }
+                if self.rbuf.len() >= 4 + len + TAG {
+                    let mut plain = self.rbuf[4..4 + len].to_vec();
+                    let mut tag = [0u8; TAG];
+                    tag.copy_from_slice(&self.rbuf[4 + len..4 + len + TAG]);
+                    self.rbuf.advance(4 + len + TAG);
+                    if let Some(c) = &mut self.crypt {
+                        c.recv.open(&mut plain, &tag)?;
+                    }
+                    let head = match frame::parse_head::<In>(&plain, self.max_frame)? {
+                        Some(h) if h.head_bytes == plain.len() => h,
+                        _ => return Err(Error::Malformed("a sealed header that is not one whole header".into())),
+                    };
+                    check(&head.msg)?;
+                    if head.values == 0 {
+                        return Ok(Some(Frame {
+                            msg: head.msg,
+                            payload: Vec::new(),
+                        }));
+                    }
+                    self.partial = Some(Partial {
+                        msg: head.msg,
+                        payload: vec![0.0; head.values],
+                        filled: 0,
+                    });
+                    continue;
+                }
+            }
+            if !self.fill().await? {
+                return if self.rbuf.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(Error::Truncated {
+                        got: self.rbuf.len(),
+                        expected: self.rbuf.len() + 1,
+                    })
+                };
+            }
+        }
+    }
+
     /// Write a message with its payload, and flush.
     pub async fn write_frame(&mut self, msg: &Out, payload: &[f64]) -> Result<()> {
         self.write_frame_parts(msg, &[payload]).await
@@ -169,40 +341,32 @@ where
             .filter(|p| !p.is_empty())
             .map(|p| frame::payload_bytes(p))
             .collect();
+        if let Some(c) = &mut self.crypt {
+            // Sealed: the header record, then the payload (copied once to
+            // be encrypted in place) and its tag.
+            let len = (self.wbuf.len() as u32).to_le_bytes();
+            let tag = c.send.seal(&mut self.wbuf)?;
+            let mut body: Vec<u8> = Vec::with_capacity(values * 8);
+            for b in &bodies {
+                body.extend_from_slice(b);
+            }
+            let body_tag = if body.is_empty() {
+                None
+            } else {
+                Some(c.send.seal(&mut body)?)
+            };
+            let mut slices: Vec<&[u8]> = vec![&len, &self.wbuf, &tag];
+            if let Some(t) = &body_tag {
+                slices.extend([&body[..], &t[..]]);
+            }
+            return write_slices(&mut self.stream, self.write_stall, &slices).await;
+        }
         // Header and payload leave in vectored writes: a separate tiny header
         // segment costs about a tenth of loopback throughput.
         let mut slices: Vec<&[u8]> = Vec::with_capacity(1 + bodies.len());
         slices.push(&self.wbuf);
         slices.extend(bodies.iter().map(|b| &b[..]));
-        let mut first = 0;
-        let mut offset = 0;
-        while first < slices.len() {
-            let io: Vec<IoSlice<'_>> = std::iter::once(IoSlice::new(&slices[first][offset..]))
-                .chain(slices[first + 1..].iter().take(63).map(|s| IoSlice::new(s)))
-                .collect();
-            let mut n = match self.write_stall {
-                None => self.stream.write_vectored(&io).await?,
-                Some(d) => tokio::time::timeout(d, self.stream.write_vectored(&io))
-                    .await
-                    .map_err(|_| Error::Timeout(d, "the peer to take more bytes"))??,
-            };
-            if n == 0 {
-                return Err(Error::Io(std::io::ErrorKind::WriteZero.into()));
-            }
-            while n > 0 {
-                let left = slices[first].len() - offset;
-                if n >= left {
-                    n -= left;
-                    first += 1;
-                    offset = 0;
-                } else {
-                    offset += n;
-                    n = 0;
-                }
-            }
-        }
-        self.stream.flush().await?;
-        Ok(())
+        write_slices(&mut self.stream, self.write_stall, &slices).await
     }
 
     /// Write a message without payload.

@@ -14,6 +14,7 @@ use crate::auth::{self, Role, Token};
 use crate::conn::Connection;
 use crate::error::{Error, Result};
 use crate::message::{Capabilities, ErrorCode, FromWorker, ToWorker, PROTOCOL_VERSION};
+use crate::seal;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -38,6 +39,23 @@ pub async fn master<S: AsyncRead + AsyncWrite + Unpin>(
     max_frame: u64,
     timeout: Duration,
 ) -> Result<Capabilities> {
+    master_sealed(conn, token, max_frame, timeout, false).await
+}
+
+/// As [`master`]; with `encrypt`, every frame after the welcome is
+/// encrypted and authenticated ([`crate::seal`]; needs a token).
+pub async fn master_sealed<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut Connection<S, FromWorker, ToWorker>,
+    token: Option<&Token>,
+    max_frame: u64,
+    timeout: Duration,
+    encrypt: bool,
+) -> Result<Capabilities> {
+    if encrypt && token.is_none() {
+        return Err(Error::Handshake(
+            "--encrypt needs a token (the keys are derived from it): give --token-file or DLS_TOKEN".into(),
+        ));
+    }
     let steps = async {
         let nm = auth::nonce();
         conn.send(&ToWorker::Hello {
@@ -80,11 +98,18 @@ pub async fn master<S: AsyncRead + AsyncWrite + Unpin>(
         conn.send(&ToWorker::Auth {
             proof: token.map(|t| auth::prove(t, Role::Master, &nm, &nw)),
             max_frame,
+            encrypt,
         })
         .await?;
         conn.set_max_frame(max_frame);
         match conn.read_frame().await?.map(|f| f.msg) {
-            Some(FromWorker::Welcome(caps)) => Ok(caps),
+            Some(FromWorker::Welcome(caps)) => {
+                if let (true, Some(t)) = (encrypt, token) {
+                    let (send, recv) = seal::sealers(t, &nm, &nw, seal::Side::Master);
+                    conn.seal_with(send, recv);
+                }
+                Ok(caps)
+            }
             Some(FromWorker::Error { code, message }) => Err(peer_error(code, message)),
             Some(other) => Err(Error::Handshake(format!("expected a welcome, got {other:?}"))),
             None => Err(Error::Handshake(
@@ -97,21 +122,37 @@ pub async fn master<S: AsyncRead + AsyncWrite + Unpin>(
         .map_err(|_| Error::Timeout(timeout, "the handshake"))?
 }
 
+/// What the worker brings to a handshake.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerSide<'a> {
+    pub token: Option<&'a Token>,
+    pub caps: &'a Capabilities,
+    /// The largest frame it accepts, whatever the master asks.
+    pub frame_cap: u64,
+    pub timeout: Duration,
+    /// Serve only masters that encrypt (`--encrypt`).
+    pub require_encrypt: bool,
+}
+
 /// The worker's side. On refusal it sends the master an error frame first.
 /// `greeted` runs when a well-formed Hello of this version has arrived (the
 /// peer speaks the protocol; it has proved nothing yet). `admit` runs once
 /// the master is authenticated, before the welcome, and may still refuse it
 /// (a busy worker). The connection's frame limit is the
-/// master's `max_frame` afterwards, capped at `frame_cap`.
+/// master's `max_frame` afterwards, capped at `side.frame_cap`.
 pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
     conn: &mut Connection<S, ToWorker, FromWorker>,
-    token: Option<&Token>,
-    caps: &Capabilities,
-    frame_cap: u64,
-    timeout: Duration,
+    side: &WorkerSide<'_>,
     greeted: impl FnOnce(),
     admit: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
+    let WorkerSide {
+        token,
+        caps,
+        frame_cap,
+        timeout,
+        require_encrypt,
+    } = *side;
     let steps = async {
         let nm = match conn.read_frame().await?.map(|f| f.msg) {
             Some(ToWorker::Hello { version, nonce }) => {
@@ -145,8 +186,12 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
             proof: token.map(|t| auth::prove(t, Role::Worker, &nw, &nm)),
         })
         .await?;
-        let (proof, max_frame) = match conn.read_frame().await?.map(|f| f.msg) {
-            Some(ToWorker::Auth { proof, max_frame }) => (proof, max_frame),
+        let (proof, max_frame, encrypt) = match conn.read_frame().await?.map(|f| f.msg) {
+            Some(ToWorker::Auth {
+                proof,
+                max_frame,
+                encrypt,
+            }) => (proof, max_frame, encrypt),
             Some(other) => {
                 return Err(Error::Refused {
                     code: ErrorCode::UnexpectedMessage,
@@ -168,9 +213,30 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
                 });
             }
         }
+        let keys =
+            match (encrypt, token) {
+                (true, Some(t)) => Some(t),
+                (true, None) => return Err(Error::Refused {
+                    code: ErrorCode::Unauthorized,
+                    message:
+                        "this worker has no token, so it cannot encrypt (--encrypt needs the same token on both sides)"
+                            .into(),
+                }),
+                (false, _) if require_encrypt => {
+                    return Err(Error::Refused {
+                        code: ErrorCode::Unauthorized,
+                        message: "this worker requires encryption: run the master with --encrypt".into(),
+                    })
+                }
+                (false, _) => None,
+            };
         admit()?;
         conn.set_max_frame(max_frame.min(frame_cap));
         conn.send(&FromWorker::Welcome(caps.clone())).await?;
+        if let Some(t) = keys {
+            let (send, recv) = seal::sealers(t, &nm, &nw, seal::Side::Worker);
+            conn.seal_with(send, recv);
+        }
         Ok(())
     };
     let res = match tokio::time::timeout(timeout, steps).await {

@@ -25,6 +25,7 @@ pub mod error;
 pub mod frame;
 pub mod handshake;
 pub mod message;
+pub mod seal;
 
 pub use auth::Token;
 pub use conn::Connection;

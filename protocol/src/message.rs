@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 /// Incremented on any incompatible change of the messages or framing.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// A random value that makes every handshake's proofs unique.
 pub type Nonce = [u8; 32];
@@ -49,11 +49,13 @@ pub enum ToWorker {
         version: u32,
         nonce: Nonce,
     },
-    /// The master's proof of the token (when the worker has one) and the
-    /// largest frame it will send or accept from now on.
+    /// The master's proof of the token (when the worker has one), the
+    /// largest frame it will send or accept from now on, and whether every
+    /// frame after the welcome is encrypted (`--encrypt`; needs a token).
     Auth {
         proof: Option<Proof>,
         max_frame: u64,
+        encrypt: bool,
     },
     /// `k` products of size `n`: payload A_1..A_k then B_1..B_k, each n×n,
     /// row-major, f64 little-endian (2·k·n² values).

@@ -27,10 +27,14 @@ async fn run(master_token: Option<&str>, worker_token: Option<&str>) -> (Result<
         let mut m: Connection<_, FromWorker, ToWorker> = Connection::new(a);
         handshake::master(&mut m, mt.as_ref(), 1 << 20, T).await
     };
-    tokio::join!(
-        master,
-        handshake::worker(&mut w, wt.as_ref(), &c, 1 << 30, T, || {}, || Ok(()))
-    )
+    let ws = handshake::WorkerSide {
+        token: wt.as_ref(),
+        caps: &c,
+        frame_cap: 1 << 30,
+        timeout: T,
+        require_encrypt: false,
+    };
+    tokio::join!(master, handshake::worker(&mut w, &ws, || {}, || Ok(())))
 }
 
 #[tokio::test]
@@ -91,10 +95,14 @@ async fn version_mismatch_names_both_versions() {
         .expect("sends");
         m.read_frame().await.expect("reads").expect("a frame").msg
     };
-    let (reply, res) = tokio::join!(
-        master,
-        handshake::worker(&mut w, None, &c, 1 << 30, T, || {}, || Ok(()))
-    );
+    let ws = handshake::WorkerSide {
+        token: None,
+        caps: &c,
+        frame_cap: 1 << 30,
+        timeout: T,
+        require_encrypt: false,
+    };
+    let (reply, res) = tokio::join!(master, handshake::worker(&mut w, &ws, || {}, || Ok(())));
     assert!(res.is_err());
     match reply {
         FromWorker::Error { code, message } => {
@@ -111,7 +119,19 @@ async fn a_silent_peer_times_out() {
     let (_a, b) = tokio::io::duplex(1 << 16);
     let mut w: Connection<_, ToWorker, FromWorker> = Connection::new(b);
     let c = caps();
-    let res = handshake::worker(&mut w, None, &c, 1 << 30, Duration::from_secs(3), || {}, || Ok(())).await;
+    let res = handshake::worker(
+        &mut w,
+        &handshake::WorkerSide {
+            token: None,
+            caps: &c,
+            frame_cap: 1 << 30,
+            timeout: Duration::from_secs(3),
+            require_encrypt: false,
+        },
+        || {},
+        || Ok(()),
+    )
+    .await;
     assert!(matches!(res, Err(Error::Timeout(..))), "{res:?}");
 }
 
@@ -166,7 +186,14 @@ async fn a_refused_admission_reaches_the_master() {
             message: "busy".into(),
         })
     };
-    let (m, w) = tokio::join!(master, handshake::worker(&mut w, None, &c, 1 << 30, T, || {}, busy));
+    let ws = handshake::WorkerSide {
+        token: None,
+        caps: &c,
+        frame_cap: 1 << 30,
+        timeout: T,
+        require_encrypt: false,
+    };
+    let (m, w) = tokio::join!(master, handshake::worker(&mut w, &ws, || {}, busy));
     assert!(w.is_err());
     assert!(
         matches!(

@@ -189,10 +189,13 @@ async fn lying_worker(listener: tokio::net::TcpListener, lie: Lie) {
     };
     handshake::worker(
         &mut conn,
-        None,
-        &caps,
-        1 << 32,
-        Duration::from_secs(5),
+        &handshake::WorkerSide {
+            token: None,
+            caps: &caps,
+            frame_cap: 1 << 32,
+            timeout: Duration::from_secs(5),
+            require_encrypt: false,
+        },
         || {},
         || Ok(()),
     )
@@ -365,10 +368,13 @@ async fn quitter(listener: tokio::net::TcpListener) {
     };
     handshake::worker(
         &mut conn,
-        None,
-        &caps,
-        1 << 32,
-        Duration::from_secs(5),
+        &handshake::WorkerSide {
+            token: None,
+            caps: &caps,
+            frame_cap: 1 << 32,
+            timeout: Duration::from_secs(5),
+            require_encrypt: false,
+        },
         || {},
         || Ok(()),
     )

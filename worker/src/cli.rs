@@ -64,6 +64,10 @@ struct DaemonArgs {
     /// authenticated is dropped for a newcomer.
     #[arg(long, default_value_t = 32)]
     max_connections: usize,
+    /// Serve only masters that encrypt every frame (their --encrypt); needs
+    /// a token. Without it, a master may still ask for encryption.
+    #[arg(long)]
+    encrypt: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -128,6 +132,10 @@ fn daemon(args: DaemonArgs) -> Result<()> {
     cfg.handshake_timeout = Duration::from_secs_f64(args.handshake_timeout);
     cfg.idle_timeout = Duration::from_secs_f64(args.idle_timeout);
     cfg.max_connections = args.max_connections;
+    if args.encrypt && cfg.token.is_none() {
+        bail!("--encrypt needs a token (the keys are derived from it): give --token-file or set DLS_TOKEN");
+    }
+    cfg.encrypt = args.encrypt;
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(listen)

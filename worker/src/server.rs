@@ -61,6 +61,9 @@ pub struct Config {
     /// A session whose master sends nothing (no frame, no heartbeat) for
     /// this long ends, and the worker serves the next master.
     pub idle_timeout: Duration,
+    /// Serve only masters that encrypt every frame (`--encrypt`; needs a
+    /// token). Masters may ask for encryption either way.
+    pub encrypt: bool,
 }
 
 impl Config {
@@ -77,6 +80,7 @@ impl Config {
             handshake_timeout: Duration::from_secs(5),
             max_connections: 32,
             idle_timeout: Duration::from_secs(DEFAULT_IDLE_SECS),
+            encrypt: false,
         }
     }
 
@@ -302,9 +306,16 @@ async fn handle(
             }),
         }
     };
+    let side = handshake::WorkerSide {
+        token: cfg.token.as_ref(),
+        caps: &caps,
+        frame_cap: cfg.frame_cap(),
+        timeout: cfg.handshake_timeout,
+        require_encrypt: cfg.encrypt,
+    };
     // The handshake tells the master why it refuses; an eviction is told here.
     let shaken = tokio::select! {
-        r = handshake::worker(&mut conn, cfg.token.as_ref(), &caps, cfg.frame_cap(), cfg.handshake_timeout, || ticket.greeted(), admit) => r.map_err(|e| (e, false)),
+        r = handshake::worker(&mut conn, &side, || ticket.greeted(), admit) => r.map_err(|e| (e, false)),
         () = evicted(evict) => Err((Error::Refused {
             code: ErrorCode::Busy,
             message: format!("too many connections: this worker's {} slots were full and this connection, the oldest not yet authenticated, was {}", cfg.max_connections, handshake::DROPPED_FOR_NEWER),

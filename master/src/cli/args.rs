@@ -56,6 +56,11 @@ pub struct Workers {
     /// File holding the shared token (else the DLS_TOKEN environment variable).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
+    /// Encrypt and authenticate every frame (ChaCha20-Poly1305, keys from
+    /// the token and the handshake); needs a token. Costs throughput: see
+    /// the README.
+    #[arg(long)]
+    pub encrypt: bool,
 }
 
 #[derive(Debug, Subcommand)]

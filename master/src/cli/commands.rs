@@ -26,7 +26,7 @@ pub fn calibrate(workers: &Workers, size: usize, output: &Path, json: bool, requ
     let cluster = cluster_of(workers)?;
     let token = link::load_token(workers.token_file.as_deref())?;
     runtime()?.block_on(async {
-        let (mut pool, _) = connect(&cluster, token.as_ref(), require_all).await?;
+        let (mut pool, _) = connect(&cluster, token.as_ref(), require_all, workers.encrypt).await?;
         eprintln!("calibrating {} worker(s) with {size}×{size} matrices ...", pool.len());
         let cal = calibrate_pool(&mut pool, size, require_all).await;
         pool.close().await;
@@ -51,11 +51,23 @@ pub fn calibrate(workers: &Workers, size: usize, output: &Path, json: bool, requ
 
 /// Connect to the cluster's workers: all of them (`require_all`), or those
 /// that answer, warning about the others.
-async fn connect(cluster: &Cluster, token: Option<&Token>, require_all: bool) -> Result<(Pool, Vec<LeftOut>)> {
-    if require_all {
-        return Ok((Pool::connect(cluster, token, Timeouts::default()).await?, Vec::new()));
+async fn connect(
+    cluster: &Cluster,
+    token: Option<&Token>,
+    require_all: bool,
+    encrypt: bool,
+) -> Result<(Pool, Vec<LeftOut>)> {
+    if encrypt && token.is_none() {
+        bail!("--encrypt needs a token (the keys are derived from it): give --token-file or set DLS_TOKEN");
     }
-    let (pool, left) = Pool::connect_available(cluster, token, Timeouts::default()).await?;
+    let t = Timeouts {
+        encrypt,
+        ..Timeouts::default()
+    };
+    if require_all {
+        return Ok((Pool::connect(cluster, token, t).await?, Vec::new()));
+    }
+    let (pool, left) = Pool::connect_available(cluster, token, t).await?;
     warn_left_out(&left);
     Ok((pool, left))
 }
@@ -267,7 +279,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let mut model = model_of(args, batch.n)?;
     let done = runtime()?
         .block_on(async {
-            let (mut pool, mut left) = connect(&cluster, token.as_ref(), args.require_all).await?;
+            let (mut pool, mut left) =
+                connect(&cluster, token.as_ref(), args.require_all, args.workers.encrypt).await?;
             let done = async {
                 let (platform, l) = platform_for(
                     &mut pool,

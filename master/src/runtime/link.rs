@@ -16,11 +16,13 @@ pub struct Link {
     pub conn: WorkerConn,
 }
 
-/// Timeouts of the master's network waits.
+/// How the master connects: its network waits, and whether every frame is
+/// encrypted (`--encrypt`).
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
     pub connect: Duration,
     pub handshake: Duration,
+    pub encrypt: bool,
 }
 
 impl Default for Timeouts {
@@ -28,6 +30,7 @@ impl Default for Timeouts {
         Timeouts {
             connect: Duration::from_secs(5),
             handshake: Duration::from_secs(5),
+            encrypt: false,
         }
     }
 }
@@ -76,7 +79,7 @@ async fn connect_once(name: &str, address: &str, token: Option<&Token>, t: Timeo
     let _ = stream.set_nodelay(true);
     dls_worker::keepalive(&stream);
     let mut conn = Connection::new(stream);
-    let caps = match handshake::master(&mut conn, token, MAX_FRAME, t.handshake).await {
+    let caps = match handshake::master_sealed(&mut conn, token, MAX_FRAME, t.handshake, t.encrypt).await {
         Ok(caps) => caps,
         Err(e) => {
             let dropped = handshake::dropped_for_newer(&e);

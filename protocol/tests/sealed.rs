@@ -1,0 +1,266 @@
+//! Encrypted connections (`--encrypt`) over an in-memory stream: frames of
+//! every kind round-trip, nothing of the plaintext crosses, any change in
+//! transit fails, and the two sides agree on whether to encrypt.
+
+use dls_protocol::handshake;
+use dls_protocol::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+const T: Duration = Duration::from_secs(5);
+const TOKEN: &str = "sealed-test-token-0123456789";
+
+fn caps() -> Capabilities {
+    Capabilities {
+        cores: 2,
+        threads: 1,
+        memory_limit: 1 << 30,
+        kernel: "test".into(),
+        emulated: false,
+    }
+}
+
+type M<S> = Connection<S, FromWorker, ToWorker>;
+type W<S> = Connection<S, ToWorker, FromWorker>;
+
+/// A master and a worker after the handshake: `encrypt` asked by the
+/// master, `require`d by the worker.
+async fn sealed_pair(encrypt: bool, require: bool) -> (Result<M<DuplexStream>>, Result<W<DuplexStream>>) {
+    let (a, b) = tokio::io::duplex(1 << 20);
+    let t = Token::parse(TOKEN);
+    let t2 = t.clone();
+    let master = async move {
+        let mut m: M<_> = Connection::new(a);
+        handshake::master_sealed(&mut m, t.as_ref(), 1 << 30, T, encrypt)
+            .await
+            .map(|_| m)
+    };
+    let worker = async move {
+        let mut w: W<_> = Connection::new(b);
+        let c = caps();
+        handshake::worker(
+            &mut w,
+            &handshake::WorkerSide {
+                token: t2.as_ref(),
+                caps: &c,
+                frame_cap: 1 << 30,
+                timeout: T,
+                require_encrypt: require,
+            },
+            || {},
+            || Ok(()),
+        )
+        .await
+        .map(|_| w)
+    };
+    tokio::join!(master, worker)
+}
+
+#[tokio::test]
+async fn frames_of_every_size_round_trip_both_ways() {
+    let (m, w) = sealed_pair(true, true).await;
+    let (mut m, mut w) = (m.expect("master"), w.expect("worker"));
+    assert!(m.is_sealed() && w.is_sealed());
+    for (n, k) in [(1u32, 1u32), (3, 2), (64, 5)] {
+        let ab: Vec<f64> = (0..2 * n * n * k).map(|i| i as f64 * 0.5 - 3.0).collect();
+        let msg = ToWorker::Assign {
+            job: JobId(1),
+            chunk: ChunkId(u64::from(n)),
+            n,
+            k,
+        };
+        m.write_frame(&msg, &ab).await.expect("sends");
+        let f = w.read_frame().await.expect("valid").expect("a frame");
+        assert_eq!(f.msg, msg);
+        assert_eq!(f.payload, ab);
+        let c: Vec<f64> = ab[..(n * n * k) as usize].to_vec();
+        let back = FromWorker::Results {
+            job: JobId(1),
+            chunk: ChunkId(u64::from(n)),
+            n,
+            k,
+        };
+        w.write_frame(&back, &c).await.expect("sends");
+        let f = m.read_frame().await.expect("valid").expect("a frame");
+        assert_eq!((f.msg, f.payload), (back, c));
+        // Frames without payload too.
+        m.send(&ToWorker::Heartbeat { seq: 7 }).await.expect("sends");
+        let f = w.read_frame().await.expect("valid").expect("a frame");
+        assert_eq!(f.msg, ToWorker::Heartbeat { seq: 7 });
+    }
+}
+
+/// Bytes the master sends pass through a relay that records them and
+/// flips bit `flip` (counted from the relay's start) if set.
+struct Relay {
+    seen: Arc<Mutex<Vec<u8>>>,
+    flip: Arc<AtomicUsize>,
+}
+
+/// A sealed master and worker whose master→worker bytes pass the relay.
+async fn relayed() -> (M<DuplexStream>, W<DuplexStream>, Relay) {
+    let (a, mut a2) = tokio::io::duplex(1 << 20);
+    let (mut b2, b) = tokio::io::duplex(1 << 20);
+    let relay = Relay {
+        seen: Arc::new(Mutex::new(Vec::new())),
+        flip: Arc::new(AtomicUsize::new(usize::MAX)),
+    };
+    let (seen, flip) = (relay.seen.clone(), relay.flip.clone());
+    tokio::spawn(async move {
+        let (mut ar, mut aw) = tokio::io::split(&mut a2);
+        let (mut br, mut bw) = tokio::io::split(&mut b2);
+        let down = async {
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                let n = match ar.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                let start = {
+                    let mut s = seen.lock().expect("lock");
+                    s.extend_from_slice(&buf[..n]);
+                    s.len() - n
+                };
+                let f = flip.load(Ordering::SeqCst);
+                if f != usize::MAX && f / 8 >= start && f / 8 < start + n {
+                    buf[f / 8 - start] ^= 1 << (f % 8);
+                }
+                if bw.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+            let _ = bw.shutdown().await;
+        };
+        let up = async {
+            let _ = tokio::io::copy(&mut br, &mut aw).await;
+        };
+        tokio::join!(down, up);
+    });
+    let t = Token::parse(TOKEN);
+    let t2 = t.clone();
+    let master = async move {
+        let mut m: M<_> = Connection::new(a);
+        handshake::master_sealed(&mut m, t.as_ref(), 1 << 30, T, true)
+            .await
+            .map(|_| m)
+    };
+    let worker = async move {
+        let mut w: W<_> = Connection::new(b);
+        let c = caps();
+        handshake::worker(
+            &mut w,
+            &handshake::WorkerSide {
+                token: t2.as_ref(),
+                caps: &c,
+                frame_cap: 1 << 30,
+                timeout: T,
+                require_encrypt: false,
+            },
+            || {},
+            || Ok(()),
+        )
+        .await
+        .map(|_| w)
+    };
+    let (m, w) = tokio::join!(master, worker);
+    (m.expect("master"), w.expect("worker"), relay)
+}
+
+fn frame() -> (ToWorker, Vec<f64>) {
+    let payload: Vec<f64> = (0..2 * 4 * 4).map(|i| 1000.25 + i as f64).collect();
+    let msg = ToWorker::Assign {
+        job: JobId(3),
+        chunk: ChunkId(4),
+        n: 4,
+        k: 1,
+    };
+    (msg, payload)
+}
+
+#[tokio::test]
+async fn the_wire_carries_no_plaintext() {
+    let (mut m, mut w, relay) = relayed().await;
+    let (msg, payload) = frame();
+    m.write_frame(&msg, &payload).await.expect("sends");
+    let f = w.read_frame().await.expect("valid").expect("a frame");
+    assert_eq!((f.msg, f.payload.clone()), (msg.clone(), payload.clone()));
+    let seen = relay.seen.lock().expect("lock").clone();
+    for v in &payload {
+        assert!(
+            !seen.windows(8).any(|x| x == v.to_le_bytes()),
+            "{v} crossed in the clear"
+        );
+    }
+    let mut head = Vec::new();
+    dls_protocol::frame::encode_head(&msg, payload.len(), &mut head).expect("encodes");
+    assert!(
+        !seen.windows(head.len()).any(|x| x == &head[..]),
+        "the header crossed in the clear"
+    );
+}
+
+#[tokio::test]
+async fn any_flipped_bit_after_the_handshake_fails() {
+    // Every 7th bit of one sealed frame (header record, payload, tags).
+    let (msg, payload) = frame();
+    let mut head = Vec::new();
+    dls_protocol::frame::encode_head(&msg, payload.len(), &mut head).expect("encodes");
+    // Length, sealed header, its tag, sealed payload, its tag.
+    let frame_bits = (4 + head.len() + 16 + payload.len() * 8 + 16) * 8;
+    for bit in (0..frame_bits).step_by(7) {
+        let (mut m, mut w, relay) = relayed().await;
+        let start = relay.seen.lock().expect("lock").len();
+        relay.flip.store(start * 8 + bit, Ordering::SeqCst);
+        m.write_frame(&msg, &payload).await.expect("sends");
+        drop(m);
+        match tokio::time::timeout(T, w.read_frame()).await.expect("in time") {
+            Ok(Some(f)) => panic!("bit {bit}: a changed frame was accepted: {:?}", f.msg),
+            Ok(None) => panic!("bit {bit}: no error"),
+            Err(_) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn both_sides_must_agree_to_encrypt() {
+    // The worker requires it; the master does not ask.
+    let (m, w) = sealed_pair(false, true).await;
+    let e = m.err().expect("master refused").to_string();
+    assert!(e.contains("requires encryption"), "{e}");
+    assert!(w.is_err());
+    // The master asks, the worker has no token.
+    let (a, b) = tokio::io::duplex(1 << 16);
+    let t = Token::parse(TOKEN);
+    let master = async move {
+        let mut m: M<_> = Connection::new(a);
+        handshake::master_sealed(&mut m, t.as_ref(), 1 << 20, T, true).await
+    };
+    let worker = async move {
+        let mut w: W<_> = Connection::new(b);
+        handshake::worker(
+            &mut w,
+            &handshake::WorkerSide {
+                token: None,
+                caps: &caps(),
+                frame_cap: 1 << 20,
+                timeout: T,
+                require_encrypt: false,
+            },
+            || {},
+            || Ok(()),
+        )
+        .await
+    };
+    let (m, _) = tokio::join!(master, worker);
+    let e = m.expect_err("no token on the worker").to_string();
+    assert!(e.contains("without a token"), "{e}");
+    // A master asked to encrypt without a token says so before connecting.
+    let (a, _b) = tokio::io::duplex(1 << 16);
+    let mut m: M<_> = Connection::new(a);
+    let e = handshake::master_sealed(&mut m, None, 1 << 20, T, true)
+        .await
+        .expect_err("no token");
+    assert!(e.to_string().contains("needs a token"), "{e}");
+}
