@@ -152,6 +152,29 @@ fn bad_input_fails_clearly() {
         None,
         "cannot connect",
     );
+    // Encryption needs a token; with the worker's, the run is encrypted
+    // end to end.
+    fails(
+        &["run", "--workers", &list, "--batch", "4", "--size", "4", "--encrypt"],
+        None,
+        "--encrypt needs a token",
+    );
+    let (ok, _, err) = dls(
+        &[
+            "run",
+            "--workers",
+            &list,
+            "--batch",
+            "4",
+            "--size",
+            "4",
+            "--encrypt",
+            "--verify",
+            "4",
+        ],
+        Some("right-0123456789abcdef"),
+    );
+    assert!(ok, "an encrypted run: {err}");
     fails(
         &["run", "--workers", &list, "--batch", "4", "--size", "4"],
         Some("wrong-0123456789abcdef"),

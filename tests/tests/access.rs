@@ -2,27 +2,16 @@
 //! master out, and a master that stops answering lets its worker go.
 
 mod common;
-use common::Proc;
+use common::{token_file, Proc};
 use dls_master::config::cluster::Cluster;
 use dls_master::runtime::link::Timeouts;
 use dls_master::runtime::pool::Pool;
 use dls_protocol::Token;
-use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
-const TOKEN: &str = "access-test-token-0123456789";
-
-/// A token file only its owner can read, in a directory of its own.
-fn token_file(tag: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("dls-access-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("token");
-    std::fs::write(&path, TOKEN).expect("writes the token");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod 600");
-    path
-}
+use common::TOKEN;
 
 async fn connect(addr: &str) -> anyhow::Result<Pool> {
     let cluster = Cluster::from_list(addr)?;

@@ -3,7 +3,7 @@
 //! never succeed with a wrong product.
 
 mod common;
-use common::Proc;
+use common::{token_file, Proc, TOKEN};
 use dls_lp::{Platform, Worker};
 use dls_master::config::cluster::Cluster;
 use dls_master::runtime::batch::Batch;
@@ -75,6 +75,59 @@ fn all_right(batch: &Batch, c: &[f64]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[test]
+fn with_encryption_every_flipped_bit_is_caught_and_pinned_on_the_link() {
+    let tok = token_file("mitm-sealed");
+    let tok = tok.to_str().expect("utf-8");
+    let workers = [
+        Proc::start(&["--token-file", tok, "--encrypt"]),
+        Proc::start(&["--token-file", tok, "--encrypt"]),
+    ];
+    let token = dls_protocol::Token::parse(TOKEN).expect("token");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    for (seed, every) in [(11, 50_000), (12, 20_000), (13, 5_000)] {
+        let (done, batch) = rt.block_on(async {
+            let l = TcpListener::bind("127.0.0.1:0").await.expect("binds");
+            let via = l.local_addr().expect("addr").to_string();
+            tokio::spawn(proxy(l, workers[0].addr.clone(), every, 4096, seed));
+            let list = format!("{via},{}", workers[1].addr);
+            let platform = Platform::new(
+                (0..2)
+                    .map(|i| Worker::new(format!("w{i}"), 0.01, 0.01, 0.005))
+                    .collect(),
+            )
+            .expect("platform");
+            let cluster = Cluster::from_list(&list).expect("cluster");
+            let t = Timeouts {
+                encrypt: true,
+                ..Timeouts::default()
+            };
+            let mut pool = Pool::connect(&cluster, Some(&token), t).await.expect("connects");
+            let batch = Batch::random(M, N, seed);
+            let cfg = RunConfig {
+                verify: 0,
+                ..RunConfig::default()
+            };
+            let done = session::run_batch(&mut pool, &platform, &batch, &cfg, 1, |_| {}).await;
+            pool.close().await;
+            (done.expect("the other worker finishes the batch"), batch)
+        });
+        all_right(&batch, &done.outcome.c).unwrap_or_else(|e| panic!("every={every}: {e}"));
+        // About 370 kB of results cross the proxy: with a flip every 50 kB
+        // or less one is all but certain, and it is caught by the frame's
+        // authentication, whichever bit it is.
+        assert_eq!(
+            done.report.failures.len(),
+            1,
+            "every={every}: {:?}",
+            done.report.failures
+        );
+        let f = &done.report.failures[0];
+        assert_eq!(f.worker, "w0");
+        assert!(f.reason.contains("authentication"), "{}", f.reason);
+    }
 }
 
 #[test]

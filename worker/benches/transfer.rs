@@ -4,11 +4,13 @@
 //!
 //! `cargo bench -p dls-worker --bench transfer [-- ROUNDS]`
 //!
+//! Also the same Connection with every frame encrypted (`--encrypt`).
+//!
 //! Each round sends one 64 MiB chunk each way of doing it, alternating which
 //! goes first; a transfer ends when the receiver has every byte and says so
 //! (one-byte acknowledgement). Prints medians and their ratio.
 
-use dls_protocol::{ChunkId, Connection, FromWorker, JobId, ToWorker};
+use dls_protocol::{seal, ChunkId, Connection, FromWorker, JobId, ToWorker};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -45,13 +47,23 @@ async fn raw_round(bytes: &[u8]) -> Duration {
     d
 }
 
-async fn framed_round(payload: &[f64]) -> Duration {
+async fn framed_round(payload: &[f64], sealed: bool) -> Duration {
     let (tx, rx) = pair().await;
     let mut master: Connection<_, FromWorker, ToWorker> = Connection::new(tx);
     master.set_max_frame(1 << 32);
+    let token = dls_protocol::Token::parse("transfer-bench-token-0123456789").expect("token");
+    let (nm, nw) = ([1u8; 32], [2u8; 32]);
+    if sealed {
+        let (send, recv) = seal::sealers(&token, &nm, &nw, seal::Side::Master);
+        master.seal_with(send, recv);
+    }
     let reader = tokio::spawn(async move {
         let mut worker: Connection<_, ToWorker, FromWorker> = Connection::new(rx);
         worker.set_max_frame(1 << 32);
+        if sealed {
+            let (send, recv) = seal::sealers(&token, &nm, &nw, seal::Side::Worker);
+            worker.seal_with(send, recv);
+        }
         let f = worker.read_frame().await.expect("valid").expect("a frame");
         let (job, chunk) = match f.msg {
             ToWorker::Assign { job, chunk, .. } => (job, chunk),
@@ -95,24 +107,29 @@ fn main() {
     let payload: Vec<f64> = (0..values).map(|i| i as f64).collect();
     let bytes: Vec<u8> = payload.iter().flat_map(|v| v.to_le_bytes()).collect();
     let mb = bytes.len() as f64 / 1e6;
-    let (mut raw, mut ours) = (Vec::new(), Vec::new());
+    let (mut raw, mut ours, mut sealed) = (Vec::new(), Vec::new(), Vec::new());
     rt.block_on(async {
-        // Warm up both paths once.
+        // Warm up every path once.
         raw_round(&bytes).await;
-        framed_round(&payload).await;
+        framed_round(&payload, false).await;
+        framed_round(&payload, true).await;
         for r in 0..rounds {
             if r % 2 == 0 {
                 raw.push(mb / raw_round(&bytes).await.as_secs_f64());
-                ours.push(mb / framed_round(&payload).await.as_secs_f64());
+                ours.push(mb / framed_round(&payload, false).await.as_secs_f64());
+                sealed.push(mb / framed_round(&payload, true).await.as_secs_f64());
             } else {
-                ours.push(mb / framed_round(&payload).await.as_secs_f64());
+                sealed.push(mb / framed_round(&payload, true).await.as_secs_f64());
+                ours.push(mb / framed_round(&payload, false).await.as_secs_f64());
                 raw.push(mb / raw_round(&bytes).await.as_secs_f64());
             }
         }
     });
-    let (r, o) = (median(raw), median(ours));
+    let (r, o, e) = (median(raw), median(ours), median(sealed));
     println!("bulk transfer, {mb:.1} MB chunk, {rounds} rounds, medians:");
-    println!("  raw TCP          {r:8.0} MB/s");
-    println!("  dls Connection   {o:8.0} MB/s");
-    println!("  ratio            {:8.3}", o / r);
+    println!("  raw TCP                    {r:8.0} MB/s");
+    println!("  dls Connection             {o:8.0} MB/s");
+    println!("  dls Connection, --encrypt  {e:8.0} MB/s");
+    println!("  ratio (plain / raw)        {:8.3}", o / r);
+    println!("  ratio (encrypted / plain)  {:8.3}", e / o);
 }

@@ -77,3 +77,20 @@ impl Proc {
         Command::new("kill").args([sig, &self.child.id().to_string()]).status()
     }
 }
+
+/// The token of [`token_file`].
+pub const TOKEN: &str = "access-test-token-0123456789";
+
+/// A token file only its owner can read, in a directory of its own.
+pub fn token_file(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("dls-access-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("token");
+    std::fs::write(&path, TOKEN).expect("writes the token");
+    std::fs::set_permissions(
+        &path,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o600),
+    )
+    .expect("chmod 600");
+    path
+}
