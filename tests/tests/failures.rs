@@ -413,3 +413,24 @@ fn a_worker_lost_during_calibration_is_left_out() {
         assert_eq!(done.report.workers.len(), 1);
     });
 }
+
+#[test]
+fn a_worker_hung_at_the_start_is_left_out_within_the_handshake_timeout() {
+    let hung = Proc::start(&[]);
+    let good = Proc::start(&[]);
+    hung.signal("-STOP");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let cluster = Cluster::from_list(&format!("{},{}", hung.addr, good.addr)).expect("cluster");
+        let t0 = std::time::Instant::now();
+        let (mut pool, left) = Pool::connect_available(&cluster, None, Timeouts::default())
+            .await
+            .expect("the other worker answers");
+        assert!(t0.elapsed() < Duration::from_secs(8), "waited {:?}", t0.elapsed());
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].worker, "w0");
+        assert!(left[0].reason.contains("timed out"), "{}", left[0].reason);
+        assert_eq!(pool.names(), vec!["w1".to_string()]);
+        pool.close().await;
+    });
+}

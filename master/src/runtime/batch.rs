@@ -134,6 +134,37 @@ mod size_tests {
     use super::*;
 
     #[test]
+    fn verify_passes_right_results_with_nan_and_infinities_and_fails_wrong_ones() {
+        let (m, n) = (4, 6);
+        let mut batch = Batch::random(m, n, 9);
+        let (mut a, mut b) = ((*batch.a).clone(), (*batch.b).clone());
+        a[2] = f64::NAN; // product 0, row 0
+        b[n * n + 7] = f64::INFINITY; // product 1, column 1
+        a[2 * n * n + 3] = f64::NEG_INFINITY;
+        b[2 * n * n + 3 * n] = 0.0; // 0 · ∞ in product 2
+        batch.a = Arc::new(a);
+        batch.b = Arc::new(b);
+        let mut c = Vec::new();
+        for i in 0..m {
+            let nn = n * n;
+            c.extend(kernel::naive(
+                &batch.a[i * nn..(i + 1) * nn],
+                &batch.b[i * nn..(i + 1) * nn],
+                n,
+            ));
+        }
+        assert!(c.iter().any(|v| v.is_nan()) && c.iter().any(|v| v.is_infinite()));
+        for seed in 0..4 {
+            verify(&batch, &c, m, seed).expect("right results with NaN pass");
+        }
+        let mut wrong = c.clone();
+        wrong[n * n + 2] = 1.0; // product 1, column 2: finite and must stay so
+        wrong[n * n + 1 + n] = 5.0; // product 1, column 1: must be non-finite
+        let e = format!("{:#}", verify(&batch, &wrong, m, 0).expect_err("wrong"));
+        assert!(e.contains("product 1"), "{e}");
+    }
+
+    #[test]
     fn batches_the_master_cannot_hold_are_refused_by_name() {
         // 10 products of 100×100: 3 · 10 · 10⁴ · 8 = 2.4 MB.
         assert_eq!(master_bytes(10, 100), Some(2_400_000));
