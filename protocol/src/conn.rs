@@ -155,34 +155,16 @@ where
             return self.read_sealed(check).await;
         }
         loop {
-            if let Some(p) = &mut self.partial {
-                let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut p.payload);
-                if p.filled < bytes.len() && !self.rbuf.is_empty() {
-                    let n = self.rbuf.len().min(bytes.len() - p.filled);
-                    bytes[p.filled..p.filled + n].copy_from_slice(&self.rbuf[..n]);
-                    self.rbuf.advance(n);
-                    p.filled += n;
-                }
-                if p.filled == bytes.len() {
-                    let Some(mut done) = self.partial.take() else {
-                        unreachable!("partial frame checked above")
-                    };
-                    frame::payload_to_host(&mut done.payload);
-                    return Ok(Some(Frame {
-                        msg: done.msg,
-                        payload: done.payload,
-                    }));
-                }
-                let n = self.stream.read(&mut bytes[p.filled..]).await?;
-                self.bytes_in += n as u64;
-                if n == 0 {
-                    return Err(Error::Truncated {
-                        got: p.filled,
-                        expected: bytes.len(),
-                    });
-                }
-                p.filled += n;
-                continue;
+            if self.partial.is_some() {
+                self.fill_payload().await?;
+                let Some(mut done) = self.partial.take() else {
+                    unreachable!("partial frame checked above")
+                };
+                frame::payload_to_host(&mut done.payload);
+                return Ok(Some(Frame {
+                    msg: done.msg,
+                    payload: done.payload,
+                }));
             }
             if let Some(head) = frame::parse_head::<In>(&self.rbuf, self.max_frame)? {
                 check(&head.msg)?;
@@ -212,6 +194,32 @@ where
         }
     }
 
+    /// Fill the payload of the frame being read, from the read buffer first,
+    /// then straight from the stream (never past the payload). Cancel-safe:
+    /// what was read stays in `partial`.
+    async fn fill_payload(&mut self) -> Result<()> {
+        let Some(p) = &mut self.partial else { return Ok(()) };
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut p.payload);
+        if p.filled < bytes.len() && !self.rbuf.is_empty() {
+            let n = self.rbuf.len().min(bytes.len() - p.filled);
+            bytes[p.filled..p.filled + n].copy_from_slice(&self.rbuf[..n]);
+            self.rbuf.advance(n);
+            p.filled += n;
+        }
+        while p.filled < bytes.len() {
+            let n = self.stream.read(&mut bytes[p.filled..]).await?;
+            self.bytes_in += n as u64;
+            if n == 0 {
+                return Err(Error::Truncated {
+                    got: p.filled,
+                    expected: bytes.len(),
+                });
+            }
+            p.filled += n;
+        }
+        Ok(())
+    }
+
     /// Read more bytes into the read buffer. `Ok(false)`: the peer closed.
     async fn fill(&mut self) -> Result<bool> {
         if self.rbuf.capacity() - self.rbuf.len() < 4096 {
@@ -227,27 +235,8 @@ where
     /// is read in place, then opened with its tag.
     async fn read_sealed(&mut self, mut check: impl FnMut(&In) -> Result<()>) -> Result<Option<Frame<In>>> {
         loop {
-            if let Some(p) = &mut self.partial {
-                let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut p.payload);
-                if p.filled < bytes.len() {
-                    if !self.rbuf.is_empty() {
-                        let n = self.rbuf.len().min(bytes.len() - p.filled);
-                        bytes[p.filled..p.filled + n].copy_from_slice(&self.rbuf[..n]);
-                        self.rbuf.advance(n);
-                        p.filled += n;
-                        continue;
-                    }
-                    let n = self.stream.read(&mut bytes[p.filled..]).await?;
-                    self.bytes_in += n as u64;
-                    if n == 0 {
-                        return Err(Error::Truncated {
-                            got: p.filled,
-                            expected: bytes.len(),
-                        });
-                    }
-                    p.filled += n;
-                    continue;
-                }
+            if self.partial.is_some() {
+                self.fill_payload().await?;
                 if self.rbuf.len() < TAG {
                     if !self.fill().await? {
                         return Err(Error::Truncated {

@@ -29,6 +29,17 @@ type W<S> = Connection<S, ToWorker, FromWorker>;
 /// master, `require`d by the worker.
 async fn sealed_pair(encrypt: bool, require: bool) -> (Result<M<DuplexStream>>, Result<W<DuplexStream>>) {
     let (a, b) = tokio::io::duplex(1 << 20);
+    shake(a, b, encrypt, require).await
+}
+
+/// The handshake between a master on `a` and a worker on `b`, both with
+/// the test token.
+async fn shake(
+    a: DuplexStream,
+    b: DuplexStream,
+    encrypt: bool,
+    require: bool,
+) -> (Result<M<DuplexStream>>, Result<W<DuplexStream>>) {
     let t = Token::parse(TOKEN);
     let t2 = t.clone();
     let master = async move {
@@ -138,33 +149,7 @@ async fn relayed() -> (M<DuplexStream>, W<DuplexStream>, Relay) {
         };
         tokio::join!(down, up);
     });
-    let t = Token::parse(TOKEN);
-    let t2 = t.clone();
-    let master = async move {
-        let mut m: M<_> = Connection::new(a);
-        handshake::master_sealed(&mut m, t.as_ref(), 1 << 30, T, true)
-            .await
-            .map(|_| m)
-    };
-    let worker = async move {
-        let mut w: W<_> = Connection::new(b);
-        let c = caps();
-        handshake::worker(
-            &mut w,
-            &handshake::WorkerSide {
-                token: t2.as_ref(),
-                caps: &c,
-                frame_cap: 1 << 30,
-                timeout: T,
-                require_encrypt: false,
-            },
-            || {},
-            || Ok(()),
-        )
-        .await
-        .map(|_| w)
-    };
-    let (m, w) = tokio::join!(master, worker);
+    let (m, w) = shake(a, b, true, false).await;
     (m.expect("master"), w.expect("worker"), relay)
 }
 

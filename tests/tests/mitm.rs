@@ -77,6 +77,38 @@ fn all_right(batch: &Batch, c: &[f64]) -> Result<(), String> {
     Ok(())
 }
 
+/// Run a batch of M products of size N (seed `seed`) on two workers, the
+/// first reached through a proxy flipping a bit in about one byte in
+/// `every` of what it sends.
+async fn run_through_proxy(
+    workers: &[Proc; 2],
+    seed: u64,
+    every: u64,
+    token: Option<&dls_protocol::Token>,
+    t: Timeouts,
+) -> (anyhow::Result<session::BatchRun>, Batch) {
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("binds");
+    let via = l.local_addr().expect("addr").to_string();
+    tokio::spawn(proxy(l, workers[0].addr.clone(), every, 4096, seed));
+    let list = format!("{via},{}", workers[1].addr);
+    let platform = Platform::new(
+        (0..2)
+            .map(|i| Worker::new(format!("w{i}"), 0.01, 0.01, 0.005))
+            .collect(),
+    )
+    .expect("platform");
+    let cluster = Cluster::from_list(&list).expect("cluster");
+    let mut pool = Pool::connect(&cluster, token, t).await.expect("connects");
+    let batch = Batch::random(M, N, seed);
+    let cfg = RunConfig {
+        verify: 0,
+        ..RunConfig::default()
+    };
+    let done = session::run_batch(&mut pool, &platform, &batch, &cfg, 1, |_| {}).await;
+    pool.close().await;
+    (done, batch)
+}
+
 #[test]
 fn with_encryption_every_flipped_bit_is_caught_and_pinned_on_the_link() {
     let tok = token_file("mitm-sealed");
@@ -88,32 +120,12 @@ fn with_encryption_every_flipped_bit_is_caught_and_pinned_on_the_link() {
     let token = dls_protocol::Token::parse(TOKEN).expect("token");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     for (seed, every) in [(11, 50_000), (12, 20_000), (13, 5_000)] {
-        let (done, batch) = rt.block_on(async {
-            let l = TcpListener::bind("127.0.0.1:0").await.expect("binds");
-            let via = l.local_addr().expect("addr").to_string();
-            tokio::spawn(proxy(l, workers[0].addr.clone(), every, 4096, seed));
-            let list = format!("{via},{}", workers[1].addr);
-            let platform = Platform::new(
-                (0..2)
-                    .map(|i| Worker::new(format!("w{i}"), 0.01, 0.01, 0.005))
-                    .collect(),
-            )
-            .expect("platform");
-            let cluster = Cluster::from_list(&list).expect("cluster");
-            let t = Timeouts {
-                encrypt: true,
-                ..Timeouts::default()
-            };
-            let mut pool = Pool::connect(&cluster, Some(&token), t).await.expect("connects");
-            let batch = Batch::random(M, N, seed);
-            let cfg = RunConfig {
-                verify: 0,
-                ..RunConfig::default()
-            };
-            let done = session::run_batch(&mut pool, &platform, &batch, &cfg, 1, |_| {}).await;
-            pool.close().await;
-            (done.expect("the other worker finishes the batch"), batch)
-        });
+        let t = Timeouts {
+            encrypt: true,
+            ..Timeouts::default()
+        };
+        let (done, batch) = rt.block_on(run_through_proxy(&workers, seed, every, Some(&token), t));
+        let done = done.expect("the other worker finishes the batch");
         all_right(&batch, &done.outcome.c).unwrap_or_else(|e| panic!("every={every}: {e}"));
         // About 370 kB of results cross the proxy: with a flip every 50 kB
         // or less one is all but certain, and it is caught by the frame's
@@ -144,30 +156,7 @@ fn bit_flips_between_a_worker_and_the_master_never_pass_as_results() {
         (5, 100_000),
         (6, 5_000),
     ] {
-        let outcome = rt.block_on(async {
-            let l = TcpListener::bind("127.0.0.1:0").await.expect("binds");
-            let via = l.local_addr().expect("addr").to_string();
-            tokio::spawn(proxy(l, workers[0].addr.clone(), every, 4096, seed));
-            let list = format!("{via},{}", workers[1].addr);
-            let platform = Platform::new(
-                (0..2)
-                    .map(|i| Worker::new(format!("w{i}"), 0.01, 0.01, 0.005))
-                    .collect(),
-            )
-            .expect("platform");
-            let cluster = Cluster::from_list(&list).expect("cluster");
-            let mut pool = Pool::connect(&cluster, None, Timeouts::default())
-                .await
-                .expect("connects");
-            let batch = Batch::random(M, N, seed);
-            let cfg = RunConfig {
-                verify: 0,
-                ..RunConfig::default()
-            };
-            let done = session::run_batch(&mut pool, &platform, &batch, &cfg, 1, |_| {}).await;
-            pool.close().await;
-            (done, batch)
-        });
+        let outcome = rt.block_on(run_through_proxy(&workers, seed, every, None, Timeouts::default()));
         match outcome {
             (Ok(d), batch) => {
                 all_right(&batch, &d.outcome.c)
