@@ -7,7 +7,7 @@
 use crate::output::table::{Col, Table};
 use crate::runtime::batch::Batch;
 use crate::runtime::calibrate::{self, CalibrateOptions};
-use crate::runtime::link::Timeouts;
+use crate::runtime::link::ConnectOptions;
 use crate::runtime::pool::Pool;
 use crate::session::{self, RunConfig};
 use anyhow::{bail, Context, Result};
@@ -102,7 +102,7 @@ pub async fn run(cfg: &DemoConfig, out_dir: &Path, mut say: impl FnMut(&str)) ->
         ));
     }
     let result = async {
-        let mut pool = Pool::connect(&local.cluster, None, Timeouts::default()).await?;
+        let mut pool = Pool::connect(&local.cluster, None, ConnectOptions::default()).await?;
         let rows = demo_runs(&mut pool, cfg, out_dir, &mut say).await;
         pool.close().await;
         rows

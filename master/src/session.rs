@@ -7,7 +7,7 @@
 //! use dls_master::runtime::{batch::Batch, calibrate, link, pool::Pool};
 //! use dls_master::session;
 //! let cluster = Cluster::from_list("127.0.0.1:7070,127.0.0.1:7071")?;
-//! let mut pool = Pool::connect(&cluster, None, link::Timeouts::default()).await?;
+//! let mut pool = Pool::connect(&cluster, None, link::ConnectOptions::default()).await?;
 //! let cal = calibrate::calibrate(pool.links_mut(), &calibrate::CalibrateOptions::new(128)).await?;
 //! let platform = cal.platform()?;
 //! let batch = Batch::random(1000, 128, 42);

@@ -4,7 +4,7 @@
 mod common;
 use common::{token_file, Proc};
 use dls_master::config::cluster::Cluster;
-use dls_master::runtime::link::Timeouts;
+use dls_master::runtime::link::ConnectOptions;
 use dls_master::runtime::pool::Pool;
 use dls_protocol::Token;
 use std::time::{Duration, Instant};
@@ -16,7 +16,7 @@ use common::TOKEN;
 async fn connect(addr: &str) -> anyhow::Result<Pool> {
     let cluster = Cluster::from_list(addr)?;
     let token = Token::parse(TOKEN).expect("token");
-    Pool::connect(&cluster, Some(&token), Timeouts::default()).await
+    Pool::connect(&cluster, Some(&token), ConnectOptions::default()).await
 }
 
 /// Keep `held` connections open to `addr` and open a new one whenever the

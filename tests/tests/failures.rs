@@ -9,7 +9,7 @@ use dls_lp::{Platform, Worker};
 use dls_master::config::cluster::Cluster;
 use dls_master::output::report::RunReport;
 use dls_master::runtime::batch::Batch;
-use dls_master::runtime::link::Timeouts;
+use dls_master::runtime::link::ConnectOptions;
 use dls_master::runtime::pool::Pool;
 use dls_master::runtime::shell::RunOptions;
 use dls_master::session::{self, RunConfig};
@@ -71,7 +71,7 @@ fn run_with_victim(blow: Blow, max_chunk_bytes: u64) -> (RunReport, Vec<f64>, Ba
         });
         let out = rt.block_on(async {
             let cluster = Cluster::from_list(&list).expect("cluster");
-            let mut pool = Pool::connect(&cluster, None, Timeouts::default())
+            let mut pool = Pool::connect(&cluster, None, ConnectOptions::default())
                 .await
                 .expect("connects");
             let done = tokio::time::timeout(
@@ -261,7 +261,7 @@ fn wrong_results_are_redone_elsewhere(lie: Lie) {
         )
         .expect("platform");
         let cluster = Cluster::from_list(&list).expect("cluster");
-        let mut pool = Pool::connect(&cluster, None, Timeouts::default())
+        let mut pool = Pool::connect(&cluster, None, ConnectOptions::default())
             .await
             .expect("connects");
         let batch = Batch::random(M, N, 3);
@@ -298,7 +298,7 @@ fn a_straggler_is_given_up_on_when_asked() {
         let platform =
             Platform::new((0..3).map(|i| Worker::new(format!("w{i}"), 1e-4, 1e-4, 5e-5)).collect()).expect("platform");
         let cluster = Cluster::from_list(&list).expect("cluster");
-        let mut pool = Pool::connect(&cluster, None, Timeouts::default())
+        let mut pool = Pool::connect(&cluster, None, ConnectOptions::default())
             .await
             .expect("connects");
         let cfg = RunConfig {
@@ -337,7 +337,7 @@ fn losing_every_worker_fails_clearly() {
         let out = rt.block_on(async {
             let platform = Platform::new(vec![Worker::new("w0", 0.01, 0.01, 0.005)]).expect("platform");
             let cluster = Cluster::from_list(&addr).expect("cluster");
-            let mut pool = Pool::connect(&cluster, None, Timeouts::default())
+            let mut pool = Pool::connect(&cluster, None, ConnectOptions::default())
                 .await
                 .expect("connects");
             let done = session::run_batch(
@@ -377,7 +377,7 @@ fn a_worker_lost_during_calibration_is_left_out() {
         let bad = l.local_addr().expect("addr").to_string();
         tokio::spawn(quitter(l));
         let cluster = Cluster::from_list(&format!("{bad},{}", good.addr)).expect("cluster");
-        let mut pool = Pool::connect(&cluster, None, Timeouts::default())
+        let mut pool = Pool::connect(&cluster, None, ConnectOptions::default())
             .await
             .expect("connects");
         let (cal, left) = calibrate_available(&mut pool, &CalibrateOptions::new(16))
@@ -407,7 +407,7 @@ fn a_worker_hung_at_the_start_is_left_out_within_the_handshake_timeout() {
     rt.block_on(async {
         let cluster = Cluster::from_list(&format!("{},{}", hung.addr, good.addr)).expect("cluster");
         let t0 = std::time::Instant::now();
-        let (mut pool, left) = Pool::connect_available(&cluster, None, Timeouts::default())
+        let (mut pool, left) = Pool::connect_available(&cluster, None, ConnectOptions::default())
             .await
             .expect("the other worker answers");
         assert!(t0.elapsed() < Duration::from_secs(8), "waited {:?}", t0.elapsed());

@@ -7,7 +7,7 @@ use common::{token_file, Proc, TOKEN};
 use dls_lp::{Platform, Worker};
 use dls_master::config::cluster::Cluster;
 use dls_master::runtime::batch::Batch;
-use dls_master::runtime::link::Timeouts;
+use dls_master::runtime::link::ConnectOptions;
 use dls_master::runtime::pool::Pool;
 use dls_master::session::{self, RunConfig};
 use rand::{Rng, SeedableRng};
@@ -85,7 +85,7 @@ async fn run_through_proxy(
     seed: u64,
     every: u64,
     token: Option<&dls_protocol::Token>,
-    t: Timeouts,
+    t: ConnectOptions,
 ) -> (anyhow::Result<session::BatchRun>, Batch) {
     let l = TcpListener::bind("127.0.0.1:0").await.expect("binds");
     let via = l.local_addr().expect("addr").to_string();
@@ -120,9 +120,9 @@ fn with_encryption_every_flipped_bit_is_caught_and_pinned_on_the_link() {
     let token = dls_protocol::Token::parse(TOKEN).expect("token");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     for (seed, every) in [(11, 50_000), (12, 20_000), (13, 5_000)] {
-        let t = Timeouts {
+        let t = ConnectOptions {
             encrypt: true,
-            ..Timeouts::default()
+            ..ConnectOptions::default()
         };
         let (done, batch) = rt.block_on(run_through_proxy(&workers, seed, every, Some(&token), t));
         let done = done.expect("the other worker finishes the batch");
@@ -156,7 +156,13 @@ fn bit_flips_between_a_worker_and_the_master_never_pass_as_results() {
         (5, 100_000),
         (6, 5_000),
     ] {
-        let outcome = rt.block_on(run_through_proxy(&workers, seed, every, None, Timeouts::default()));
+        let outcome = rt.block_on(run_through_proxy(
+            &workers,
+            seed,
+            every,
+            None,
+            ConnectOptions::default(),
+        ));
         match outcome {
             (Ok(d), batch) => {
                 all_right(&batch, &d.outcome.c)

@@ -8,7 +8,7 @@ use crate::learn::Model;
 use crate::output::trace::Trace;
 use crate::runtime::batch::Batch;
 use crate::runtime::calibrate::{self, CalibrateOptions, Calibration};
-use crate::runtime::link::{self, Timeouts};
+use crate::runtime::link::{self, ConnectOptions};
 use crate::runtime::pool::{LeftOut, Pool};
 use crate::runtime::shell::RunOptions;
 use crate::session::{self, BatchRun, RunConfig};
@@ -60,9 +60,9 @@ async fn connect(
     if encrypt && token.is_none() {
         bail!("--encrypt needs a token (the keys are derived from it): give --token-file or set DLS_TOKEN");
     }
-    let t = Timeouts {
+    let t = ConnectOptions {
         encrypt,
-        ..Timeouts::default()
+        ..ConnectOptions::default()
     };
     if require_all {
         return Ok((Pool::connect(cluster, token, t).await?, Vec::new()));

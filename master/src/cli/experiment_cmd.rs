@@ -9,7 +9,7 @@ use crate::config::cluster::Cluster;
 use crate::experiments::{self as x, AdaptRow, BaselineRow, Family, HeuristicsRow, LinearityRow, ParticipationRow};
 use crate::runtime::batch::Batch;
 use crate::runtime::calibrate::CalibrateOptions;
-use crate::runtime::link::{self, Timeouts};
+use crate::runtime::link::{self, ConnectOptions};
 use crate::runtime::pool::Pool;
 use anyhow::{bail, Context, Result};
 use dls_protocol::Token;
@@ -65,7 +65,7 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
             ExperimentKind::Linearity => {
                 let rows = match &remote {
                     Some(c) => {
-                        let mut pool = Pool::connect(c, token.as_ref(), Timeouts::default()).await?;
+                        let mut pool = Pool::connect(c, token.as_ref(), ConnectOptions::default()).await?;
                         let r = x::linearity(pool.links_mut(), opts.size).await;
                         pool.close().await;
                         r?
@@ -154,7 +154,7 @@ async fn heuristics_rows(
     } else {
         0
     };
-    let mut pool = Pool::connect(c, token, Timeouts::default()).await?;
+    let mut pool = Pool::connect(c, token, ConnectOptions::default()).await?;
     x::heuristics_cluster(&mut pool, opts, family, speeds, first).await
 }
 
@@ -168,7 +168,7 @@ async fn baselines_rows(
     let Some(cl) = remote else {
         return x::baselines_local(opts, |l| eprintln!("{l}")).await;
     };
-    let mut pool = Pool::connect(cl, token, Timeouts::default()).await?;
+    let mut pool = Pool::connect(cl, token, ConnectOptions::default()).await?;
     let platform = x::calibrate_or_close(&mut pool, &CalibrateOptions::new(opts.size)).await?;
     let batch = Batch::random(opts.batch, opts.size, opts.seed);
     let r = x::baselines_on(&mut pool, &platform, &batch, 0, speeds).await;
@@ -236,7 +236,7 @@ async fn linearity_local(opts: &x::Options) -> Result<Vec<LinearityRow>> {
         .collect();
     let workers = crate::runtime::local::start(&specs).await?;
     let r = async {
-        let mut pool = Pool::connect(&workers.cluster, None, Timeouts::default()).await?;
+        let mut pool = Pool::connect(&workers.cluster, None, ConnectOptions::default()).await?;
         let r = x::linearity(pool.links_mut(), opts.size).await;
         pool.close().await;
         r

@@ -7,7 +7,7 @@
 
 use super::{start_calibrated, Family, Options};
 use crate::runtime::batch::Batch;
-use crate::runtime::link::Timeouts;
+use crate::runtime::link::ConnectOptions;
 use crate::runtime::local::{self, Emulated};
 use crate::runtime::pool::Pool;
 use crate::session::{self, RunConfig};
@@ -65,7 +65,7 @@ pub async fn adapt_local(opts: &Options, reps: usize, mut say: impl FnMut(&str))
             .collect();
         let workers = local::start(&specs).await?;
         let result = async {
-            let mut pool = Pool::connect(&workers.cluster, None, Timeouts::default()).await?;
+            let mut pool = Pool::connect(&workers.cluster, None, ConnectOptions::default()).await?;
             let r = runs(&mut pool, &platform, &batch, reps).await;
             pool.close().await;
             r

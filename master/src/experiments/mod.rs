@@ -37,7 +37,7 @@ pub use participation::{
 
 use crate::runtime::batch::Batch;
 use crate::runtime::calibrate::{self, CalibrateOptions};
-use crate::runtime::link::Timeouts;
+use crate::runtime::link::ConnectOptions;
 use crate::runtime::local::{self, Emulated};
 use crate::runtime::pool::Pool;
 use crate::session::{self, RunConfig};
@@ -206,7 +206,7 @@ pub(crate) async fn start_calibrated(
         .collect();
     let workers = local::start(&specs).await?;
     let ready = async {
-        let mut pool = Pool::connect(&workers.cluster, None, Timeouts::default()).await?;
+        let mut pool = Pool::connect(&workers.cluster, None, ConnectOptions::default()).await?;
         let platform = calibrate_or_close(&mut pool, &calibrate_opts(opts.size)).await?;
         Ok::<_, anyhow::Error>((pool, platform))
     }

@@ -4,7 +4,7 @@ use super::{calibrate_opts, run_all, Emulation, Options};
 use crate::output::table::{Col, Table};
 use crate::runtime::batch::Batch;
 use crate::runtime::calibrate;
-use crate::runtime::link::Timeouts;
+use crate::runtime::link::ConnectOptions;
 use crate::runtime::local::{self, Emulated};
 use crate::runtime::pool::Pool;
 use anyhow::Result;
@@ -74,7 +74,7 @@ pub async fn participation_on(
     mut say: impl FnMut(&str),
 ) -> Result<Vec<ParticipationRow>> {
     let batch = Batch::random(opts.batch, opts.size, opts.seed);
-    let mut pool = Pool::connect(cluster, token, Timeouts::default()).await?;
+    let mut pool = Pool::connect(cluster, token, ConnectOptions::default()).await?;
     let full = calibrate::calibrate(pool.links_mut(), &calibrate_opts(opts.size)).await;
     pool.close().await;
     let full = full?.platform()?;
@@ -90,7 +90,7 @@ pub async fn participation_on(
             worker: cluster.worker[..allowed].to_vec(),
         };
         let platform = Platform::new(full.workers()[..allowed].to_vec())?;
-        let mut pool = Pool::connect(&first, token, Timeouts::default()).await?;
+        let mut pool = Pool::connect(&first, token, ConnectOptions::default()).await?;
         let reports = run_all(&mut pool, &platform, &batch, &[Strategy::Fifo]).await;
         pool.close().await;
         let r = reports?.remove(0);

@@ -19,15 +19,15 @@ pub struct Link {
 /// How the master connects: its network waits, and whether every frame is
 /// encrypted (`--encrypt`).
 #[derive(Debug, Clone, Copy)]
-pub struct Timeouts {
+pub struct ConnectOptions {
     pub connect: Duration,
     pub handshake: Duration,
     pub encrypt: bool,
 }
 
-impl Default for Timeouts {
+impl Default for ConnectOptions {
     fn default() -> Self {
-        Timeouts {
+        ConnectOptions {
             connect: Duration::from_secs(5),
             handshake: Duration::from_secs(5),
             encrypt: false,
@@ -45,7 +45,7 @@ pub use dls_worker::load_token;
 /// Connect to one worker and authenticate. A connection the worker drops
 /// for a newer one before it authenticated (a flood of other clients) is
 /// tried again, a few times.
-pub async fn connect(name: &str, address: &str, token: Option<&Token>, t: Timeouts) -> Result<Link> {
+pub async fn connect(name: &str, address: &str, token: Option<&Token>, t: ConnectOptions) -> Result<Link> {
     let mut tries = 0;
     loop {
         match connect_once(name, address, token, t).await {
@@ -65,7 +65,7 @@ enum Attempt {
     Failed(anyhow::Error),
 }
 
-async fn connect_once(name: &str, address: &str, token: Option<&Token>, t: Timeouts) -> Result<Link, Attempt> {
+async fn connect_once(name: &str, address: &str, token: Option<&Token>, t: ConnectOptions) -> Result<Link, Attempt> {
     let stream = tokio::time::timeout(t.connect, TcpStream::connect(address))
         .await
         .map_err(|_| {
@@ -119,7 +119,7 @@ pub async fn keep_alive(link: &mut Link, wait: Duration) -> Result<()> {
 
 /// Connect to every worker of the cluster, all at once; each one's outcome,
 /// in cluster order.
-pub async fn try_all(cluster: &Cluster, token: Option<&Token>, t: Timeouts) -> Result<Vec<Result<Link>>> {
+pub async fn try_all(cluster: &Cluster, token: Option<&Token>, t: ConnectOptions) -> Result<Vec<Result<Link>>> {
     let mut set = tokio::task::JoinSet::new();
     for (i, w) in cluster.worker.iter().enumerate() {
         let (name, address, token) = (w.name.clone(), w.address.clone(), token.cloned());
@@ -138,7 +138,7 @@ pub async fn try_all(cluster: &Cluster, token: Option<&Token>, t: Timeouts) -> R
 
 /// Connect to every worker of the cluster, all at once. The first failure
 /// (in cluster order) is the error.
-pub async fn connect_all(cluster: &Cluster, token: Option<&Token>, t: Timeouts) -> Result<Vec<Link>> {
+pub async fn connect_all(cluster: &Cluster, token: Option<&Token>, t: ConnectOptions) -> Result<Vec<Link>> {
     try_all(cluster, token, t).await?.into_iter().collect()
 }
 

@@ -2,7 +2,7 @@
 //! a run for its length, closed together.
 
 use crate::config::cluster::Cluster;
-use crate::runtime::link::{self, Link, Timeouts};
+use crate::runtime::link::{self, ConnectOptions, Link};
 use anyhow::{bail, Result};
 use dls_protocol::Token;
 
@@ -35,7 +35,7 @@ impl Pool {
 
     /// Connect to every worker of the cluster, all at once; the first
     /// failure (in cluster order) is the error.
-    pub async fn connect(cluster: &Cluster, token: Option<&Token>, t: Timeouts) -> Result<Pool> {
+    pub async fn connect(cluster: &Cluster, token: Option<&Token>, t: ConnectOptions) -> Result<Pool> {
         Ok(Pool::new(link::connect_all(cluster, token, t).await?))
     }
 
@@ -45,7 +45,7 @@ impl Pool {
     pub async fn connect_available(
         cluster: &Cluster,
         token: Option<&Token>,
-        t: Timeouts,
+        t: ConnectOptions,
     ) -> Result<(Pool, Vec<LeftOut>)> {
         let mut links = Vec::new();
         let mut left = Vec::new();
