@@ -37,6 +37,7 @@ pub mod platform;
 pub mod rounding;
 pub mod rounds;
 pub mod schedule;
+pub mod search;
 pub mod tol;
 
 pub use bound::{steady_state, SteadyState};

@@ -5,8 +5,12 @@ use crate::platform::Platform;
 use crate::rounding::{self, Rounding};
 use crate::rounds::{self, ChunkTimes, Rounds};
 use crate::schedule::{Ports, Scenario, Timeline, WorkerTimes};
-use crate::tol::{LOAD_EPS, REL_TOL, STRICT_GAIN};
-use crate::{fast, lp};
+use crate::search::{best_fifo, better, fifo_local_search};
+pub use crate::search::{
+    exhaustive, order_dec_c, order_inc_c, order_inc_cd, order_inc_w, solve_fifo, solve_lifo, solve_scenario, Problem,
+    Solved, EXHAUSTIVE_MAX_WORKERS, LOCAL_SEARCH_BUDGET,
+};
+use crate::tol::{REL_TOL, STRICT_GAIN};
 use std::fmt;
 use std::str::FromStr;
 
@@ -66,13 +70,6 @@ impl FromStr for Strategy {
             .ok_or_else(|| format!("unknown strategy {s:?}: expected one of fifo, lifo, inc-c, inc-w, best, rounds"))
     }
 }
-
-/// Exhaustive search over every pair of orders runs up to this many workers.
-pub const EXHAUSTIVE_MAX_WORKERS: usize = 5;
-
-/// The FIFO local search (used when `d/c` differs between workers) stops
-/// after this many scenario evaluations.
-pub const LOCAL_SEARCH_BUDGET: usize = 2_000;
 
 /// What to plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,200 +193,6 @@ impl Plan {
             ..self
         }
     }
-}
-
-/// One planning problem: `load` units on `platform` under `ports`. Every
-/// solver takes it, so the three always travel together.
-#[derive(Debug, Clone, Copy)]
-pub struct Problem<'a> {
-    pub platform: &'a Platform,
-    pub ports: Ports,
-    pub load: u64,
-}
-
-impl<'a> Problem<'a> {
-    pub fn new(platform: &'a Platform, ports: Ports, load: u64) -> Self {
-        Problem { platform, ports, load }
-    }
-}
-
-/// Rational solution of one scenario: loads, makespan (measured on its
-/// timeline), and whether the max_load bounds forced the LP path.
-#[derive(Debug, Clone)]
-pub struct Solved {
-    pub scenario: Scenario,
-    pub alpha: Vec<f64>,
-    pub makespan: f64,
-    pub bounded: bool,
-}
-
-fn fits(platform: &Platform, alpha: &[f64]) -> bool {
-    platform
-        .workers()
-        .iter()
-        .zip(alpha)
-        .all(|(w, &a)| a <= w.bound() * (1.0 + REL_TOL) + LOAD_EPS)
-}
-
-fn finish(pb: &Problem, scenario: Scenario, alpha: Vec<f64>, bounded: bool) -> Solved {
-    let makespan = Timeline::build(pb.platform, &scenario, &alpha, pb.ports).makespan;
-    Solved {
-        scenario,
-        alpha,
-        makespan,
-        bounded,
-    }
-}
-
-/// Optimal loads for the FIFO scenario `order`: the fast path, or the LP when
-/// the fast path's loads break a `max_load` bound.
-pub fn solve_fifo(pb: &Problem, order: Vec<usize>) -> Result<Solved> {
-    let (alpha, _) = fast::fifo(pb.platform, &order, pb.ports, pb.load as f64);
-    let scenario = Scenario::fifo(order);
-    if fits(pb.platform, &alpha) {
-        return Ok(finish(pb, scenario, alpha, false));
-    }
-    let (alpha, _) = lp::solve(pb.platform, &scenario, pb.ports, pb.load as f64)?;
-    Ok(finish(pb, scenario, alpha, true))
-}
-
-/// Optimal loads for the LIFO scenario `order` (sorted by `c + d`): the
-/// closed form, or the LP when it breaks a `max_load` bound.
-pub fn solve_lifo(pb: &Problem, order: Vec<usize>) -> Result<Solved> {
-    let (alpha, _) = fast::lifo(pb.platform, &order, pb.load as f64);
-    let scenario = Scenario::lifo(order);
-    if fits(pb.platform, &alpha) {
-        return Ok(finish(pb, scenario, alpha, false));
-    }
-    let (alpha, _) = lp::solve(pb.platform, &scenario, pb.ports, pb.load as f64)?;
-    Ok(finish(pb, scenario, alpha, true))
-}
-
-/// Optimal loads for any scenario, by the LP.
-pub fn solve_scenario(pb: &Problem, scenario: Scenario) -> Result<Solved> {
-    let (alpha, _) = lp::solve(pb.platform, &scenario, pb.ports, pb.load as f64)?;
-    let bounded = pb.platform.workers().iter().any(|w| w.max_load.is_some());
-    Ok(finish(pb, scenario, alpha, bounded))
-}
-
-fn sorted_by(platform: &Platform, key: impl Fn(&crate::Worker) -> f64) -> Vec<usize> {
-    let wk = platform.workers();
-    let mut order: Vec<usize> = (0..wk.len()).collect();
-    order.sort_by(|&a, &b| key(&wk[a]).total_cmp(&key(&wk[b])).then(a.cmp(&b)));
-    order
-}
-
-/// Order by non-decreasing `c`.
-pub fn order_inc_c(platform: &Platform) -> Vec<usize> {
-    sorted_by(platform, |w| w.c)
-}
-
-/// Order by non-increasing `c` (Theorem 1 mirrored, for z > 1).
-pub fn order_dec_c(platform: &Platform) -> Vec<usize> {
-    sorted_by(platform, |w| -w.c)
-}
-
-/// Order by non-decreasing `w`.
-pub fn order_inc_w(platform: &Platform) -> Vec<usize> {
-    sorted_by(platform, |w| w.w)
-}
-
-/// Order by non-decreasing `c + d` (optimal LIFO).
-pub fn order_inc_cd(platform: &Platform) -> Vec<usize> {
-    sorted_by(platform, |w| w.c + w.d)
-}
-
-fn better(a: &Solved, b: &Solved) -> bool {
-    a.makespan < b.makespan * (1.0 - STRICT_GAIN)
-}
-
-/// FIFO when `d/c` differs between workers: start from the better of inc-c
-/// and dec-c, then apply improving adjacent swaps until none improves or the
-/// evaluation budget is spent. Never worse than inc-c.
-fn fifo_local_search(pb: &Problem) -> Result<Solved> {
-    let mut best = solve_fifo(pb, order_inc_c(pb.platform))?;
-    let dec = solve_fifo(pb, order_dec_c(pb.platform))?;
-    if better(&dec, &best) {
-        best = dec;
-    }
-    let mut evaluations = 2;
-    let p = pb.platform.len();
-    let mut improved = true;
-    while improved && evaluations < LOCAL_SEARCH_BUDGET {
-        improved = false;
-        for k in 0..p.saturating_sub(1) {
-            if evaluations >= LOCAL_SEARCH_BUDGET {
-                break;
-            }
-            let mut order = best.scenario.send_order.clone();
-            order.swap(k, k + 1);
-            let cand = solve_fifo(pb, order)?;
-            evaluations += 1;
-            if better(&cand, &best) {
-                best = cand;
-                improved = true;
-            }
-        }
-    }
-    Ok(best)
-}
-
-fn permutations(items: &[usize]) -> Vec<Vec<usize>> {
-    if items.len() <= 1 {
-        return vec![items.to_vec()];
-    }
-    let mut out = Vec::new();
-    for k in 0..items.len() {
-        let mut rest = items.to_vec();
-        let first = rest.remove(k);
-        for mut tail in permutations(&rest) {
-            tail.insert(0, first);
-            out.push(tail);
-        }
-    }
-    out
-}
-
-/// Every pair of orders (and, with two ports, every subset of workers: there
-/// a worker without load still constrains the LP, so it must be left out).
-pub fn exhaustive(pb: &Problem) -> Result<Solved> {
-    let (platform, load) = (pb.platform, pb.load);
-    let p = platform.len();
-    let mut subsets: Vec<Vec<usize>> = Vec::new();
-    match pb.ports {
-        Ports::One => subsets.push((0..p).collect()),
-        Ports::Two => {
-            for mask in 1u32..(1 << p) {
-                subsets.push((0..p).filter(|&i| mask & (1 << i) != 0).collect());
-            }
-        }
-    }
-    let mut best: Option<Solved> = None;
-    for set in subsets {
-        if let Some(cap) = set
-            .iter()
-            .map(|&i| platform.workers()[i].max_load)
-            .try_fold(0u64, |a, b| b.map(|b| a + b))
-        {
-            if cap < load {
-                continue;
-            }
-        }
-        let perms = permutations(&set);
-        for s1 in &perms {
-            for s2 in &perms {
-                let scenario = Scenario {
-                    send_order: s1.clone(),
-                    return_order: s2.clone(),
-                };
-                let cand = solve_scenario(pb, scenario)?;
-                if best.as_ref().is_none_or(|b| better(&cand, b)) {
-                    best = Some(cand);
-                }
-            }
-        }
-    }
-    best.ok_or_else(|| crate::Error::Solver("no scenario is feasible".into()))
 }
 
 /// Plan `req.load` units on `platform`.
@@ -596,14 +399,6 @@ fn plan_one_round(platform: &Platform, req: &Request) -> Result<Plan> {
 pub fn plan_on(platform: &Platform, subset: &[usize], req: &Request) -> Result<Plan> {
     let sub = platform.subset(subset)?;
     Ok(plan(&sub, req)?.spread(subset, platform.len()))
-}
-
-fn best_fifo(pb: &Problem, z: Option<f64>) -> Result<Solved> {
-    match z {
-        Some(z) if z <= 1.0 => solve_fifo(pb, order_inc_c(pb.platform)),
-        Some(_) => solve_fifo(pb, order_dec_c(pb.platform)),
-        None => fifo_local_search(pb),
-    }
 }
 
 /// Whole units for a solved scenario.
