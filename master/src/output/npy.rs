@@ -1,5 +1,6 @@
-//! NumPy `.npy` files of f64 matrices, shape (M, n, n), C order — the
-//! batch inputs A, B and the output C. Only what the runtime needs: a
+//! NumPy `.npy` files of f64 matrices, shape (M, n, n) — the batch inputs
+//! A, B (little- or big-endian, C or Fortran order, converted on reading)
+//! and the output C (little-endian, C order). Only what the runtime needs: a
 //! reader that names every mismatch and a writer.
 
 use crate::runtime::batch::Batch;
@@ -24,16 +25,33 @@ fn field<'a>(header: &'a str, key: &str) -> Option<&'a str> {
     rest.strip_prefix(':').map(str::trim_start)
 }
 
-fn parse_header(header: &str, origin: &str) -> Result<Vec<usize>> {
+/// How the values of a file are laid out: byte order and axis order.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Order {
+    /// Big-endian float64 ('>f8').
+    pub big_endian: bool,
+    /// Fortran (column-major) order over the whole array.
+    pub fortran: bool,
+}
+
+fn parse_header(header: &str, origin: &str) -> Result<(Vec<usize>, Order)> {
     let descr = field(header, "descr").with_context(|| format!("{origin}: header has no 'descr'"))?;
     let descr = descr.split(['\'', '"']).nth(1).unwrap_or("");
-    if descr != "<f8" && !(descr == "=f8" && cfg!(target_endian = "little")) {
-        bail!("{origin}: dtype {descr:?} is not float64 ('<f8'); convert with numpy: a.astype('<f8')");
-    }
+    let big_endian = match descr {
+        "<f8" => false,
+        ">f8" => true,
+        "=f8" => cfg!(target_endian = "big"),
+        _ => bail!("{origin}: dtype {descr:?} is not float64 ('<f8' or '>f8'); convert with numpy: a.astype('<f8')"),
+    };
     let fortran = field(header, "fortran_order").with_context(|| format!("{origin}: header has no 'fortran_order'"))?;
-    if fortran.starts_with("True") {
-        bail!("{origin}: the array is in Fortran order; save a C-ordered copy (numpy.ascontiguousarray)");
-    }
+    let fortran = match fortran {
+        f if f.starts_with("True") => true,
+        f if f.starts_with("False") => false,
+        f => bail!(
+            "{origin}: unreadable fortran_order {:?}",
+            f.chars().take(8).collect::<String>()
+        ),
+    };
     let shape = field(header, "shape").with_context(|| format!("{origin}: header has no 'shape'"))?;
     let inner = shape
         .strip_prefix('(')
@@ -47,7 +65,8 @@ fn parse_header(header: &str, origin: &str) -> Result<Vec<usize>> {
             s.parse::<usize>()
                 .with_context(|| format!("{origin}: unreadable shape entry {s:?}"))
         })
-        .collect()
+        .collect::<Result<Vec<usize>>>()
+        .map(|shape| (shape, Order { big_endian, fortran }))
 }
 
 /// Where a `.npy` file's matrices are: `m` of size `n` from byte `prefix`.
@@ -56,6 +75,7 @@ pub struct Layout {
     pub m: usize,
     pub n: usize,
     pub prefix: u64,
+    pub order: Order,
 }
 
 /// Bytes of the magic, version and header length of a version 1 file.
@@ -87,7 +107,7 @@ pub fn layout(head: &[u8], file_len: u64, n: Option<usize>, origin: &str) -> Res
         .get(start..start + header_len)
         .with_context(|| format!("{origin}: truncated header"))?;
     let header = String::from_utf8_lossy(header);
-    let shape = parse_header(&header, origin)?;
+    let (shape, order) = parse_header(&header, origin)?;
     if shape.len() != 3 {
         bail!(
             "{origin}: shape {shape:?} has rank {}, expected 3: (M, n, n)",
@@ -123,7 +143,41 @@ pub fn layout(head: &[u8], file_len: u64, n: Option<usize>, origin: &str) -> Res
     if (count as u64) < values || !(file_len - prefix).is_multiple_of(8) {
         bail!("{origin}: holds more bytes than its shape {shape:?} says");
     }
-    Ok(Layout { m, n: rows, prefix })
+    Ok(Layout {
+        m,
+        n: rows,
+        prefix,
+        order,
+    })
+}
+
+/// Values as read from a file (raw bytes in each slot) to this machine's
+/// float64s.
+fn to_host(data: &mut [f64], big_endian: bool) {
+    for v in data {
+        let raw = v.to_ne_bytes();
+        *v = if big_endian {
+            f64::from_be_bytes(raw)
+        } else {
+            f64::from_le_bytes(raw)
+        };
+    }
+}
+
+/// An (m, n, n) array in Fortran order (element (i, r, c) at
+/// i + m·(r + n·c)) in C order (at (i·n + r)·n + c). Holds a second copy
+/// while it reorders.
+pub fn from_fortran(data: &[f64], m: usize, n: usize) -> Vec<f64> {
+    let mut out = vec![0.0; data.len()];
+    for c in 0..n {
+        for r in 0..n {
+            let src = m * (r + n * c);
+            for i in 0..m {
+                out[(i * n + r) * n + c] = data[src + i];
+            }
+        }
+    }
+    out
 }
 
 /// The longest header believed.
@@ -140,7 +194,12 @@ pub fn read(path: &Path, n: Option<usize>) -> Result<Matrices> {
         .take((12 + MAX_HEADER) as u64)
         .read_to_end(&mut head)
         .with_context(|| format!("reading {origin}"))?;
-    let Layout { m, n: rows, prefix } = layout(&head, file_len, n, &origin)?;
+    let Layout {
+        m,
+        n: rows,
+        prefix,
+        order,
+    } = layout(&head, file_len, n, &origin)?;
     let count = m * rows * rows;
     f.seek(std::io::SeekFrom::Start(prefix))
         .with_context(|| format!("reading {origin}"))?;
@@ -152,10 +211,9 @@ pub fn read(path: &Path, n: Option<usize>) -> Result<Matrices> {
     data.resize(count, 0.0f64);
     f.read_exact(bytemuck::cast_slice_mut(&mut data))
         .with_context(|| format!("{origin}: holds fewer values than its shape ({m}, {rows}, {rows}) says"))?;
-    if cfg!(target_endian = "big") {
-        for v in &mut data {
-            *v = f64::from_le_bytes(v.to_ne_bytes());
-        }
+    to_host(&mut data, order.big_endian);
+    if order.fortran {
+        data = from_fortran(&data, m, rows);
     }
     Ok(Matrices { m, n: rows, data })
 }
@@ -233,6 +291,74 @@ mod tests {
         std::fs::write(path, bytes).expect("writes");
     }
 
+    /// A file of (m, n, n) whose element (i, r, c) is 100i + 10r + c + ½,
+    /// laid out as `descr` and `fortran` say, written byte by byte here.
+    fn laid_out(path: &Path, m: usize, n: usize, descr: &str, fortran: bool) {
+        let value = |i: usize, r: usize, c: usize| (100 * i + 10 * r + c) as f64 + 0.5;
+        let mut h = format!(
+            "{{'descr': '{descr}', 'fortran_order': {}, 'shape': ({m}, {n}, {n}), }}",
+            if fortran { "True" } else { "False" }
+        );
+        let total = 10 + h.len() + 1;
+        h.push_str(&" ".repeat((64 - total % 64) % 64));
+        h.push('\n');
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend([1, 0]);
+        bytes.extend((h.len() as u16).to_le_bytes());
+        bytes.extend(h.as_bytes());
+        // Fortran order: the first index varies fastest.
+        let mut order = Vec::new();
+        if fortran {
+            for c in 0..n {
+                for r in 0..n {
+                    for i in 0..m {
+                        order.push((i, r, c));
+                    }
+                }
+            }
+        } else {
+            for i in 0..m {
+                for r in 0..n {
+                    for c in 0..n {
+                        order.push((i, r, c));
+                    }
+                }
+            }
+        }
+        for (i, r, c) in order {
+            let v = value(i, r, c);
+            bytes.extend(if descr.starts_with('>') {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            });
+        }
+        std::fs::write(path, bytes).expect("writes");
+    }
+
+    #[test]
+    fn fortran_order_and_big_endian_files_are_converted_on_reading() {
+        let (m, n) = (3, 4);
+        let want: Vec<f64> = (0..m)
+            .flat_map(|i| (0..n).flat_map(move |r| (0..n).map(move |c| (100 * i + 10 * r + c) as f64 + 0.5)))
+            .collect();
+        for (descr, fortran) in [("<f8", false), ("<f8", true), (">f8", false), (">f8", true)] {
+            let endian = if descr.starts_with('>') { "be" } else { "le" };
+            let p = tmp(&format!("layout-{endian}-{fortran}.npy"));
+            laid_out(&p, m, n, descr, fortran);
+            let got = read(&p, None).unwrap_or_else(|e| panic!("{descr} fortran={fortran}: {e:#}"));
+            assert_eq!((got.m, got.n), (m, n));
+            assert_eq!(got.data, want, "{descr} fortran={fortran}");
+            let _ = std::fs::remove_file(p);
+        }
+        // Other dtypes are still refused by name.
+        let p = tmp("f4.npy");
+        raw(&p, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 2), }", 2);
+        let e = format!("{:#}", read(&p, None).expect_err("float32"));
+        assert!(e.contains("'<f4'") || e.contains("\"<f4\""), "{e}");
+        let _ = std::fs::remove_file(p);
+    }
+
     #[test]
     fn a_and_b_of_different_sizes_name_both_files() {
         let (a, b) = (tmp("size-a.npy"), tmp("size-b.npy"));
@@ -279,10 +405,10 @@ mod tests {
             "not float64",
         );
         fails(
-            "{'descr': '<f8', 'fortran_order': True, 'shape': (1, 2, 2), }",
+            "{'descr': '<f8', 'fortran_order': Maybe, 'shape': (1, 2, 2), }",
             4,
             None,
-            "Fortran",
+            "unreadable fortran_order",
         );
         fails(
             "{'descr': '<f8', 'fortran_order': False, 'shape': (4, 4), }",
