@@ -128,6 +128,26 @@ fn calibrate_writes_a_platform_that_plan_and_run_accept() {
     );
     assert!(ok, "{err}");
     assert!(out.contains("measured/predicted"), "{out}");
+    // The file says it was measured at n = 16: another size is refused,
+    // with the command that measures it again.
+    let (ok, _, err) = dls(
+        &[
+            "run",
+            "--workers",
+            &list,
+            "--platform",
+            s(&platform),
+            "--batch",
+            "4",
+            "--size",
+            "32",
+        ],
+        None,
+    );
+    assert!(
+        !ok && err.contains("16×16") && err.contains("dls calibrate --size 32"),
+        "{err}"
+    );
 }
 
 fn fails(args: &[&str], token: Option<&str>, needle: &str) {

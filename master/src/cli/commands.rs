@@ -272,7 +272,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         outputs::check_space(p, bytes, "--output")?;
     }
     let given = match &args.platform {
-        Some(p) => Some(PlatformFile::load(p)?),
+        Some(p) => Some(PlatformFile::load_for(p, batch.n)?),
         None => cluster.known_platform().transpose()?,
     };
     let cfg = run_config(args)?;

@@ -419,7 +419,8 @@ impl Calibration {
             ));
         }
         out.push('\n');
-        let file = crate::config::platform_file::PlatformFile::from_platform(&self.platform()?);
+        let mut file = crate::config::platform_file::PlatformFile::from_platform(&self.platform()?);
+        file.size = Some(self.size);
         out.push_str(&toml::to_string(&file)?);
         Ok(out)
     }
