@@ -172,6 +172,21 @@ fn bad_input_fails_clearly() {
         None,
         "cannot connect",
     );
+    fails(
+        &[
+            "run",
+            "--workers",
+            &list,
+            "--batch",
+            "4",
+            "--size",
+            "4",
+            "--chunk-mb",
+            "0",
+        ],
+        None,
+        "--chunk-mb",
+    );
     // Encryption needs a token; with the worker's, the run is encrypted
     // end to end.
     fails(

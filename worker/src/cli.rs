@@ -31,8 +31,9 @@ struct DaemonArgs {
     /// Threads of the matrix kernel [default: all cores].
     #[arg(long)]
     threads: Option<usize>,
-    /// Bytes of matrices held at once [default: half the machine's memory].
-    #[arg(long)]
+    /// Matrices held at once: bytes, or with a unit (512M, 2G; powers of
+    /// 1024), or a share of the machine's memory (50%) [default: 50%].
+    #[arg(long, value_parser = memory_size)]
     memory_limit: Option<u64>,
     /// Emulation: compute K times slower (compute, then wait K-1 times as long).
     #[arg(long, default_value_t = 1.0)]
@@ -74,14 +75,21 @@ struct DaemonArgs {
 enum Command {
     /// Measure the kernel's GFLOP/s at one matrix size.
     Bench {
+        /// Matrix size n of the products timed.
         #[arg(long)]
         size: usize,
         /// Threads [default: all cores].
         #[arg(long)]
         threads: Option<usize>,
+        /// Print the result as JSON on stdout.
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `--memory-limit`: a size with units or a share of this machine's memory.
+fn memory_size(text: &str) -> Result<u64, String> {
+    crate::parse_size(text, crate::meminfo_bytes("MemTotal"))
 }
 
 fn cores() -> usize {
@@ -216,5 +224,39 @@ pub fn main() -> std::process::ExitCode {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Every option and argument of `cmd` and its subcommands that has no help
+/// line, as "command subcommand option" (for the tests that keep `--help`
+/// complete, here and in `dls`).
+pub fn undocumented(cmd: &clap::Command) -> Vec<String> {
+    fn walk(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for a in cmd.get_arguments() {
+            let id = a.get_id().as_str();
+            if id == "help" || id == "version" {
+                continue;
+            }
+            if a.get_help().is_none_or(|h| h.to_string().trim().is_empty()) {
+                out.push(format!("{path} {id}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            walk(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(cmd, cmd.get_name(), &mut out);
+    out
+}
+
+#[cfg(test)]
+mod help_tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn every_option_of_every_command_says_what_it_is() {
+        let missing = super::undocumented(&super::Cli::command());
+        assert!(missing.is_empty(), "options without help:\n{}", missing.join("\n"));
     }
 }

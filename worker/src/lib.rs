@@ -33,6 +33,51 @@ pub fn default_memory_limit() -> u64 {
     meminfo_bytes("MemTotal").map_or(4 << 30, |b| b / 2)
 }
 
+/// A size in bytes as people write it: `1048576`, `512K`, `512M`, `2G`,
+/// `1T` (powers of 1024; a trailing `B` or `iB` is allowed), or `50%` of
+/// `total` (the machine's memory). Zero, fractions of a byte and anything
+/// else are refused, with what is accepted.
+pub fn parse_size(text: &str, total: Option<u64>) -> Result<u64, String> {
+    let bad = || {
+        format!("{text:?} is not a size: give bytes, or a number with K, M, G or T (powers of 1024), or a percentage of the machine's memory such as 50%")
+    };
+    let t = text.trim();
+    let bytes = if let Some(pct) = t.strip_suffix('%') {
+        let p: f64 = pct.trim().parse().map_err(|_| bad())?;
+        if !(p > 0.0 && p <= 100.0) {
+            return Err(format!(
+                "{text:?}: a percentage of the machine's memory is between 0 and 100"
+            ));
+        }
+        let total =
+            total.ok_or_else(|| format!("{text:?}: this machine does not say how much memory it has; give a size"))?;
+        (total as f64 * p / 100.0) as u64
+    } else {
+        let upper = t.to_ascii_uppercase();
+        let num = upper.trim_end_matches("IB").trim_end_matches('B');
+        let (digits, shift) = match num.chars().last() {
+            Some('K') => (&num[..num.len() - 1], 10),
+            Some('M') => (&num[..num.len() - 1], 20),
+            Some('G') => (&num[..num.len() - 1], 30),
+            Some('T') => (&num[..num.len() - 1], 40),
+            _ => (num, 0),
+        };
+        let v: f64 = digits.trim().parse().map_err(|_| bad())?;
+        if !v.is_finite() || v < 0.0 {
+            return Err(bad());
+        }
+        let b = v * (1u64 << shift) as f64;
+        if b >= u64::MAX as f64 {
+            return Err(format!("{text:?} is more bytes than can be counted"));
+        }
+        b as u64
+    };
+    if bytes == 0 {
+        return Err(format!("{text:?} is no memory at all: give more than 0 bytes"));
+    }
+    Ok(bytes)
+}
+
 /// Shorter tokens are refused: they can be guessed.
 pub const MIN_TOKEN_BYTES: usize = 16;
 
@@ -94,6 +139,47 @@ pub fn keepalive(stream: &tokio::net::TcpStream) {
     #[cfg(any(target_os = "linux", target_os = "macos", target_os = "freebsd"))]
     let ka = ka.with_retries(3);
     let _ = socket2::SockRef::from(stream).set_tcp_keepalive(&ka);
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_take_units_and_percentages_and_refuse_nonsense_by_name() {
+        let gib = 1u64 << 30;
+        for (text, want) in [
+            ("1048576", 1 << 20),
+            ("512K", 512 << 10),
+            ("512M", 512 << 20),
+            ("512MiB", 512 << 20),
+            ("2G", 2 * gib),
+            ("2gb", 2 * gib),
+            ("1.5G", 3 * gib / 2),
+            ("1T", 1 << 40),
+            ("50%", 8 * gib),
+            ("12.5%", 2 * gib),
+        ] {
+            assert_eq!(parse_size(text, Some(16 * gib)), Ok(want), "{text}");
+        }
+        for (text, needle) in [
+            ("0", "no memory"),
+            ("0M", "no memory"),
+            ("0.1", "no memory"),
+            ("-3G", "not a size"),
+            ("12X", "not a size"),
+            ("", "not a size"),
+            ("G", "not a size"),
+            ("150%", "between 0 and 100"),
+            ("0%", "between 0 and 100"),
+            ("nan", "not a size"),
+            ("1e30T", "more bytes than"),
+        ] {
+            let e = parse_size(text, Some(16 * gib)).expect_err(text);
+            assert!(e.contains(needle) && e.contains(&format!("{text:?}")), "{text}: {e}");
+        }
+        assert!(parse_size("50%", None).expect_err("unknown").contains("give a size"));
+    }
 }
 
 #[cfg(test)]

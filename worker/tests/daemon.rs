@@ -445,3 +445,26 @@ fn refuses_public_address_without_token_and_stops_on_sigterm() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn memory_limits_take_units_and_zero_is_refused_by_name() {
+    let run = |limit: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_dls-worker"))
+            .args(["--listen", "127.0.0.1:0", "--memory-limit", limit, "--help"])
+            .output()
+            .expect("runs")
+    };
+    // With --help the daemon only checks its flags and prints the help.
+    assert!(run("512M").status.success());
+    assert!(run("50%").status.success());
+    for (bad, needle) in [
+        ("0", "no memory"),
+        ("512Q", "not a size"),
+        ("200%", "between 0 and 100"),
+    ] {
+        let out = run(bad);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bad} accepted");
+        assert!(err.contains("--memory-limit") && err.contains(needle), "{bad}: {err}");
+    }
+}

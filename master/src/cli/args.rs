@@ -73,11 +73,14 @@ pub enum Command {
         /// Number of load units (matrix products) to plan.
         #[arg(long)]
         load: u64,
+        /// Which schedule: fifo, lifo, inc-c, inc-w (one round, sends in that order),
+        /// best (every one-round family and rounds, the fastest predicted), rounds (multi-round).
         #[arg(long, value_enum, default_value = "fifo")]
         strategy: StrategyArg,
         /// 1: the master takes part in one transfer at a time; 2: it may send and receive at once.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
         ports: u8,
+        /// Whole-product rounding of the rational loads: paper (the report's) or refined (also moves single products).
         #[arg(long, value_enum, default_value = "refined")]
         rounding: RoundingArg,
         /// Print the plan as JSON on stdout.
@@ -110,11 +113,13 @@ pub enum Command {
         /// Speeds file (TOML, one [[processor]] with `speed` or `points` each).
         #[arg(long)]
         speeds: PathBuf,
+        /// Number of equal elements to split.
         #[arg(long)]
         elements: u64,
         /// Cost of n elements at unit speed: linear, nlogn or n2 [default: speed functions].
         #[arg(long)]
         cost: Option<String>,
+        /// Print the partition as JSON on stdout.
         #[arg(long)]
         json: bool,
     },
@@ -123,7 +128,9 @@ pub enum Command {
     Experiment(Box<ExperimentArgs>),
     /// Draw an SVG Gantt chart of a trace written by `dls run --trace`.
     Gantt {
+        /// Trace file written by `dls run --trace` (Chrome trace-event JSON).
         trace: PathBuf,
+        /// Where to write the SVG chart.
         #[arg(short = 'o', long)]
         output: PathBuf,
     },
@@ -155,6 +162,7 @@ pub enum ExperimentKind {
 
 #[derive(Debug, clap::Args)]
 pub struct ExperimentArgs {
+    /// Which experiment: linearity, heuristics, participation, baselines or adapt.
     #[arg(value_enum)]
     pub kind: ExperimentKind,
     /// Cluster file: run on these workers instead of emulated local ones.
@@ -163,6 +171,7 @@ pub struct ExperimentArgs {
     /// Comma-separated host:port list instead of a cluster file.
     #[arg(long)]
     pub workers: Option<String>,
+    /// File holding the shared token (else the DLS_TOKEN environment variable).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
     /// Matrix size n.
@@ -220,10 +229,14 @@ pub struct RunArgs {
     /// Matrix size n (inferred from --input when given).
     #[arg(long)]
     pub size: Option<usize>,
+    /// Which schedule: fifo, lifo, inc-c, inc-w (one round, sends in that order),
+    /// best (every one-round family and rounds, the fastest predicted), rounds (multi-round).
     #[arg(long, value_enum, default_value = "fifo")]
     pub strategy: StrategyArg,
+    /// 1: the master takes part in one transfer at a time; 2: it may send and receive at once.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
     pub ports: u8,
+    /// Whole-product rounding of the rational loads: paper (the report's) or refined (also moves single products).
     #[arg(long, value_enum, default_value = "refined")]
     pub rounding: RoundingArg,
     /// Platform file with the workers' costs [default: from the cluster file, else calibrate first].
@@ -262,8 +275,8 @@ pub struct RunArgs {
     /// Model file to learn into and plan from [default: CLUSTER.model-N.json].
     #[arg(long)]
     pub model: Option<PathBuf>,
-    /// Largest chunk sent at once, in MB of A and B.
-    #[arg(long, default_value_t = 256)]
+    /// Largest chunk sent at once, in MiB of A and B (at least 1).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub chunk_mb: u64,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
@@ -282,4 +295,16 @@ pub(crate) fn cluster_of(w: &Workers) -> Result<crate::config::cluster::Cluster>
     };
     c.check_distinct()?;
     Ok(c)
+}
+
+#[cfg(test)]
+mod help_tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    #[test]
+    fn every_option_of_every_command_says_what_it_is() {
+        let missing = dls_worker::cli::undocumented(&Cli::command());
+        assert!(missing.is_empty(), "options without help:\n{}", missing.join("\n"));
+    }
 }

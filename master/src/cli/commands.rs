@@ -147,7 +147,7 @@ fn run_config(args: &RunArgs) -> Result<RunConfig> {
         verify: args.verify,
         seed: args.seed,
         options: RunOptions {
-            max_chunk_bytes: args.chunk_mb.max(1) << 20,
+            max_chunk_bytes: args.chunk_mb << 20,
             straggler: args.straggler,
             adapt: !args.no_adapt,
             ..RunOptions::default()
