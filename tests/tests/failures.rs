@@ -395,7 +395,18 @@ fn a_worker_lost_during_calibration_is_left_out() {
             .await
             .expect("runs on w1");
         assert_eq!(done.report.workers.len(), 1);
+        pool.close().await;
     });
+    // The worker logs what it served when the master leaves: 8 products of
+    // 16×16 (8 · 2048 bytes of results).
+    let line = (0..200)
+        .filter_map(|_| good.log.recv_timeout(Duration::from_secs(10)).ok())
+        .find(|l| l.contains("master left"))
+        .expect("the worker logs the session's end");
+    assert!(
+        line.contains("products=8") && line.contains("bytes_out=16384"),
+        "{line}"
+    );
 }
 
 #[test]

@@ -15,6 +15,10 @@ struct Cli {
     command: Option<Command>,
     #[command(flatten)]
     daemon: DaemonArgs,
+    /// Log lines as text or as one JSON object per line (RUST_LOG sets what
+    /// is logged; NO_COLOR turns colour off).
+    #[arg(long, value_enum, default_value = "text", global = true)]
+    log_format: crate::LogFormat,
 }
 
 #[derive(Debug, Args)]
@@ -208,12 +212,8 @@ fn bench(size: usize, threads: Option<usize>, json: bool) -> Result<()> {
 
 /// The whole `dls-worker` program: flags, logging, daemon or bench.
 pub fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     let cli = Cli::parse();
+    crate::init_logging("info", cli.log_format);
     let res = match cli.command {
         Some(Command::Bench { size, threads, json }) => bench(size, threads, json),
         None => daemon(cli.daemon),

@@ -78,6 +78,32 @@ pub fn parse_size(text: &str, total: Option<u64>) -> Result<u64, String> {
     Ok(bytes)
 }
 
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line of text per event.
+    #[default]
+    Text,
+    /// One JSON object per line (timestamp, level, target, fields).
+    Json,
+}
+
+/// Start logging to stderr: `RUST_LOG` if set, else `default` (a level or
+/// filter); colour only on a terminal and never when `NO_COLOR` is set.
+pub fn init_logging(default: &str, format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default.into());
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(colour);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
 /// Shorter tokens are refused: they can be guessed.
 pub const MIN_TOKEN_BYTES: usize = 16;
 

@@ -329,10 +329,18 @@ async fn handle(
         return;
     }
     info!(%peer, "master connected");
-    match Session::new(cfg, kernel, reference).run(&mut conn, stop).await {
-        Ok(()) => info!(%peer, "master left"),
+    let start = Instant::now();
+    let (res, served) = Session::new(cfg, kernel, reference).run(&mut conn, stop).await;
+    let (products, bytes_in, bytes_out, secs) = (
+        served.products,
+        conn.bytes_read(),
+        served.bytes_out,
+        start.elapsed().as_secs_f64(),
+    );
+    match res {
+        Ok(()) => info!(%peer, products, bytes_in, bytes_out, secs, "master left"),
         Err(e) => {
-            warn!(%peer, "session ended: {e}");
+            warn!(%peer, products, bytes_in, bytes_out, secs, "session ended: {e}");
             handshake::tell_master(&mut conn, &e).await;
         }
     }

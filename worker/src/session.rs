@@ -54,6 +54,16 @@ pub(crate) struct Session {
     /// Grants that came before the chunk was computed.
     granted: HashSet<Key>,
     cancelled: HashSet<JobId>,
+    served: Served,
+}
+
+/// What a session did for its master, for the log line at its end.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Served {
+    /// Products whose results were sent.
+    pub products: u64,
+    /// Bytes of results sent.
+    pub bytes_out: u64,
 }
 
 enum Event {
@@ -114,10 +124,13 @@ impl Session {
             ready: HashMap::new(),
             granted: HashSet::new(),
             cancelled: HashSet::new(),
+            served: Served::default(),
         }
     }
 
-    pub(crate) async fn run(mut self, conn: &mut WorkerConn, mut stop: watch::Receiver<bool>) -> Result<()> {
+    /// Serve the master until it leaves, fails or the daemon stops; what it
+    /// was served, whatever happened.
+    pub(crate) async fn run(mut self, conn: &mut WorkerConn, mut stop: watch::Receiver<bool>) -> (Result<()>, Served) {
         // Unbounded, but never longer than MAX_IN_FLIGHT: `admit` refuses
         // work beyond that, and each work item yields one `Done`.
         let (work_tx, mut work_rx) = mpsc::unbounded_channel::<Work>();
@@ -195,7 +208,7 @@ impl Session {
         drop(work_tx);
         // The thread finishes the product it is on, then sees the closed queue.
         drop(computer);
-        result
+        (result, self.served)
     }
 
     async fn on_frame(
@@ -311,6 +324,8 @@ impl Session {
         .await?;
         self.held = self.held.saturating_sub(c_bytes(done.n, done.k));
         self.in_flight.remove(&key);
+        self.served.products += u64::from(done.k);
+        self.served.bytes_out += c_bytes(done.n, done.k);
         Ok(())
     }
 }

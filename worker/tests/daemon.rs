@@ -468,3 +468,34 @@ fn memory_limits_take_units_and_zero_is_refused_by_name() {
         assert!(err.contains("--memory-limit") && err.contains(needle), "{bad}: {err}");
     }
 }
+
+#[test]
+fn logs_can_be_json_lines_and_never_carry_colour_codes_into_a_pipe() {
+    use std::io::BufRead;
+    for (format, json) in [("json", true), ("text", false)] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dls-worker"))
+            .args(["--listen", "127.0.0.1:0", "--threads", "1", "--log-format", format])
+            .env("RUST_LOG", "info")
+            .env_remove("DLS_TOKEN")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("starts");
+        let err = child.stderr.take().expect("stderr");
+        let line = std::io::BufReader::new(err)
+            .lines()
+            .next()
+            .expect("a log line")
+            .expect("readable");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(!line.contains('\u{1b}'), "colour codes in a pipe: {line:?}");
+        if json {
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            assert_eq!(v["level"], "INFO", "{line}");
+            assert!(v["fields"].is_object(), "{line}");
+        } else {
+            assert!(line.contains("INFO"), "{line}");
+        }
+    }
+}

@@ -14,6 +14,10 @@ use std::path::PathBuf;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Log lines as text or as one JSON object per line (RUST_LOG sets what
+    /// is logged; NO_COLOR turns colour off).
+    #[arg(long, value_enum, default_value = "text", global = true)]
+    pub log_format: dls_worker::LogFormat,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
