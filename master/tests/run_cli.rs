@@ -601,3 +601,52 @@ fn a_stopped_master_lets_the_next_one_in_after_the_idle_timeout() {
     assert!(busy_seen, "the stopped master held the worker for a while");
     assert!(waited < std::time::Duration::from_secs(10), "waited {waited:?}");
 }
+
+#[test]
+fn status_lists_every_worker_free_busy_or_unreachable() {
+    let token = "status-token-0123456789";
+    let w = common::start(&[(None, 1.0), (None, 1.0)], Some(token));
+    let dead = dead_address();
+    let list = format!("{},{dead}", w.list());
+    // Worker w0 busy with a master that holds it.
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let cluster = dls_master::config::cluster::Cluster::from_list(&w.addrs[0]).expect("cluster");
+    let tok = dls_protocol::Token::parse(token);
+    let mut pool = rt
+        .block_on(dls_master::runtime::pool::Pool::connect(
+            &cluster,
+            tok.as_ref(),
+            dls_master::runtime::link::ConnectOptions::default(),
+        ))
+        .expect("a master holds w0");
+    let (ok, out, err) = dls(&["status", "--workers", &list, "--json"], Some(token));
+    assert!(!ok, "w2 is down, so status fails");
+    assert!(err.contains("1 of 3 worker(s) did not answer"), "{err}");
+    let rows: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(rows[0]["status"]["busy"], true, "{out}");
+    assert!(
+        rows[0]["status"]["busy_with"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("127.0.0.1:")),
+        "{out}"
+    );
+    assert_eq!(rows[1]["status"]["busy"], false, "{out}");
+    assert!(rows[1]["status"]["cores"].as_u64().is_some_and(|c| c >= 1), "{out}");
+    assert_eq!(rows[1]["status"]["threads"], 1);
+    assert_eq!(rows[2]["reachable"], false);
+    assert!(
+        rows[2]["error"].as_str().is_some_and(|e| e.contains("cannot connect")),
+        "{out}"
+    );
+    rt.block_on(pool.close());
+    // All up: the table, exit 0; a wrong token is "unreachable" with why.
+    let (ok, out, err) = dls(&["status", "--workers", &w.list()], Some(token));
+    assert!(ok, "{err}");
+    assert_eq!(out.matches("free").count(), 2, "{out}");
+    let (ok, out, _) = dls(&["status", "--workers", &w.list()], Some("wrong-token-0123456789"));
+    assert!(!ok && out.contains("different tokens"), "{out}");
+    // --wait waits for the missing one, then gives up.
+    let t = std::time::Instant::now();
+    let (ok, _, _) = dls(&["status", "--workers", &dead, "--wait", "1"], None);
+    assert!(!ok && t.elapsed() >= std::time::Duration::from_secs(1));
+}

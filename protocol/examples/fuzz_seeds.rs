@@ -19,6 +19,7 @@ fn main() -> std::io::Result<()> {
             proof: Some([9; 32]),
             max_frame: 1 << 20,
             encrypt: false,
+            status: false,
         }),
         Frame::with_payload(
             ToWorker::Assign { job, chunk, n: 2, k: 1 },

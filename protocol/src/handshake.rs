@@ -13,7 +13,7 @@
 use crate::auth::{self, Role, Token};
 use crate::conn::Connection;
 use crate::error::{Error, Result};
-use crate::message::{Capabilities, ErrorCode, FromWorker, ToWorker, PROTOCOL_VERSION};
+use crate::message::{Capabilities, ErrorCode, FromWorker, ToWorker, WorkerStatus, PROTOCOL_VERSION};
 use crate::seal;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -57,48 +57,12 @@ pub async fn master_sealed<S: AsyncRead + AsyncWrite + Unpin>(
         ));
     }
     let steps = async {
-        let nm = auth::nonce();
-        conn.send(&ToWorker::Hello {
-            version: PROTOCOL_VERSION,
-            nonce: nm,
-        })
-        .await?;
-        let (nw, proof) = match conn.read_frame().await?.map(|f| f.msg) {
-            Some(FromWorker::Challenge { version, nonce, proof }) => {
-                if version != PROTOCOL_VERSION {
-                    return Err(Error::Handshake(format!(
-                        "protocol version mismatch: worker speaks {version}, master {PROTOCOL_VERSION}"
-                    )));
-                }
-                (nonce, proof)
-            }
-            Some(FromWorker::Error { code, message }) => return Err(peer_error(code, message)),
-            Some(other) => return Err(Error::Handshake(format!("expected a challenge, got {other:?}"))),
-            None => {
-                return Err(Error::Handshake(
-                    "the worker closed the connection during the handshake".into(),
-                ))
-            }
-        };
-        if let Some(t) = token {
-            match proof {
-                Some(p) if auth::verify(t, Role::Worker, &nw, &nm, &p) => {}
-                Some(_) => {
-                    return Err(Error::Handshake(
-                        "the worker's token proof is wrong: the worker and the master use different tokens".into(),
-                    ))
-                }
-                None => {
-                    return Err(Error::Handshake(
-                        "the worker runs without a token (on loopback, or with --insecure) but this master has one; refusing".into(),
-                    ))
-                }
-            }
-        }
+        let (nm, nw) = hello(conn, token).await?;
         conn.send(&ToWorker::Auth {
             proof: token.map(|t| auth::prove(t, Role::Master, &nm, &nw)),
             max_frame,
             encrypt,
+            status: false,
         })
         .await?;
         conn.set_max_frame(max_frame);
@@ -122,6 +86,82 @@ pub async fn master_sealed<S: AsyncRead + AsyncWrite + Unpin>(
         .map_err(|_| Error::Timeout(timeout, "the handshake"))?
 }
 
+/// The master's first two steps: Hello, and the worker's challenge checked
+/// against the token. The two nonces.
+async fn hello<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut Connection<S, FromWorker, ToWorker>,
+    token: Option<&Token>,
+) -> Result<(crate::message::Nonce, crate::message::Nonce)> {
+    let nm = auth::nonce();
+    conn.send(&ToWorker::Hello {
+        version: PROTOCOL_VERSION,
+        nonce: nm,
+    })
+    .await?;
+    let (nw, proof) = match conn.read_frame().await?.map(|f| f.msg) {
+        Some(FromWorker::Challenge { version, nonce, proof }) => {
+            if version != PROTOCOL_VERSION {
+                return Err(Error::Handshake(format!(
+                    "protocol version mismatch: worker speaks {version}, master {PROTOCOL_VERSION}"
+                )));
+            }
+            (nonce, proof)
+        }
+        Some(FromWorker::Error { code, message }) => return Err(peer_error(code, message)),
+        Some(other) => return Err(Error::Handshake(format!("expected a challenge, got {other:?}"))),
+        None => {
+            return Err(Error::Handshake(
+                "the worker closed the connection during the handshake".into(),
+            ))
+        }
+    };
+    if let Some(t) = token {
+        match proof {
+            Some(p) if auth::verify(t, Role::Worker, &nw, &nm, &p) => {}
+            Some(_) => {
+                return Err(Error::Handshake(
+                    "the worker's token proof is wrong: the worker and the master use different tokens".into(),
+                ))
+            }
+            None => return Err(Error::Handshake(
+                "the worker runs without a token (on loopback, or with --insecure) but this master has one; refusing"
+                    .into(),
+            )),
+        }
+    }
+    Ok((nm, nw))
+}
+
+/// Ask a worker what it is doing ([`WorkerStatus`]) without opening a
+/// session: it answers even while it serves another master.
+pub async fn master_status<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut Connection<S, FromWorker, ToWorker>,
+    token: Option<&Token>,
+    timeout: Duration,
+) -> Result<WorkerStatus> {
+    let steps = async {
+        let (nm, nw) = hello(conn, token).await?;
+        conn.send(&ToWorker::Auth {
+            proof: token.map(|t| auth::prove(t, Role::Master, &nm, &nw)),
+            max_frame: crate::frame::HANDSHAKE_MAX_FRAME,
+            encrypt: false,
+            status: true,
+        })
+        .await?;
+        match conn.read_frame().await?.map(|f| f.msg) {
+            Some(FromWorker::Status(s)) => Ok(s),
+            Some(FromWorker::Error { code, message }) => Err(peer_error(code, message)),
+            Some(other) => Err(Error::Handshake(format!("expected a status, got {}", other.name()))),
+            None => Err(Error::Handshake(
+                "the worker closed the connection before its status".into(),
+            )),
+        }
+    };
+    tokio::time::timeout(timeout, steps)
+        .await
+        .map_err(|_| Error::Timeout(timeout, "the status"))?
+}
+
 /// What the worker brings to a handshake.
 #[derive(Debug, Clone, Copy)]
 pub struct WorkerSide<'a> {
@@ -132,6 +172,18 @@ pub struct WorkerSide<'a> {
     pub timeout: Duration,
     /// Serve only masters that encrypt (`--encrypt`).
     pub require_encrypt: bool,
+    /// What to answer a master that asks only for the status (`None`:
+    /// refuse such a request).
+    pub status: Option<&'a WorkerStatus>,
+}
+
+/// How a worker's handshake ended well.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shaken {
+    /// A master is authenticated and admitted: serve it.
+    Session,
+    /// An authenticated master had the status and leaves.
+    Status,
 }
 
 /// The worker's side. On refusal it sends the master an error frame first.
@@ -145,13 +197,14 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
     side: &WorkerSide<'_>,
     greeted: impl FnOnce(),
     admit: impl FnOnce() -> Result<()>,
-) -> Result<()> {
+) -> Result<Shaken> {
     let WorkerSide {
         token,
         caps,
         frame_cap,
         timeout,
         require_encrypt,
+        status,
     } = *side;
     let steps = async {
         let nm = match conn.read_frame().await?.map(|f| f.msg) {
@@ -186,12 +239,13 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
             proof: token.map(|t| auth::prove(t, Role::Worker, &nw, &nm)),
         })
         .await?;
-        let (proof, max_frame, encrypt) = match conn.read_frame().await?.map(|f| f.msg) {
+        let (proof, max_frame, encrypt, wants_status) = match conn.read_frame().await?.map(|f| f.msg) {
             Some(ToWorker::Auth {
                 proof,
                 max_frame,
                 encrypt,
-            }) => (proof, max_frame, encrypt),
+                status,
+            }) => (proof, max_frame, encrypt, status),
             Some(other) => {
                 return Err(Error::Refused {
                     code: ErrorCode::UnexpectedMessage,
@@ -212,6 +266,18 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
                     message: "unauthorized: wrong or missing token (set the same --token-file or DLS_TOKEN on master and worker)".into(),
                 });
             }
+        }
+        if wants_status {
+            return match status {
+                Some(st) => {
+                    conn.send(&FromWorker::Status(st.clone())).await?;
+                    Ok(Shaken::Status)
+                }
+                None => Err(Error::Refused {
+                    code: ErrorCode::UnexpectedMessage,
+                    message: "this worker does not answer status requests".into(),
+                }),
+            };
         }
         let keys =
             match (encrypt, token) {
@@ -237,7 +303,7 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
             let (send, recv) = seal::sealers(t, &nm, &nw, seal::Side::Worker);
             conn.seal_with(send, recv);
         }
-        Ok(())
+        Ok(Shaken::Session)
     };
     let res = match tokio::time::timeout(timeout, steps).await {
         Ok(r) => r,

@@ -31,7 +31,8 @@ pub use auth::Token;
 pub use conn::Connection;
 pub use error::{Error, Result};
 pub use message::{
-    Capabilities, ChunkId, ErrorCode, Frame, FromWorker, JobId, Nonce, Payload, Proof, ToWorker, PROTOCOL_VERSION,
+    Capabilities, ChunkId, ErrorCode, Frame, FromWorker, JobId, Nonce, Payload, Proof, ToWorker, WorkerStatus,
+    PROTOCOL_VERSION,
 };
 
 /// Bytes of one n×n matrix of f64 (saturating: never overflows).

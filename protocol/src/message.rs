@@ -18,6 +18,21 @@ pub struct JobId(pub u64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ChunkId(pub u64);
 
+/// What a worker is doing, for `dls status`: sent instead of `Welcome` to a
+/// master that asked only for it (it takes no session slot).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerStatus {
+    pub caps: Capabilities,
+    /// The master it serves now (its address) and for how many seconds.
+    pub busy_with: Option<(String, f64)>,
+    pub uptime_secs: f64,
+    /// Sessions served since start, and products whose results it sent.
+    pub sessions: u64,
+    pub products: u64,
+    /// Whether it serves only masters that encrypt (`--encrypt`).
+    pub encrypt_required: bool,
+}
+
 /// What a worker offers, sent once the master is authenticated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Capabilities {
@@ -50,12 +65,15 @@ pub enum ToWorker {
         nonce: Nonce,
     },
     /// The master's proof of the token (when the worker has one), the
-    /// largest frame it will send or accept from now on, and whether every
-    /// frame after the welcome is encrypted (`--encrypt`; needs a token).
+    /// largest frame it will send or accept from now on, whether every
+    /// frame after the welcome is encrypted (`--encrypt`; needs a token),
+    /// and whether it asks only for the worker's status (answered with
+    /// `Status`, then the connection closes; no session is opened).
     Auth {
         proof: Option<Proof>,
         max_frame: u64,
         encrypt: bool,
+        status: bool,
     },
     /// `k` products of size `n`: payload A_1..A_k then B_1..B_k, each n×n,
     /// row-major, f64 little-endian (2·k·n² values).
@@ -144,6 +162,8 @@ pub enum FromWorker {
         message: String,
     },
     Bye,
+    /// Answer to an `Auth` that asked for the status only.
+    Status(WorkerStatus),
 }
 
 impl ToWorker {
@@ -179,6 +199,7 @@ impl FromWorker {
             FromWorker::HeartbeatAck { .. } => "HeartbeatAck",
             FromWorker::Error { .. } => "Error",
             FromWorker::Bye => "Bye",
+            FromWorker::Status(_) => "Status",
         }
     }
 }

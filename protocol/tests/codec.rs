@@ -34,13 +34,18 @@ fn to_worker() -> impl Strategy<Value = Frame<ToWorker>> {
     let chunk = any::<u64>().prop_map(ChunkId);
     prop_oneof![
         (any::<u32>(), any::<[u8; 32]>()).prop_map(|(version, nonce)| Frame::new(ToWorker::Hello { version, nonce })),
-        (proptest::option::of(any::<[u8; 32]>()), any::<u64>(), any::<bool>()).prop_map(
-            |(proof, max_frame, encrypt)| Frame::new(ToWorker::Auth {
+        (
+            proptest::option::of(any::<[u8; 32]>()),
+            any::<u64>(),
+            any::<bool>(),
+            any::<bool>()
+        )
+            .prop_map(|(proof, max_frame, encrypt, status)| Frame::new(ToWorker::Auth {
                 proof,
                 max_frame,
-                encrypt
-            })
-        ),
+                encrypt,
+                status
+            })),
         (job.clone(), chunk.clone(), small_dims()).prop_flat_map(|(job, chunk, (n, k))| {
             proptest::collection::vec(any::<f64>(), (2 * n * n * k) as usize)
                 .prop_map(move |p| Frame::with_payload(ToWorker::Assign { job, chunk, n, k }, p))

@@ -16,7 +16,10 @@ fn caps() -> Capabilities {
     }
 }
 
-async fn run(master_token: Option<&str>, worker_token: Option<&str>) -> (Result<Capabilities>, Result<()>) {
+async fn run(
+    master_token: Option<&str>,
+    worker_token: Option<&str>,
+) -> (Result<Capabilities>, Result<handshake::Shaken>) {
     let (a, b) = tokio::io::duplex(1 << 16);
     let mt = master_token.and_then(Token::parse);
     let wt = worker_token.and_then(Token::parse);
@@ -33,6 +36,7 @@ async fn run(master_token: Option<&str>, worker_token: Option<&str>) -> (Result<
         frame_cap: 1 << 30,
         timeout: T,
         require_encrypt: false,
+        status: None,
     };
     tokio::join!(master, handshake::worker(&mut w, &ws, || {}, || Ok(())))
 }
@@ -101,6 +105,7 @@ async fn version_mismatch_names_both_versions() {
         frame_cap: 1 << 30,
         timeout: T,
         require_encrypt: false,
+        status: None,
     };
     let (reply, res) = tokio::join!(master, handshake::worker(&mut w, &ws, || {}, || Ok(())));
     assert!(res.is_err());
@@ -127,6 +132,7 @@ async fn a_silent_peer_times_out() {
             frame_cap: 1 << 30,
             timeout: Duration::from_secs(3),
             require_encrypt: false,
+            status: None,
         },
         || {},
         || Ok(()),
@@ -192,6 +198,7 @@ async fn a_refused_admission_reaches_the_master() {
         frame_cap: 1 << 30,
         timeout: T,
         require_encrypt: false,
+        status: None,
     };
     let (m, w) = tokio::join!(master, handshake::worker(&mut w, &ws, || {}, busy));
     assert!(w.is_err());

@@ -197,6 +197,7 @@ async fn fake_worker(
         frame_cap: 1 << 32,
         timeout: Duration::from_secs(5),
         require_encrypt: false,
+        status: None,
     };
     handshake::worker(&mut conn, &side, || {}, || Ok(()))
         .await

@@ -12,7 +12,7 @@ use crate::kernel;
 use crate::session::{Reference, Session};
 use crate::throttle::Throttled;
 use dls_protocol::handshake;
-use dls_protocol::{Capabilities, Connection, Error, ErrorCode, FromWorker, Result, ToWorker, Token};
+use dls_protocol::{Capabilities, Connection, Error, ErrorCode, FromWorker, Result, ToWorker, Token, WorkerStatus};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 /// A session refuses more chunks than this in flight (received and not yet
 /// returned), whatever their size: it bounds the compute queues.
@@ -150,12 +150,16 @@ pub async fn serve(listener: TcpListener, cfg: Config, shutdown: impl Future<Out
     if cfg.isolate_compute {
         kernel = kernel.isolated();
     }
-    let kernel = Arc::new(kernel);
-    let reference = Arc::new(Reference::default());
-    let cfg = Arc::new(cfg);
-    let session_slot = Arc::new(Semaphore::new(1));
     let gate = Gate::new(cfg.max_connections);
-    let logs = Arc::new(Logs::default());
+    let shared = Arc::new(Shared {
+        kernel: Arc::new(kernel),
+        reference: Arc::new(Reference::default()),
+        cfg: Arc::new(cfg),
+        slot: Arc::new(Semaphore::new(1)),
+        logs: Logs::default(),
+        activity: Mutex::new(Activity::new()),
+    });
+    let (cfg, logs) = (shared.cfg.clone(), &shared.logs);
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
     tokio::pin!(shutdown);
@@ -177,11 +181,10 @@ pub async fn serve(listener: TcpListener, cfg: Config, shutdown: impl Future<Out
                             continue;
                         }
                     };
-                    let (cfg, slot, stop, logs) = (cfg.clone(), session_slot.clone(), stop_rx.clone(), logs.clone());
-                    let (kernel, reference) = (kernel.clone(), reference.clone());
+                    let (shared, stop) = (shared.clone(), stop_rx.clone());
                     tasks.spawn(async move {
                         let conn = Conn { stream, peer, ticket, evict };
-                        handle(conn, cfg, kernel, reference, slot, stop, logs).await;
+                        handle(conn, shared, stop).await;
                     });
                 }
                 Err(e) => {
@@ -266,15 +269,58 @@ async fn evicted(evict: tokio::sync::oneshot::Receiver<()>) {
     }
 }
 
-async fn handle(
-    c: Conn,
+/// What every connection's task shares.
+struct Shared {
     cfg: Arc<Config>,
     kernel: Arc<kernel::Kernel>,
     reference: Arc<Reference>,
+    /// The one-master-at-a-time slot.
     slot: Arc<Semaphore>,
-    stop: watch::Receiver<bool>,
-    logs: Arc<Logs>,
-) {
+    logs: Logs,
+    activity: Mutex<Activity>,
+}
+
+/// What the daemon has done, for status requests.
+struct Activity {
+    started: Instant,
+    /// The master served now, and since when.
+    current: Option<(SocketAddr, Instant)>,
+    sessions: u64,
+    products: u64,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            started: Instant::now(),
+            current: None,
+            sessions: 0,
+            products: 0,
+        }
+    }
+}
+
+impl Shared {
+    fn activity(&self) -> std::sync::MutexGuard<'_, Activity> {
+        self.activity.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The answer to a status request, as things stand.
+    fn status(&self) -> WorkerStatus {
+        let a = self.activity();
+        WorkerStatus {
+            caps: self.cfg.capabilities(),
+            busy_with: a.current.map(|(p, t)| (p.to_string(), t.elapsed().as_secs_f64())),
+            uptime_secs: a.started.elapsed().as_secs_f64(),
+            sessions: a.sessions,
+            products: a.products,
+            encrypt_required: self.cfg.encrypt,
+        }
+    }
+}
+
+async fn handle(c: Conn, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
+    let (cfg, logs, slot) = (shared.cfg.clone(), &shared.logs, &shared.slot);
     let Conn {
         stream,
         peer,
@@ -306,12 +352,14 @@ async fn handle(
             }),
         }
     };
+    let status = shared.status();
     let side = handshake::WorkerSide {
         token: cfg.token.as_ref(),
         caps: &caps,
         frame_cap: cfg.frame_cap(),
         timeout: cfg.handshake_timeout,
         require_encrypt: cfg.encrypt,
+        status: Some(&status),
     };
     // The handshake tells the master why it refuses; an eviction is told here.
     let shaken = tokio::select! {
@@ -321,16 +369,31 @@ async fn handle(
             message: format!("too many connections: this worker's {} slots were full and this connection, the oldest not yet authenticated, was {}", cfg.max_connections, handshake::DROPPED_FOR_NEWER),
         }, true)),
     };
-    if let Err((e, tell)) = shaken {
-        if tell {
-            let _ = tokio::time::timeout(Duration::from_secs(1), handshake::tell_master(&mut conn, &e)).await;
+    match shaken {
+        Err((e, tell)) => {
+            if tell {
+                let _ = tokio::time::timeout(Duration::from_secs(1), handshake::tell_master(&mut conn, &e)).await;
+            }
+            logs.limited(&logs.refused, |held| warn!(%peer, held, "refused a connection: {e}"));
+            return;
         }
-        logs.limited(&logs.refused, |held| warn!(%peer, held, "refused a connection: {e}"));
-        return;
+        Ok(handshake::Shaken::Status) => {
+            debug!(%peer, "answered a status request");
+            return;
+        }
+        Ok(handshake::Shaken::Session) => {}
     }
     info!(%peer, "master connected");
     let start = Instant::now();
-    let (res, served) = Session::new(cfg, kernel, reference).run(&mut conn, stop).await;
+    shared.activity().current = Some((peer, start));
+    let session = Session::new(cfg, shared.kernel.clone(), shared.reference.clone());
+    let (res, served) = session.run(&mut conn, stop).await;
+    {
+        let mut a = shared.activity();
+        a.current = None;
+        a.sessions += 1;
+        a.products += served.products;
+    }
     let (products, bytes_in, bytes_out, secs) = (
         served.products,
         conn.bytes_read(),

@@ -111,6 +111,20 @@ pub enum Command {
     },
     /// Run a batch of matrix products on the workers.
     Run(Box<RunArgs>),
+    /// Ask each worker what it is doing (free or busy and with whom, cores,
+    /// threads, memory, kernel, uptime, products served); exits non-zero
+    /// when any cannot be reached.
+    Status {
+        #[command(flatten)]
+        workers: Workers,
+        /// Print the answers as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+        /// Wait up to SECS seconds for every worker to answer (for scripts
+        /// that start workers, then run).
+        #[arg(long, value_name = "SECS")]
+        wait: Option<f64>,
+    },
     /// Split N equal elements over processors with speed functions, bounds
     /// or cost functions (no communication).
     Partition {

@@ -5,6 +5,7 @@ use crate::cli::outputs;
 use crate::config::cluster::Cluster;
 use crate::config::platform_file::PlatformFile;
 use crate::learn::Model;
+use crate::output::status::StatusRow;
 use crate::output::trace::Trace;
 use crate::runtime::batch::Batch;
 use crate::runtime::calibrate::{self, CalibrateOptions, Calibration};
@@ -91,6 +92,55 @@ fn warn_left_out(left: &[LeftOut]) {
             l.worker, l.reason
         );
     }
+}
+
+/// `dls status`: every worker asked at once; with `wait`, again every half
+/// second until all answer or the time is up.
+pub fn status(workers: &Workers, json: bool, wait: Option<f64>) -> Result<()> {
+    if let Some(w) = wait {
+        if !(w.is_finite() && w >= 0.0) {
+            bail!("--wait must be a number of seconds, at least 0");
+        }
+    }
+    let cluster = cluster_of(workers)?;
+    let token = link::load_token(workers.token_file.as_deref())?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(wait.unwrap_or(0.0));
+    let rows = runtime()?.block_on(async {
+        loop {
+            let mut set = tokio::task::JoinSet::new();
+            for (i, w) in cluster.worker.iter().enumerate() {
+                let (name, address, token) = (w.name.clone(), w.address.clone(), token.clone());
+                set.spawn(async move {
+                    let t = ConnectOptions {
+                        connect: std::time::Duration::from_secs(2),
+                        ..ConnectOptions::default()
+                    };
+                    let row = match link::status(&name, &address, token.as_ref(), t).await {
+                        Ok(s) => StatusRow::reached(&name, &address, s),
+                        Err(e) => StatusRow::unreachable(&name, &address, format!("{e:#}")),
+                    };
+                    (i, row)
+                });
+            }
+            let mut rows: Vec<(usize, StatusRow)> = set.join_all().await;
+            rows.sort_by_key(|r| r.0);
+            let rows: Vec<StatusRow> = rows.into_iter().map(|r| r.1).collect();
+            if rows.iter().all(|r| r.reachable) || std::time::Instant::now() >= deadline {
+                break rows;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+    });
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        print!("{}", crate::output::status::table(&rows));
+    }
+    let down = rows.iter().filter(|r| !r.reachable).count();
+    if down > 0 {
+        bail!("{down} of {} worker(s) did not answer", rows.len());
+    }
+    Ok(())
 }
 
 fn batch_of(args: &RunArgs) -> Result<Batch> {

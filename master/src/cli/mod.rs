@@ -16,6 +16,7 @@ use dls_lp::{Ports, Request, Rounding};
 
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Status { workers, json, wait } => commands::status(&workers, json, wait),
         Command::Calibrate {
             workers,
             size,

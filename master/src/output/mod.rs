@@ -7,6 +7,7 @@ pub mod gantt;
 pub mod npy;
 pub mod plan_report;
 pub mod report;
+pub mod status;
 pub mod svg;
 pub mod table;
 pub mod trace;

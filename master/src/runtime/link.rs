@@ -2,7 +2,7 @@
 
 use crate::config::cluster::Cluster;
 use anyhow::{anyhow, Context, Result};
-use dls_protocol::{handshake, Capabilities, Connection, FromWorker, ToWorker, Token};
+use dls_protocol::{handshake, Capabilities, Connection, FromWorker, ToWorker, Token, WorkerStatus};
 use std::time::Duration;
 use tokio::net::TcpStream;
 
@@ -97,6 +97,21 @@ async fn connect_once(name: &str, address: &str, token: Option<&Token>, t: Conne
         caps,
         conn,
     })
+}
+
+/// Ask one worker what it is doing, without opening a session (it answers
+/// while it serves another master).
+pub async fn status(name: &str, address: &str, token: Option<&Token>, t: ConnectOptions) -> Result<WorkerStatus> {
+    let stream = tokio::time::timeout(t.connect, TcpStream::connect(address))
+        .await
+        .map_err(|_| anyhow!("no answer within {:?}", t.connect))?
+        .with_context(|| "cannot connect (is dls-worker running there?)".to_string())?;
+    let _ = stream.set_nodelay(true);
+    let mut conn: WorkerConn = Connection::new(stream);
+    let s = handshake::master_status(&mut conn, token, t.handshake)
+        .await
+        .with_context(|| format!("worker {name:?} at {address}"))?;
+    Ok(s)
 }
 
 /// Show an idle worker that this master is still there (a heartbeat and
