@@ -650,3 +650,20 @@ fn status_lists_every_worker_free_busy_or_unreachable() {
     let (ok, _, _) = dls(&["status", "--workers", &dead, "--wait", "1"], None);
     assert!(!ok && t.elapsed() >= std::time::Duration::from_secs(1));
 }
+
+#[test]
+fn slurm_outside_an_allocation_says_so() {
+    let out = Command::new(env!("CARGO_BIN_EXE_dls"))
+        .args(["status", "--slurm"])
+        .env_remove("SLURM_JOB_NODELIST")
+        .output()
+        .expect("runs dls");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("SLURM_JOB_NODELIST is not set"),
+        "{err}"
+    );
+    // --worker-port only means something with --slurm.
+    let (ok, _, err) = dls(&["status", "--workers", "127.0.0.1:1", "--worker-port", "7071"], None);
+    assert!(!ok && err.contains("--slurm"), "{err}");
+}

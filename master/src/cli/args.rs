@@ -52,11 +52,18 @@ pub enum RoundingArg {
 #[derive(Debug, clap::Args)]
 pub struct Workers {
     /// Cluster file (TOML, one [[worker]] with name and address each).
-    #[arg(long, conflicts_with = "workers", required_unless_present = "workers")]
+    #[arg(long, conflicts_with_all = ["workers", "slurm"], required_unless_present_any = ["workers", "slurm"])]
     pub cluster: Option<PathBuf>,
     /// Comma-separated host:port list instead of a cluster file.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "slurm")]
     pub workers: Option<String>,
+    /// The workers are this Slurm job's nodes (`scontrol show hostnames
+    /// "$SLURM_JOB_NODELIST"`), each at --worker-port, named by host.
+    #[arg(long)]
+    pub slurm: bool,
+    /// Port the workers listen on, with --slurm [default: 7070].
+    #[arg(long)]
+    pub worker_port: Option<u16>,
     /// File holding the shared token (else the DLS_TOKEN environment variable).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
@@ -305,11 +312,47 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Runtime::new().context("starting the async runtime")
 }
 
+/// The host names of this Slurm job's nodes.
+fn slurm_hosts() -> Result<Vec<String>> {
+    use anyhow::{bail, Context};
+    let Some(list) = std::env::var_os("SLURM_JOB_NODELIST").filter(|v| !v.is_empty()) else {
+        bail!("--slurm: SLURM_JOB_NODELIST is not set; run inside a Slurm allocation (sbatch, salloc)");
+    };
+    let out = std::process::Command::new("scontrol")
+        .args(["show", "hostnames"])
+        .arg(&list)
+        .output()
+        .context("--slurm: cannot run scontrol (is Slurm installed here?)")?;
+    if !out.status.success() {
+        bail!(
+            "--slurm: scontrol show hostnames {:?} failed: {}",
+            list,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let hosts: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect();
+    if hosts.is_empty() {
+        bail!("--slurm: scontrol lists no host for {list:?}");
+    }
+    Ok(hosts)
+}
+
 pub(crate) fn cluster_of(w: &Workers) -> Result<crate::config::cluster::Cluster> {
+    if w.worker_port.is_some() && !w.slurm {
+        anyhow::bail!("--worker-port goes with --slurm (with --workers, write host:port)");
+    }
     let c = match (&w.cluster, &w.workers) {
         (Some(path), _) => crate::config::cluster::Cluster::load(path)?,
         (None, Some(list)) => crate::config::cluster::Cluster::from_list(list)?,
-        (None, None) => anyhow::bail!("give the workers with --cluster FILE or --workers host:port,..."),
+        (None, None) if w.slurm => {
+            crate::config::cluster::Cluster::from_hosts(&slurm_hosts()?, w.worker_port.unwrap_or(7070))?
+        }
+        (None, None) => anyhow::bail!("give the workers with --cluster FILE, --workers host:port,... or --slurm"),
     };
     c.check_distinct()?;
     Ok(c)

@@ -14,6 +14,22 @@ use anyhow::{Context, Result};
 use args::{Cli, Command, RoundingArg};
 use dls_lp::{Ports, Request, Rounding};
 
+/// The `dls` binary: parse, start logging, run, report the error.
+pub fn main() -> std::process::ExitCode {
+    use clap::Parser;
+    let cli = Cli::parse();
+    // Warnings (a worker lost, say) by default; RUST_LOG for more. Colour
+    // only on a terminal, never with NO_COLOR.
+    dls_worker::init_logging("warn", cli.log_format);
+    match run(cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Status { workers, json, wait } => commands::status(&workers, json, wait),

@@ -50,6 +50,24 @@ impl Cluster {
         Self::parse(&text, &path.display().to_string())
     }
 
+    /// One worker per host at `port`, named by its host (Slurm nodes).
+    pub fn from_hosts(hosts: &[String], port: u16) -> Result<Cluster> {
+        let worker = hosts
+            .iter()
+            .map(|h| WorkerSpec {
+                name: h.clone(),
+                address: format!("{h}:{port}"),
+                c: None,
+                w: None,
+                d: None,
+                max_load: None,
+            })
+            .collect();
+        let c = Cluster { worker };
+        c.validate("the Slurm allocation")?;
+        Ok(c)
+    }
+
     /// `host:port,host:port`; workers are named `w0`, `w1`, ...
     pub fn from_list(list: &str) -> Result<Cluster> {
         let worker = list

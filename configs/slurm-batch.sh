@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# A dls batch on a Slurm allocation: one dls-worker per node for the length
+# of the job, wait until every worker answers, run the batch, stop the
+# workers. Arguments are passed to `dls run` (e.g. --input A.npy B.npy
+# --output C.npy, or --batch 2000 --size 256).
+#
+#   sbatch --nodes=4 --ntasks-per-node=1 configs/slurm-batch.sh --batch 2000 --size 256 --output C.npy
+#
+# The master runs where the script runs (the job's first node). The token
+# file must be readable by you only (chmod 600) and reachable from every node.
+#SBATCH --job-name=dls
+#SBATCH --ntasks-per-node=1
+#SBATCH --time=01:00:00
+set -euo pipefail
+
+port=${DLS_WORKER_PORT:-7070}
+token=${DLS_TOKEN_FILE:-$HOME/.dls-token}
+wait_secs=${DLS_WAIT:-60}
+
+# One daemon per node, in the background for the whole job.
+srun --ntasks-per-node=1 --kill-on-bad-exit=0 \
+  dls-worker --listen "0.0.0.0:$port" --token-file "$token" &
+workers=$!
+stop_workers() {
+  kill "$workers" 2>/dev/null || true
+  wait "$workers" 2>/dev/null || true
+}
+trap stop_workers EXIT
+
+dls status --slurm --worker-port "$port" --token-file "$token" --wait "$wait_secs"
+dls run --slurm --worker-port "$port" --token-file "$token" "$@"
