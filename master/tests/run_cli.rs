@@ -667,3 +667,26 @@ fn slurm_outside_an_allocation_says_so() {
     let (ok, _, err) = dls(&["status", "--workers", "127.0.0.1:1", "--worker-port", "7071"], None);
     assert!(!ok && err.contains("--slurm"), "{err}");
 }
+
+#[test]
+fn a_cluster_file_carries_the_token_file_and_the_port() {
+    use std::os::unix::fs::PermissionsExt;
+    let token = "cluster-default-token-0123456789";
+    let w = common::start(&[(None, 1.0)], Some(token));
+    let dir = std::env::temp_dir().join(format!("dls-cluster-defaults-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("secret"), token).expect("writes the token");
+    std::fs::set_permissions(dir.join("secret"), std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let (host, port) = w.addrs[0].rsplit_once(':').expect("host:port");
+    let file = dir.join("cluster.toml");
+    std::fs::write(
+        &file,
+        format!("token_file = \"secret\"\nworker_port = {port}\n[[worker]]\nname = \"only\"\naddress = \"{host}\"\n"),
+    )
+    .expect("writes the cluster file");
+    // No --token-file, no DLS_TOKEN: the file's own token, found beside it.
+    let (ok, out, err) = dls(&["status", "--cluster", s(&file)], None);
+    assert!(ok, "{err}");
+    assert!(out.contains("only") && out.contains("free"), "{out}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -312,6 +312,19 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Runtime::new().context("starting the async runtime")
 }
 
+/// The shared token: `--token-file`, else `DLS_TOKEN`, else the cluster
+/// file's `token_file`, else none.
+pub(crate) fn token_of(
+    flag: Option<&std::path::Path>,
+    cluster: Option<&crate::config::cluster::Cluster>,
+) -> Result<Option<dls_protocol::Token>> {
+    let env_set = std::env::var_os("DLS_TOKEN").is_some_and(|v| !v.is_empty());
+    match (flag, cluster.and_then(|c| c.token_file.as_deref())) {
+        (None, Some(file)) if !env_set => crate::runtime::link::load_token(Some(file)),
+        (flag, _) => crate::runtime::link::load_token(flag),
+    }
+}
+
 /// The host names of this Slurm job's nodes.
 fn slurm_hosts() -> Result<Vec<String>> {
     use anyhow::{bail, Context};

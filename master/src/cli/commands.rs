@@ -1,6 +1,6 @@
 //! What each `dls` subcommand does beyond parsing its flags.
 
-use crate::cli::args::{cluster_of, runtime, RoundingArg, RunArgs, Workers};
+use crate::cli::args::{cluster_of, runtime, token_of, RoundingArg, RunArgs, Workers};
 use crate::cli::outputs;
 use crate::config::cluster::Cluster;
 use crate::config::platform_file::PlatformFile;
@@ -25,7 +25,7 @@ pub fn calibrate(workers: &Workers, size: usize, output: &Path, json: bool, requ
         bail!("--size must be at least 1");
     }
     let cluster = cluster_of(workers)?;
-    let token = link::load_token(workers.token_file.as_deref())?;
+    let token = token_of(workers.token_file.as_deref(), Some(&cluster))?;
     runtime()?.block_on(async {
         let (mut pool, _) = connect(&cluster, token.as_ref(), require_all, workers.encrypt).await?;
         eprintln!("calibrating {} worker(s) with {size}×{size} matrices ...", pool.len());
@@ -103,7 +103,7 @@ pub fn status(workers: &Workers, json: bool, wait: Option<f64>) -> Result<()> {
         }
     }
     let cluster = cluster_of(workers)?;
-    let token = link::load_token(workers.token_file.as_deref())?;
+    let token = token_of(workers.token_file.as_deref(), Some(&cluster))?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(wait.unwrap_or(0.0));
     let rows = runtime()?.block_on(async {
         loop {
@@ -311,7 +311,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         }
     }
     let cluster = cluster_of(&args.workers)?;
-    let token = link::load_token(args.workers.token_file.as_deref())?;
+    let token = token_of(args.workers.token_file.as_deref(), Some(&cluster))?;
     let batch = batch_of(args)?;
     if let Some(p) = &args.output {
         // C's values and the .npy header.

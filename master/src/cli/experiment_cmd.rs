@@ -9,7 +9,7 @@ use crate::config::cluster::Cluster;
 use crate::experiments::{self as x, AdaptRow, BaselineRow, Family, HeuristicsRow, LinearityRow, ParticipationRow};
 use crate::runtime::batch::Batch;
 use crate::runtime::calibrate::CalibrateOptions;
-use crate::runtime::link::{self, ConnectOptions};
+use crate::runtime::link::ConnectOptions;
 use crate::runtime::pool::Pool;
 use anyhow::{bail, Context, Result};
 use dls_protocol::Token;
@@ -58,7 +58,7 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
     if args.replot {
         return replot(args);
     }
-    let token = link::load_token(args.token_file.as_deref())?;
+    let token = crate::cli::args::token_of(args.token_file.as_deref(), remote.as_ref())?;
     let say = |l: &str| eprintln!("{l}");
     runtime()?.block_on(async {
         match args.kind {

@@ -1,6 +1,10 @@
-//! Cluster files: where the workers are, and optionally what they cost.
+//! Cluster files: where the workers are, and optionally what they cost,
+//! with defaults for every command that uses the file.
 //!
 //! ```toml
+//! token_file = "dls-token"   # relative to this file's directory
+//! worker_port = 7070         # for addresses written without a port
+//!
 //! [[worker]]
 //! name = "node1"
 //! address = "10.0.0.11:7070"
@@ -34,20 +38,40 @@ pub struct WorkerSpec {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Cluster {
+    /// The shared token's file, when `--token-file` and `DLS_TOKEN` give
+    /// none (resolved from the cluster file's directory).
+    #[serde(default)]
+    pub token_file: Option<std::path::PathBuf>,
+    /// The port of addresses written without one.
+    #[serde(default)]
+    pub worker_port: Option<u16>,
     #[serde(default)]
     pub worker: Vec<WorkerSpec>,
 }
 
 impl Cluster {
     pub fn parse(text: &str, origin: &str) -> Result<Cluster> {
-        let c: Cluster = toml::from_str(text).with_context(|| format!("{origin}: not a valid cluster file"))?;
+        let mut c: Cluster = toml::from_str(text).with_context(|| format!("{origin}: not a valid cluster file"))?;
+        if let Some(port) = c.worker_port {
+            for w in &mut c.worker {
+                if !w.address.contains(':') {
+                    w.address = format!("{}:{port}", w.address);
+                }
+            }
+        }
         c.validate(origin)?;
         Ok(c)
     }
 
     pub fn load(path: &Path) -> Result<Cluster> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading cluster file {}", path.display()))?;
-        Self::parse(&text, &path.display().to_string())
+        let mut c = Self::parse(&text, &path.display().to_string())?;
+        if let (Some(t), Some(dir)) = (&c.token_file, path.parent()) {
+            if t.is_relative() {
+                c.token_file = Some(dir.join(t));
+            }
+        }
+        Ok(c)
     }
 
     /// One worker per host at `port`, named by its host (Slurm nodes).
@@ -63,7 +87,11 @@ impl Cluster {
                 max_load: None,
             })
             .collect();
-        let c = Cluster { worker };
+        let c = Cluster {
+            token_file: None,
+            worker_port: None,
+            worker,
+        };
         c.validate("the Slurm allocation")?;
         Ok(c)
     }
@@ -84,7 +112,11 @@ impl Cluster {
                 max_load: None,
             })
             .collect();
-        let c = Cluster { worker };
+        let c = Cluster {
+            token_file: None,
+            worker_port: None,
+            worker,
+        };
         c.validate("--workers")?;
         Ok(c)
     }
@@ -107,7 +139,7 @@ impl Cluster {
             }
             if !w.address.contains(':') {
                 bail!(
-                    "{origin}: worker {:?}: address {:?} has no port (expected host:port)",
+                    "{origin}: worker {:?}: address {:?} has no port (write host:port, or set worker_port)",
                     w.name,
                     w.address
                 );
@@ -181,6 +213,30 @@ mod tests {
 
     fn err(text: &str) -> String {
         format!("{:#}", Cluster::parse(text, "c.toml").expect_err("must fail"))
+    }
+
+    #[test]
+    fn defaults_fill_ports_and_resolve_the_token_file_from_the_file() {
+        let c = Cluster::parse(
+            "worker_port = 7171\ntoken_file = \"tok\"\n[[worker]]\nname = \"a\"\naddress = \"10.0.0.1\"\n[[worker]]\nname = \"b\"\naddress = \"10.0.0.2:9\"\n",
+            "c.toml",
+        )
+        .expect("valid");
+        assert_eq!(c.worker[0].address, "10.0.0.1:7171");
+        assert_eq!(c.worker[1].address, "10.0.0.2:9", "an explicit port stays");
+        let dir = std::env::temp_dir().join(format!("dls-cluster-defaults-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("cluster.toml");
+        std::fs::write(
+            &file,
+            "token_file = \"tok\"\n[[worker]]\nname = \"a\"\naddress = \"h:1\"\n",
+        )
+        .expect("writes");
+        let c = Cluster::load(&file).expect("loads");
+        assert_eq!(c.token_file, Some(dir.join("tok")));
+        let _ = std::fs::remove_dir_all(dir);
+        // Without worker_port, a missing port is still an error saying both ways.
+        assert!(err("[[worker]]\nname = \"a\"\naddress = \"h\"\n").contains("set worker_port"));
     }
 
     #[test]

@@ -88,6 +88,7 @@ pub async fn participation_on(
     for allowed in 1..=cluster.worker.len() {
         let first = crate::config::cluster::Cluster {
             worker: cluster.worker[..allowed].to_vec(),
+            ..cluster.clone()
         };
         let platform = Platform::new(full.workers()[..allowed].to_vec())?;
         let mut pool = Pool::connect(&first, token, ConnectOptions::default()).await?;

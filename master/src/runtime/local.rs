@@ -50,7 +50,11 @@ pub async fn start(specs: &[Emulated]) -> Result<LocalWorkers> {
         });
     }
     Ok(LocalWorkers {
-        cluster: Cluster { worker },
+        cluster: Cluster {
+            token_file: None,
+            worker_port: None,
+            worker,
+        },
         stop,
         handles,
     })
