@@ -103,6 +103,18 @@ fn check_complete(report: &RunReport, c: &[f64], batch: &Batch) {
     assert!(report.failures[0].products_lost > 0);
     assert!(!report.replans.is_empty(), "the lost products were planned again");
     assert!(report.replans.iter().all(|r| !r.workers.contains(&"w0".to_string())));
+    // The summary says so, and shows no negative time for the phases the
+    // lost worker never finished.
+    let table = report.table();
+    assert!(
+        table.contains("w0 (lost)") && table.contains("lost w0 at") && table.contains("recovery round 1"),
+        "{table}"
+    );
+    let negative = table
+        .split(|c: char| c.is_whitespace() || c == '/' || c == '(' || c == ')' || c == ';' || c == ',')
+        .filter_map(|t| t.parse::<f64>().ok())
+        .find(|v| *v < 0.0);
+    assert_eq!(negative, None, "{table}");
     assert_eq!(report.verified, 5);
 }
 

@@ -96,10 +96,10 @@ pub fn table(platform: &Platform, plan: &Plan) -> String {
     );
     let _ = writeln!(
         out,
-        "makespan {:.6} s (rational {:.6} s, +{:.3}%), throughput {:.3} units/s",
+        "makespan {:.6} s (rational {:.6} s, {}), throughput {:.3} units/s",
         plan.makespan(),
         plan.makespan_rational(),
-        100.0 * (plan.makespan() / plan.makespan_rational() - 1.0),
+        rounding_cost(plan.makespan(), plan.makespan_rational()),
         plan.throughput()
     );
     let bound = crate::output::report::steady_state_bound(platform, plan);
@@ -142,11 +142,37 @@ pub fn table(platform: &Platform, plan: &Plan) -> String {
     if let Ok((e, h)) = dls_lp::plan::efficiency(platform, plan) {
         let _ = writeln!(
             out,
-            "equivalent homogeneous platform (average speeds): {h:.6} s, efficiency {e:.3}"
+            "equivalent homogeneous platform (average speeds): {h:.6} s; efficiency {e:.3} = that / this makespan (above 1: heterogeneity helps this plan)"
         );
     }
     for n in &plan.notes {
         let _ = writeln!(out, "note: {n}");
     }
     out
+}
+
+/// What rounding to whole products cost, in percent of the rational
+/// makespan: "+1.234%", "no cost" when it rounds to nothing, never "+-0.000%".
+fn rounding_cost(whole: f64, rational: f64) -> String {
+    let pct = 100.0 * (whole / rational - 1.0);
+    if !pct.is_finite() {
+        "rounding cost unknown".into()
+    } else if pct.abs() < 0.0005 {
+        "whole products cost nothing".into()
+    } else {
+        format!("{pct:+.3}% for whole products")
+    }
+}
+
+#[cfg(test)]
+mod rounding_cost_tests {
+    use super::rounding_cost;
+
+    #[test]
+    fn the_cost_of_rounding_reads_plainly() {
+        assert_eq!(rounding_cost(1.01234, 1.0), "+1.234% for whole products");
+        assert_eq!(rounding_cost(1.0 - 1e-9, 1.0), "whole products cost nothing");
+        assert_eq!(rounding_cost(0.99, 1.0), "-1.000% for whole products");
+        assert_eq!(rounding_cost(1.0, 0.0), "rounding cost unknown");
+    }
 }

@@ -231,18 +231,42 @@ impl RunReport {
                 continue;
             }
             let (p, m) = (&w.predicted, &w.measured);
+            let lost = self.failures.iter().any(|f| f.worker == w.name);
+            let name = if lost {
+                format!("{} (lost)", w.name)
+            } else {
+                w.name.clone()
+            };
             let _ = writeln!(
                 s,
-                "{:<14} {:>6}  {:>9.4}/{:<9.4}  {:>9.4}/{:<9.4}  {:>9.4}/{:<9.4}  {:>8.4}",
-                w.name,
+                "{:<14} {:>6}  {:>9.4}/{:<9}  {:>9.4}/{:<9}  {:>9.4}/{:<9}  {:>8.4}",
+                name,
                 w.load,
                 p.send_end - p.send_start,
-                m.send_end - m.send_start,
+                span(m.send_start, m.send_end),
                 p.compute_end - p.send_end,
-                m.compute_end - m.send_end,
+                span(m.send_end, m.compute_end),
                 p.return_end - p.return_start,
-                m.return_end - m.return_start,
+                span(m.return_start, m.return_end),
                 m.idle
+            );
+        }
+        for f in &self.failures {
+            let _ = writeln!(
+                s,
+                "lost {} at {:.3} s ({}); {} product(s) redone elsewhere",
+                f.worker, f.at, f.reason, f.products_lost
+            );
+        }
+        for (k, r) in self.replans.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "recovery round {}: {} product(s) over {} from {:.3} s (predicted end {:.3} s)",
+                k + 1,
+                r.products,
+                r.workers.join(", "),
+                r.at,
+                r.predicted
             );
         }
         let _ = writeln!(
@@ -259,13 +283,23 @@ impl RunReport {
     }
 }
 
-/// Peak resident set size of this process (VmHWM in /proc/self/status).
+/// A measured phase's length, or "-" for one that did not finish (its
+/// worker was lost before): never a negative time.
+fn span(start: f64, end: f64) -> String {
+    if end > 0.0 && end >= start {
+        format!("{:.4}", end - start)
+    } else {
+        "-".into()
+    }
+}
+
 /// load / ρ* for the plan's platform and port model (NaN if it cannot be
 /// computed).
 pub fn steady_state_bound(platform: &Platform, plan: &Plan) -> f64 {
     dls_lp::steady_state(platform, plan.ports).map_or(f64::NAN, |s| s.makespan_bound(plan.load))
 }
 
+/// Peak resident set size of this process (VmHWM in /proc/self/status).
 pub fn peak_rss() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let kb = s
