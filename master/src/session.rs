@@ -131,7 +131,11 @@ pub async fn run_plan(
         batch::verify(batch, &outcome.c, cfg.verify, cfg.seed).map_err(|e| e.context("verification failed"))?;
     let report = RunReport::from_outcome(&platform, &plan, &outcome, batch.n, verified);
     let names: Vec<String> = platform.workers().iter().map(|w| w.name.clone()).collect();
-    let trace = Trace::new(&names, &plan, &outcome.measured);
+    let mut trace = Trace::new(&names, &plan, &outcome.measured);
+    trace.title = Some(format!(
+        "{} products of {}×{}, {}",
+        batch.m, batch.n, batch.n, plan.strategy
+    ));
     Ok(BatchRun {
         platform,
         plan,

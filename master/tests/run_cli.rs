@@ -96,7 +96,11 @@ fn run_with_npy_files_writes_c_trace_and_gantt() {
     let g2 = tmp("g2.svg");
     let (ok, _, err) = dls(&["gantt", s(&trace), "-o", s(&g2)], None);
     assert!(ok, "{err}");
-    assert!(std::fs::read_to_string(&g2).expect("svg").contains("measured"));
+    let svg = std::fs::read_to_string(&g2).expect("svg");
+    assert!(svg.contains("measured"));
+    // Titled from the trace's own record of what ran, not its file name.
+    assert_eq!(t["otherData"]["title"], "12 products of 8×8, fifo", "{}", t["otherData"]);
+    assert!(svg.contains("12 products of 8×8, fifo") && !svg.contains("trace.json"), "the chart's title");
 }
 
 #[test]

@@ -423,9 +423,12 @@ fn write_outputs(args: &RunArgs, batch: &Batch, done: BatchRun) -> Result<()> {
 
 pub fn gantt(trace: &Path, output: &Path) -> Result<()> {
     let t = Trace::read(trace)?;
-    let title = trace
-        .file_name()
-        .map_or_else(|| "trace".to_string(), |f| f.to_string_lossy().into_owned());
+    // What ran, from the trace itself; a trace without it is named by its file.
+    let title = t.title.clone().unwrap_or_else(|| {
+        trace
+            .file_name()
+            .map_or_else(|| "trace".to_string(), |f| f.to_string_lossy().into_owned())
+    });
     std::fs::write(output, crate::output::gantt::svg(&t, &title))
         .with_context(|| format!("writing {}", output.display()))?;
     eprintln!("wrote {}", output.display());

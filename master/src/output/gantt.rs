@@ -197,6 +197,7 @@ mod tests {
             ],
             marks: Vec::new(),
             tracks: vec!["master port".into(), "w<1>".into()],
+            title: None,
         };
         let svg = svg(&trace, "t & t");
         assert_eq!(svg.matches("<rect x=").count(), 4 + 4, "4 spans + 4 legend boxes");

@@ -38,6 +38,9 @@ pub struct Trace {
     pub marks: Vec<Value>,
     /// Track names, index = tid (0 = master port).
     pub tracks: Vec<String>,
+    /// What ran ("200 products of 128×128, rounds"), kept in the file's
+    /// `otherData` for charts drawn later.
+    pub title: Option<String>,
 }
 
 fn span(pid: u32, tid: u32, cat: &str, worker: &str, start: f64, end: f64, extra: Value) -> Span {
@@ -245,7 +248,12 @@ impl Trace {
                 "args": {"round": a.round, "products": a.products, "measured_over_predicted": factors}}),
             );
         }
-        Trace { spans, marks, tracks }
+        Trace {
+            spans,
+            marks,
+            tracks,
+            title: None,
+        }
     }
 
     pub fn to_json(&self) -> Value {
@@ -263,7 +271,11 @@ impl Trace {
                 .iter()
                 .map(|s| serde_json::to_value(s).unwrap_or(Value::Null)),
         );
-        json!({ "traceEvents": events, "displayTimeUnit": "ms" })
+        let mut v = json!({ "traceEvents": events, "displayTimeUnit": "ms" });
+        if let (Some(t), Some(o)) = (&self.title, v.as_object_mut()) {
+            o.insert("otherData".into(), json!({ "title": t }));
+        }
+        v
     }
 
     pub fn write(&self, path: &std::path::Path) -> Result<()> {
@@ -323,6 +335,12 @@ impl Trace {
                 };
             }
         }
-        Ok(Trace { spans, marks, tracks })
+        let title = v.pointer("/otherData/title").and_then(Value::as_str).map(String::from);
+        Ok(Trace {
+            spans,
+            marks,
+            tracks,
+            title,
+        })
     }
 }
