@@ -99,8 +99,15 @@ fn run_with_npy_files_writes_c_trace_and_gantt() {
     let svg = std::fs::read_to_string(&g2).expect("svg");
     assert!(svg.contains("measured"));
     // Titled from the trace's own record of what ran, not its file name.
-    assert_eq!(t["otherData"]["title"], "12 products of 8×8, fifo", "{}", t["otherData"]);
-    assert!(svg.contains("12 products of 8×8, fifo") && !svg.contains("trace.json"), "the chart's title");
+    assert_eq!(
+        t["otherData"]["title"], "12 products of 8×8, fifo",
+        "{}",
+        t["otherData"]
+    );
+    assert!(
+        svg.contains("12 products of 8×8, fifo") && !svg.contains("trace.json"),
+        "the chart's title"
+    );
 }
 
 #[test]
