@@ -68,30 +68,14 @@ pub fn svg(trace: &Trace, title: &str) -> String {
         );
         for (i, name) in trace.tracks.iter().enumerate() {
             let y = top + 10.0 + i as f64 * ROW;
-            let _ = writeln!(out, r#"<text x="10" y="{}">{}</text>"#, y + ROW * 0.7, escape(name));
+            let label = row_label(trace, i, name);
+            let _ = writeln!(out, r#"<text x="10" y="{}">{}</text>"#, y + ROW * 0.7, escape(&label));
             let _ = writeln!(
                 out,
                 r##"<line x1="{LABEL}" y1="{}" x2="{}" y2="{}" stroke="#eee"/>"##,
                 y + ROW - 1.0,
                 WIDTH - 20.0,
                 y + ROW - 1.0
-            );
-        }
-        for m in trace
-            .marks
-            .iter()
-            .filter(|m| m.get("pid").and_then(|v| v.as_u64()) == Some(*pid as u64))
-        {
-            let ts = m.get("ts").and_then(|v| v.as_f64()).unwrap_or(0.0);
-            let tid = m.get("tid").and_then(|v| v.as_u64()).unwrap_or(0) as f64;
-            let name = m.get("name").and_then(|v| v.as_str()).unwrap_or("");
-            let y = top + 10.0 + tid * ROW;
-            let _ = writeln!(
-                out,
-                r##"<line x1="{px:.2}" y1="{y:.2}" x2="{px:.2}" y2="{:.2}" stroke="#d00000" stroke-width="2"><title>{}</title></line>"##,
-                y + ROW,
-                escape(name),
-                px = x(ts)
             );
         }
         for s in trace.spans.iter().filter(|s| s.pid == *pid) {
@@ -109,15 +93,104 @@ pub fn svg(trace: &Trace, title: &str) -> String {
                 s.ts / 1e6,
                 (s.ts + s.dur) / 1e6
             );
+            bar_text(&mut out, s, x(s.ts), y, w);
+        }
+        // Marks last, so no bar hides them or their words.
+        for m in trace
+            .marks
+            .iter()
+            .filter(|m| m.get("pid").and_then(|v| v.as_u64()) == Some(*pid as u64))
+        {
+            let ts = m.get("ts").and_then(|v| v.as_f64()).unwrap_or(0.0);
+            let tid = m.get("tid").and_then(|v| v.as_u64()).unwrap_or(0) as f64;
+            let name = m.get("name").and_then(|v| v.as_str()).unwrap_or("");
+            let cat = m.get("cat").and_then(|v| v.as_str()).unwrap_or("");
+            let y = top + 10.0 + tid * ROW;
+            let _ = writeln!(
+                out,
+                r##"<line x1="{px:.2}" y1="{y:.2}" x2="{px:.2}" y2="{:.2}" {}><title>{}</title></line><text x="{:.2}" y="{:.2}" font-size="9" fill="{}">{}</text>"##,
+                y + ROW,
+                mark_style(cat),
+                escape(name),
+                x(ts) + 2.0,
+                y + 8.0,
+                mark_colour(cat),
+                escape(name),
+                px = x(ts)
+            );
         }
     }
-    axis_and_legend(&mut out, 40.0 + 2.0 * section, end, &x);
+    axis_and_legend(&mut out, 40.0 + 2.0 * section, end, &x, &trace.marks);
     out.push_str("</svg>\n");
     out
 }
 
-/// The time axis under both sections, and the legend.
-fn axis_and_legend(out: &mut String, axis_y: f64, end: f64, x: &impl Fn(f64) -> f64) {
+/// A row's label: the worker, and whether it was lost or never enrolled
+/// (no span in either section).
+fn row_label(trace: &Trace, tid: usize, name: &str) -> String {
+    if tid == 0 {
+        return name.to_string();
+    }
+    let lost = trace.marks.iter().any(|m| {
+        m.get("cat").and_then(|v| v.as_str()) == Some("failure")
+            && m.get("tid").and_then(|v| v.as_u64()) == Some(tid as u64)
+    });
+    if lost {
+        format!("{name} (lost)")
+    } else if !trace.spans.iter().any(|s| s.tid as usize == tid) {
+        format!("{name} (not enrolled)")
+    } else {
+        name.to_string()
+    }
+}
+
+/// The words on a bar wide enough for them: whom a port segment serves,
+/// how many products a computing bar holds. Kept as text, so they survive
+/// conversion to an image (tooltips do not).
+fn bar_text(out: &mut String, s: &crate::output::trace::Span, px: f64, y: f64, w: f64) {
+    let who = s.args.get("worker").and_then(|v| v.as_str()).unwrap_or("");
+    let text = match (s.tid, s.cat.as_str()) {
+        (0, _) => who.to_string(),
+        (_, "compute") => s
+            .args
+            .get("load")
+            .and_then(|v| v.as_u64())
+            .map_or(String::new(), |l| l.to_string()),
+        _ => String::new(),
+    };
+    if text.is_empty() || w < 6.5 * text.chars().count() as f64 + 4.0 {
+        return;
+    }
+    let fill = if s.cat == "compute" { "#fff" } else { "#000" };
+    let _ = writeln!(
+        out,
+        r#"<text x="{:.2}" y="{:.2}" font-size="10" fill="{fill}">{}</text>"#,
+        px + 2.0,
+        y + ROW - 10.0,
+        escape(&text)
+    );
+}
+
+fn mark_colour(cat: &str) -> &'static str {
+    match cat {
+        "failure" => "#d00000",
+        "replan" => "#0050d0",
+        _ => "#008030",
+    }
+}
+
+fn mark_style(cat: &str) -> String {
+    let dash = if cat == "failure" {
+        ""
+    } else {
+        r#" stroke-dasharray="4,2""#
+    };
+    format!(r#"stroke="{}" stroke-width="2"{dash}"#, mark_colour(cat))
+}
+
+/// The time axis under both sections, and the legend (marks only when the
+/// trace has them).
+fn axis_and_legend(out: &mut String, axis_y: f64, end: f64, x: &impl Fn(f64) -> f64, marks: &[serde_json::Value]) {
     // Time axis.
     let _ = writeln!(
         *out,
@@ -164,6 +237,26 @@ fn axis_and_legend(out: &mut String, axis_y: f64, end: f64, x: &impl Fn(f64) -> 
             ly
         );
     }
+    let mut lx = LABEL + 4.0 * 110.0;
+    for (cat, label) in [
+        ("failure", "worker lost"),
+        ("replan", "recovery round planned"),
+        ("adapt", "online correction"),
+    ] {
+        if !marks.iter().any(|m| m.get("cat").and_then(|v| v.as_str()) == Some(cat)) {
+            continue;
+        }
+        let _ = writeln!(
+            *out,
+            r#"<line x1="{lx}" y1="{}" x2="{lx}" y2="{}" {}/><text x="{}" y="{}">{label}</text>"#,
+            ly - 11.0,
+            ly + 2.0,
+            mark_style(cat),
+            lx + 6.0,
+            ly
+        );
+        lx += 8.0 * label.len() as f64 + 20.0;
+    }
 }
 
 fn format_tick(t: f64, step: f64) -> String {
@@ -175,6 +268,39 @@ fn format_tick(t: f64, step: f64) -> String {
 mod tests {
     use super::*;
     use crate::output::trace::Span;
+
+    #[test]
+    fn rows_say_lost_or_not_enrolled_and_marks_have_a_legend() {
+        let span = |tid, cat: &str, load: u64| Span {
+            name: cat.into(),
+            cat: cat.into(),
+            ph: "X".into(),
+            ts: 0.0,
+            dur: 1e6,
+            pid: MEASURED_PID,
+            tid,
+            args: serde_json::json!({"worker": "alpha", "load": load}),
+        };
+        let trace = Trace {
+            spans: vec![span(0, "send", 0), span(1, "compute", 17)],
+            marks: vec![
+                serde_json::json!({"name": "lost alpha", "cat": "failure", "ph": "i", "ts": 5e5, "pid": MEASURED_PID, "tid": 1}),
+            ],
+            tracks: vec!["master port".into(), "alpha".into(), "beta".into()],
+            title: None,
+        };
+        let svg = svg(&trace, "t");
+        assert!(
+            svg.contains(">alpha (lost)<") && svg.contains(">beta (not enrolled)<"),
+            "{svg}"
+        );
+        // The load and whom the port serves are text on the bars, not only tooltips.
+        assert!(svg.contains(">17</text>") && svg.contains(">alpha</text>"), "{svg}");
+        assert!(
+            svg.contains(">worker lost</text>") && !svg.contains("recovery round planned"),
+            "{svg}"
+        );
+    }
 
     #[test]
     fn draws_every_span_once() {

@@ -261,7 +261,7 @@ impl RunReport {
         for (k, r) in self.replans.iter().enumerate() {
             let _ = writeln!(
                 s,
-                "recovery round {}: {} product(s) over {} from {:.3} s (predicted end {:.3} s)",
+                "recovery round {}: {} product(s) over {} from {:.3} s (predicted to take {:.3} s)",
                 k + 1,
                 r.products,
                 r.workers.join(", "),
