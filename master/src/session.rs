@@ -69,12 +69,20 @@ pub fn align(platform: &Platform, links: &[Link], n: usize) -> Result<Platform> 
     let workers = links
         .iter()
         .map(|l| {
-            let w = platform.workers().iter().find(|w| w.name == l.name).ok_or_else(|| {
-                anyhow!(
-                    "the platform has no worker named {:?} (a worker of the cluster)",
-                    l.name
-                )
-            })?;
+            // By name, else by address: a platform file may name its
+            // workers either way.
+            let w = platform
+                .workers()
+                .iter()
+                .find(|w| w.name == l.name)
+                .or_else(|| platform.workers().iter().find(|w| w.name == l.address))
+                .ok_or_else(|| {
+                    anyhow!(
+                        "the platform has no worker named {:?} or {:?} (a worker of the cluster)",
+                        l.name,
+                        l.address
+                    )
+                })?;
             let mem = l.caps.max_products(n as u32);
             if mem == 0 {
                 bail!(
@@ -83,6 +91,7 @@ pub fn align(platform: &Platform, links: &[Link], n: usize) -> Result<Platform> 
                 );
             }
             Ok(Worker {
+                name: l.name.clone(),
                 max_load: Some(w.max_load.map_or(mem, |b| b.min(mem))),
                 ..w.clone()
             })

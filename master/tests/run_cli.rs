@@ -500,7 +500,8 @@ fn dead_address() -> String {
 #[test]
 fn a_worker_that_is_down_is_left_out_unless_all_are_required() {
     let w = common::start(&[(None, 1.0), (None, 1.0)], None);
-    let list = format!("{},{}", w.list(), dead_address());
+    let dead = dead_address();
+    let list = format!("{},{dead}", w.list());
     let run = |extra: &[&str]| {
         let mut args = vec![
             "run",
@@ -520,33 +521,33 @@ fn a_worker_that_is_down_is_left_out_unless_all_are_required() {
     let (ok, out, err) = run(&[]);
     assert!(ok, "{err}");
     assert!(
-        err.contains("warning: worker w2 left out") && err.contains("cannot connect"),
+        err.contains(&format!("warning: worker {dead} left out")) && err.contains("cannot connect"),
         "{err}"
     );
     let report: serde_json::Value = serde_json::from_str(&out).expect("json");
-    assert_eq!(report["left_out"][0]["worker"], "w2", "{out}");
+    // Workers given by --workers are named by their address.
+    assert_eq!(report["left_out"][0]["worker"], dead.as_str(), "{out}");
     assert_eq!(report["verified"], 12);
     assert_eq!(report["workers"].as_array().map(Vec::len), Some(2));
-    // With a platform file naming all three, the batch runs on the two.
+    // With a platform file naming all three (by address), the batch runs on
+    // the two.
     let platform = tmp("three.toml");
-    std::fs::write(
-        &platform,
-        "[[worker]]\nname = \"w0\"\nc = 0.001\nw = 0.001\nd = 0.001\n\
-         [[worker]]\nname = \"w1\"\nc = 0.001\nw = 0.001\nd = 0.001\n\
-         [[worker]]\nname = \"w2\"\nc = 0.001\nw = 0.001\nd = 0.001\n",
-    )
-    .expect("writes");
+    let entries: String = list
+        .split(',')
+        .map(|a| format!("[[worker]]\nname = \"{a}\"\nc = 0.001\nw = 0.001\nd = 0.001\n"))
+        .collect();
+    std::fs::write(&platform, entries).expect("writes");
     let (ok, _, err) = run(&["--platform", s(&platform)]);
     assert!(ok, "{err}");
     let (ok, _, err) = run(&["--require-all"]);
-    assert!(!ok, "--require-all ran without w2");
-    assert!(err.contains("\"w2\"") && err.contains("cannot connect"), "{err}");
+    assert!(!ok, "--require-all ran without the dead worker");
+    assert!(err.contains(&dead) && err.contains("cannot connect"), "{err}");
     // Calibration the same way.
     let out = tmp("two.toml");
     let (ok, _, err) = dls(&["calibrate", "--workers", &list, "--size", "8", "-o", s(&out)], None);
     assert!(ok, "{err}");
     let text = std::fs::read_to_string(&out).expect("platform written");
-    assert!(text.contains("w1") && !text.contains("w2"), "{text}");
+    assert!(text.contains(&w.addrs[1]) && !text.contains(&dead), "{text}");
     let (ok, _, err) = dls(
         &[
             "calibrate",
@@ -560,7 +561,7 @@ fn a_worker_that_is_down_is_left_out_unless_all_are_required() {
         ],
         None,
     );
-    assert!(!ok && err.contains("\"w2\""), "{err}");
+    assert!(!ok && err.contains(&dead), "{err}");
 }
 
 #[test]

@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 use common::TOKEN;
 
 async fn connect(addr: &str) -> anyhow::Result<Pool> {
-    let cluster = Cluster::from_list(addr)?;
+    let cluster = Cluster::from_list_indexed(addr)?;
     let token = Token::parse(TOKEN).expect("token");
     Pool::connect(&cluster, Some(&token), ConnectOptions::default()).await
 }

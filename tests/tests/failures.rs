@@ -70,7 +70,7 @@ fn run_with_victim(blow: Blow, max_chunk_bytes: u64) -> (RunReport, Vec<f64>, Ba
             (hit, victim)
         });
         let out = rt.block_on(async {
-            let cluster = Cluster::from_list(&list).expect("cluster");
+            let cluster = Cluster::from_list_indexed(&list).expect("cluster");
             let mut pool = Pool::connect(&cluster, None, ConnectOptions::default())
                 .await
                 .expect("connects");
@@ -273,7 +273,7 @@ fn wrong_results_are_redone_elsewhere(lie: Lie) {
                 .collect(),
         )
         .expect("platform");
-        let cluster = Cluster::from_list(&list).expect("cluster");
+        let cluster = Cluster::from_list_indexed(&list).expect("cluster");
         let mut pool = Pool::connect(&cluster, None, ConnectOptions::default())
             .await
             .expect("connects");
@@ -310,7 +310,7 @@ fn a_straggler_is_given_up_on_when_asked() {
     let report = rt.block_on(async {
         let platform =
             Platform::new((0..3).map(|i| Worker::new(format!("w{i}"), 1e-4, 1e-4, 5e-5)).collect()).expect("platform");
-        let cluster = Cluster::from_list(&list).expect("cluster");
+        let cluster = Cluster::from_list_indexed(&list).expect("cluster");
         let mut pool = Pool::connect(&cluster, None, ConnectOptions::default())
             .await
             .expect("connects");
@@ -349,7 +349,7 @@ fn losing_every_worker_fails_clearly() {
         });
         let out = rt.block_on(async {
             let platform = Platform::new(vec![Worker::new("w0", 0.01, 0.01, 0.005)]).expect("platform");
-            let cluster = Cluster::from_list(&addr).expect("cluster");
+            let cluster = Cluster::from_list_indexed(&addr).expect("cluster");
             let mut pool = Pool::connect(&cluster, None, ConnectOptions::default())
                 .await
                 .expect("connects");
@@ -389,7 +389,7 @@ fn a_worker_lost_during_calibration_is_left_out() {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
         let bad = l.local_addr().expect("addr").to_string();
         tokio::spawn(quitter(l));
-        let cluster = Cluster::from_list(&format!("{bad},{}", good.addr)).expect("cluster");
+        let cluster = Cluster::from_list_indexed(&format!("{bad},{}", good.addr)).expect("cluster");
         let mut pool = Pool::connect(&cluster, None, ConnectOptions::default())
             .await
             .expect("connects");
@@ -429,7 +429,7 @@ fn a_worker_hung_at_the_start_is_left_out_within_the_handshake_timeout() {
     hung.signal("-STOP");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
-        let cluster = Cluster::from_list(&format!("{},{}", hung.addr, good.addr)).expect("cluster");
+        let cluster = Cluster::from_list_indexed(&format!("{},{}", hung.addr, good.addr)).expect("cluster");
         let t0 = std::time::Instant::now();
         let (mut pool, left) = Pool::connect_available(&cluster, None, ConnectOptions::default())
             .await

@@ -97,7 +97,7 @@ async fn run_through_proxy(
             .collect(),
     )
     .expect("platform");
-    let cluster = Cluster::from_list(&list).expect("cluster");
+    let cluster = Cluster::from_list_indexed(&list).expect("cluster");
     let mut pool = Pool::connect(&cluster, token, t).await.expect("connects");
     let batch = Batch::random(M, N, seed);
     let cfg = RunConfig {

@@ -96,15 +96,26 @@ impl Cluster {
         Ok(c)
     }
 
-    /// `host:port,host:port`; workers are named `w0`, `w1`, ...
+    /// `host:port,host:port` (`--workers`); each worker is named by its
+    /// address, so names are the same whatever the order of the list.
     pub fn from_list(list: &str) -> Result<Cluster> {
+        Self::from_list_naming(list, |_, a| a.to_string())
+    }
+
+    /// As [`Cluster::from_list`], the workers named `w0`, `w1`, ... in
+    /// list order (for programs that name their platforms so).
+    pub fn from_list_indexed(list: &str) -> Result<Cluster> {
+        Self::from_list_naming(list, |i, _| format!("w{i}"))
+    }
+
+    fn from_list_naming(list: &str, name: impl Fn(usize, &str) -> String) -> Result<Cluster> {
         let worker = list
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .enumerate()
             .map(|(i, a)| WorkerSpec {
-                name: format!("w{i}"),
+                name: name(i, a),
                 address: a.to_string(),
                 c: None,
                 w: None,
@@ -254,13 +265,18 @@ mod tests {
         assert!(err("[[worker]]\nname = \"a\"\naddress = \"h:1\"\nc = 1.0\n").contains("all of c, w and d"));
         assert!(err("[[worker]]\nname = \"a\"\naddress = \"h:1\"\nspeed = 1\n").contains("unknown field"));
         let list = Cluster::from_list("127.0.0.1:1, 127.0.0.1:2").expect("valid");
-        assert_eq!(list.worker[1].name, "w1");
+        assert_eq!(list.worker[1].name, "127.0.0.1:2", "named by address");
+        let indexed = Cluster::from_list_indexed("127.0.0.1:1, 127.0.0.1:2").expect("valid");
+        assert_eq!(indexed.worker[1].name, "w1");
         assert!(Cluster::from_list("").is_err());
         assert!(Cluster::from_list("a:1,a:1").is_err());
         // The same worker under two names of its host.
         let twice = Cluster::from_list("127.0.0.1:7401,localhost:7401").expect("two strings");
         let e = format!("{:#}", twice.check_distinct().expect_err("the same worker"));
-        assert!(e.contains("\"w0\" and \"w1\" are the same worker"), "{e}");
+        assert!(
+            e.contains("\"127.0.0.1:7401\" and \"localhost:7401\" are the same worker"),
+            "{e}"
+        );
         Cluster::from_list("127.0.0.1:7401,127.0.0.2:7401")
             .expect("valid")
             .check_distinct()

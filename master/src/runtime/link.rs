@@ -65,16 +65,21 @@ enum Attempt {
     Failed(anyhow::Error),
 }
 
+/// How errors name a worker: "worker \"node1\" at 10.0.0.1:7070", or just
+/// "worker at 10.0.0.1:7070" when it is named by its address.
+fn who(name: &str, address: &str) -> String {
+    if name == address {
+        format!("worker at {address}")
+    } else {
+        format!("worker {name:?} at {address}")
+    }
+}
+
 async fn connect_once(name: &str, address: &str, token: Option<&Token>, t: ConnectOptions) -> Result<Link, Attempt> {
     let stream = tokio::time::timeout(t.connect, TcpStream::connect(address))
         .await
-        .map_err(|_| {
-            Attempt::Failed(anyhow!(
-                "worker {name:?} at {address}: no answer within {:?}",
-                t.connect
-            ))
-        })?
-        .with_context(|| format!("worker {name:?} at {address}: cannot connect (is dls-worker running there?)"))
+        .map_err(|_| Attempt::Failed(anyhow!("{}: no answer within {:?}", who(name, address), t.connect)))?
+        .with_context(|| format!("{}: cannot connect (is dls-worker running there?)", who(name, address)))
         .map_err(Attempt::Failed)?;
     let _ = stream.set_nodelay(true);
     dls_worker::keepalive(&stream);
@@ -83,7 +88,7 @@ async fn connect_once(name: &str, address: &str, token: Option<&Token>, t: Conne
         Ok(caps) => caps,
         Err(e) => {
             let dropped = handshake::dropped_for_newer(&e);
-            let e = anyhow::Error::new(e).context(format!("worker {name:?} at {address}"));
+            let e = anyhow::Error::new(e).context(who(name, address));
             return Err(if dropped {
                 Attempt::Dropped(e)
             } else {
@@ -110,7 +115,7 @@ pub async fn status(name: &str, address: &str, token: Option<&Token>, t: Connect
     let mut conn: WorkerConn = Connection::new(stream);
     let s = handshake::master_status(&mut conn, token, t.handshake)
         .await
-        .with_context(|| format!("worker {name:?} at {address}"))?;
+        .with_context(|| who(name, address))?;
     Ok(s)
 }
 

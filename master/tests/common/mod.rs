@@ -121,7 +121,7 @@ pub fn assert_close(got: &[f64], want: &[f64], n: usize) {
 
 /// Connect to the started workers (named w0, w1, ...).
 pub async fn connect(w: &Workers) -> dls_master::runtime::pool::Pool {
-    let cluster = dls_master::config::cluster::Cluster::from_list(&w.list()).expect("cluster");
+    let cluster = dls_master::config::cluster::Cluster::from_list_indexed(&w.list()).expect("cluster");
     dls_master::runtime::pool::Pool::connect(&cluster, None, dls_master::runtime::link::ConnectOptions::default())
         .await
         .expect("connects")
