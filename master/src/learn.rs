@@ -125,6 +125,24 @@ impl Model {
         Ok(Platform::new(workers)?)
     }
 
+    /// Let each worker be found by its name or by its address: a worker
+    /// observed under one (a run with `--workers`, named by address) and
+    /// now named by the other (a cluster file) keeps what was learned.
+    pub fn alias(&mut self, pairs: &[(String, String)]) {
+        for (name, address) in pairs {
+            match (self.workers.contains_key(name), self.workers.get(address).cloned()) {
+                (false, Some(o)) => {
+                    self.workers.insert(name.clone(), o);
+                }
+                _ => {
+                    if let (Some(o), false) = (self.workers.get(name).cloned(), self.workers.contains_key(address)) {
+                        self.workers.insert(address.clone(), o);
+                    }
+                }
+            }
+        }
+    }
+
     /// Whether every worker of `names` has been observed in every phase.
     pub fn covers(&self, names: &[String]) -> bool {
         names.iter().all(|n| {
@@ -138,6 +156,32 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_worker_is_found_by_name_or_by_address() {
+        let mut m = Model::new(64);
+        let o = Observed {
+            send: vec![(1.0, 0.1)],
+            compute: vec![(1.0, 0.2)],
+            ret: vec![(1.0, 0.05)],
+        };
+        m.workers.insert("10.0.0.1:7070".into(), o.clone());
+        m.workers.insert("node2".into(), o);
+        let pairs = [
+            ("node1".to_string(), "10.0.0.1:7070".to_string()),
+            ("node2".to_string(), "10.0.0.2:7070".to_string()),
+        ];
+        assert!(!m.covers(&["node1".into(), "node2".into()]));
+        m.alias(&pairs);
+        assert!(
+            m.covers(&["node1".into(), "node2".into()]),
+            "learned under the address, asked by name"
+        );
+        assert!(
+            m.covers(&["10.0.0.2:7070".into()]),
+            "learned under the name, asked by address"
+        );
+    }
 
     #[test]
     fn slope_through_the_origin_of_a_monotone_table() {

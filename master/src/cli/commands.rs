@@ -331,6 +331,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
         .block_on(async {
             let (mut pool, mut left) =
                 connect(&cluster, token.as_ref(), args.require_all, args.workers.encrypt).await?;
+            if let Some((_, m)) = model.as_mut() {
+                let pairs: Vec<(String, String)> = pool
+                    .links()
+                    .iter()
+                    .map(|l| (l.name.clone(), l.address.clone()))
+                    .collect();
+                m.alias(&pairs);
+            }
             let done = async {
                 let (platform, l) = platform_for(
                     &mut pool,
