@@ -162,6 +162,46 @@ pub async fn master_status<S: AsyncRead + AsyncWrite + Unpin>(
         .map_err(|_| Error::Timeout(timeout, "the status"))?
 }
 
+/// The worker reads the master's `Auth` and checks its proof: the frame
+/// limit it asks for, whether it encrypts, whether it wants the status only.
+async fn read_auth<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut Connection<S, ToWorker, FromWorker>,
+    token: Option<&Token>,
+    nm: &crate::message::Nonce,
+    nw: &crate::message::Nonce,
+) -> Result<(u64, bool, bool)> {
+    let (proof, max_frame, encrypt, status) = match conn.read_frame().await?.map(|f| f.msg) {
+        Some(ToWorker::Auth {
+            proof,
+            max_frame,
+            encrypt,
+            status,
+        }) => (proof, max_frame, encrypt, status),
+        Some(other) => {
+            return Err(Error::Refused {
+                code: ErrorCode::UnexpectedMessage,
+                message: format!("expected Auth, got {}", other.name()),
+            })
+        }
+        None => {
+            return Err(Error::Handshake(
+                "the master hung up after this worker's challenge: it holds a different token, or none while this worker has one, or it expects a token this worker lacks".into(),
+            ))
+        }
+    };
+    if let Some(t) = token {
+        if !proof.is_some_and(|p| auth::verify(t, Role::Master, nm, nw, &p)) {
+            return Err(Error::Refused {
+                code: ErrorCode::Unauthorized,
+                message:
+                    "unauthorized: wrong or missing token (set the same --token-file or DLS_TOKEN on master and worker)"
+                        .into(),
+            });
+        }
+    }
+    Ok((max_frame, encrypt, status))
+}
+
 /// What the worker brings to a handshake.
 #[derive(Debug, Clone, Copy)]
 pub struct WorkerSide<'a> {
@@ -239,34 +279,7 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
             proof: token.map(|t| auth::prove(t, Role::Worker, &nw, &nm)),
         })
         .await?;
-        let (proof, max_frame, encrypt, wants_status) = match conn.read_frame().await?.map(|f| f.msg) {
-            Some(ToWorker::Auth {
-                proof,
-                max_frame,
-                encrypt,
-                status,
-            }) => (proof, max_frame, encrypt, status),
-            Some(other) => {
-                return Err(Error::Refused {
-                    code: ErrorCode::UnexpectedMessage,
-                    message: format!("expected Auth, got {}", other.name()),
-                })
-            }
-            None => {
-                return Err(Error::Handshake(
-                    "the master hung up after this worker's challenge: it holds a different token, or none while this worker has one, or it expects a token this worker lacks".into(),
-                ))
-            }
-        };
-        if let Some(t) = token {
-            let ok = proof.is_some_and(|p| auth::verify(t, Role::Master, &nm, &nw, &p));
-            if !ok {
-                return Err(Error::Refused {
-                    code: ErrorCode::Unauthorized,
-                    message: "unauthorized: wrong or missing token (set the same --token-file or DLS_TOKEN on master and worker)".into(),
-                });
-            }
-        }
+        let (max_frame, encrypt, wants_status) = read_auth(conn, token, &nm, &nw).await?;
         if wants_status {
             return match status {
                 Some(st) => {
