@@ -50,6 +50,7 @@ async fn every_strategy_computes_every_product_under_one_port() {
         reps: 1,
         timeout: Duration::from_secs(20),
         max_probe_seconds: 2.0,
+        ..CalibrateOptions::new(16)
     };
     let cal = calibrate::calibrate(pool.links_mut(), &opts).await.expect("calibrates");
     let platform = cal.platform().expect("platform");
@@ -248,6 +249,33 @@ async fn rounds_run_a_batch_ten_times_what_the_workers_hold() {
         .unwrap_or_else(|e| panic!("rounds: {e:#}"));
     assert_eq!(done.report.verified, batch.m, "the master checked every product");
     common::assert_close(&done.outcome.c, &want, batch.n);
+    assert!(done.report.failures.is_empty(), "{:?}", done.report.failures);
+    pool.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_workers_stay_with_the_master_while_a_slow_one_is_measured() {
+    // Workers end a session after 1 s without a frame; the second worker's
+    // link is slow, so measuring it takes several seconds.
+    let w = common::start_with(&[(None, 1.0), (Some(2.0), 1.0)], None, 1 << 30, Duration::from_secs(1));
+    let mut pool = common::connect(&w).await;
+    let opts = CalibrateOptions {
+        keep_alive: Duration::from_millis(250),
+        ..CalibrateOptions::new(32)
+    };
+    let t0 = std::time::Instant::now();
+    let cal = calibrate::calibrate(pool.links_mut(), &opts).await.expect("calibrates");
+    assert!(
+        t0.elapsed() > Duration::from_secs(2),
+        "the slow worker took a while ({:?})",
+        t0.elapsed()
+    );
+    // The fast worker, idle all that time, still serves this master.
+    let platform = cal.platform().expect("platform");
+    let batch = Batch::random(6, 32, 4);
+    let done = session::run_batch(&mut pool, &platform, &batch, &RunConfig::default(), 1, |_| {})
+        .await
+        .expect("both workers are still there");
     assert!(done.report.failures.is_empty(), "{:?}", done.report.failures);
     pool.close().await;
 }

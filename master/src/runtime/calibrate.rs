@@ -108,6 +108,9 @@ pub struct CalibrateOptions {
     /// return together, or computing), after at least three sizes: slow
     /// workers are measured in seconds, not minutes.
     pub max_probe_seconds: f64,
+    /// Idle workers hear from the master at least this often while another
+    /// is measured (well within the workers' idle timeout).
+    pub keep_alive: Duration,
 }
 
 impl CalibrateOptions {
@@ -118,6 +121,7 @@ impl CalibrateOptions {
             reps: 3,
             timeout: Duration::from_secs(60),
             max_probe_seconds: 2.0,
+            keep_alive: Duration::from_secs(5),
         }
     }
 }
@@ -291,13 +295,9 @@ pub async fn calibrate_worker(link: &mut Link, opts: &CalibrateOptions) -> Resul
 
 /// Probe every worker in turn.
 pub async fn calibrate(links: &mut [Link], opts: &CalibrateOptions) -> Result<Calibration> {
-    let mut workers = Vec::with_capacity(links.len());
-    let mut touched = vec![Instant::now(); links.len()];
-    for i in 0..links.len() {
-        links[i].conn.set_write_stall_timeout(Some(STALL));
-        workers.push(calibrate_worker(&mut links[i], opts).await?);
-        touched[i] = Instant::now();
-        keep_idle_alive(links, &mut touched).await?;
+    let (workers, failures) = calibrate_each(links, opts, true).await;
+    if let Some((_, e)) = failures.into_iter().next() {
+        return Err(e);
     }
     Ok(Calibration {
         size: opts.size,
@@ -305,43 +305,79 @@ pub async fn calibrate(links: &mut [Link], opts: &CalibrateOptions) -> Result<Ca
     })
 }
 
+/// Measure the links one after the other while the others, idle, are sent a
+/// heartbeat every few seconds (a worker ends a silent session). Returns
+/// the calibrations of the workers that never failed, and each failure
+/// (measuring, or staying alive while idle) by link index; with
+/// `stop_at_first`, nothing more is measured after a failure.
+async fn calibrate_each(
+    links: &mut [Link],
+    opts: &CalibrateOptions,
+    stop_at_first: bool,
+) -> (Vec<WorkerCalibration>, Vec<(usize, anyhow::Error)>) {
+    let mut done: Vec<(usize, WorkerCalibration)> = Vec::new();
+    let mut failed: Vec<(usize, anyhow::Error)> = Vec::new();
+    for i in 0..links.len() {
+        if failed.iter().any(|f| f.0 == i) {
+            continue;
+        }
+        if stop_at_first && !failed.is_empty() {
+            break;
+        }
+        let (before, rest) = links.split_at_mut(i);
+        let Some((cur, after)) = rest.split_first_mut() else {
+            break;
+        };
+        cur.conn.set_write_stall_timeout(Some(STALL));
+        let measuring = calibrate_worker(cur, opts);
+        tokio::pin!(measuring);
+        let mut tick = tokio::time::interval(opts.keep_alive.max(Duration::from_millis(10)));
+        tick.tick().await;
+        let result = loop {
+            tokio::select! {
+                r = &mut measuring => break r,
+                _ = tick.tick() => {
+                    let idle = before.iter_mut().enumerate().chain(after.iter_mut().enumerate().map(|(j, l)| (i + 1 + j, l)));
+                    for (j, l) in idle {
+                        if failed.iter().any(|f| f.0 == j) {
+                            continue;
+                        }
+                        if let Err(e) = link::keep_alive(l, STALL).await {
+                            failed.push((j, e));
+                        }
+                    }
+                }
+            }
+        };
+        match result {
+            Ok(w) => done.push((i, w)),
+            Err(e) => failed.push((i, e)),
+        }
+    }
+    // Measured, then lost while idle: its measurements go too.
+    let workers = done
+        .into_iter()
+        .filter(|(i, _)| !failed.iter().any(|f| f.0 == *i))
+        .map(|(_, w)| w)
+        .collect();
+    failed.sort_by_key(|f| f.0);
+    (workers, failed)
+}
+
 /// Calibrate every worker of the pool that can be measured; a worker that
 /// refuses, dies or stalls during its probes is left out (its link
 /// dropped) and returned with the reason. Fails only when none is left.
 pub async fn calibrate_available(pool: &mut Pool, opts: &CalibrateOptions) -> Result<(Calibration, Vec<LeftOut>)> {
     let links = pool.links_mut();
-    let mut workers = Vec::with_capacity(links.len());
-    let mut left = Vec::new();
-    let mut failed = Vec::new();
-    let mut touched = vec![Instant::now(); links.len()];
-    for i in 0..links.len() {
-        links[i].conn.set_write_stall_timeout(Some(STALL));
-        match calibrate_worker(&mut links[i], opts).await {
-            Ok(w) => workers.push(w),
-            Err(e) => {
-                failed.push(i);
-                left.push(LeftOut {
-                    worker: links[i].name.clone(),
-                    reason: format!("{e:#}"),
-                });
-            }
-        }
-        touched[i] = Instant::now();
-        for (j, link) in links.iter_mut().enumerate() {
-            if !failed.contains(&j) && touched[j].elapsed() >= KEEP_ALIVE_EVERY {
-                if let Err(e) = link::keep_alive(link, STALL).await {
-                    failed.push(j);
-                    left.push(LeftOut {
-                        worker: link.name.clone(),
-                        reason: format!("{e:#}"),
-                    });
-                }
-                touched[j] = Instant::now();
-            }
-        }
-    }
-    // Measured before it was lost while idle: its measurements go too.
-    workers.retain(|w| !left.iter().any(|l| l.worker == w.name));
+    let (workers, failures) = calibrate_each(links, opts, false).await;
+    let left: Vec<LeftOut> = failures
+        .iter()
+        .map(|(i, e)| LeftOut {
+            worker: links[*i].name.clone(),
+            reason: format!("{e:#}"),
+        })
+        .collect();
+    let failed: Vec<usize> = failures.iter().map(|f| f.0).collect();
     pool.remove(&failed);
     if workers.is_empty() {
         bail!("no worker could be calibrated: {}", LeftOut::list(&left));
@@ -354,22 +390,6 @@ pub async fn calibrate_available(pool: &mut Pool, opts: &CalibrateOptions) -> Re
         left,
     ))
 }
-
-/// Workers wait for the next probe while others are measured: show the
-/// ones idle for a while that this master is still there.
-async fn keep_idle_alive(links: &mut [Link], touched: &mut [Instant]) -> Result<()> {
-    for (link, t) in links.iter_mut().zip(touched.iter_mut()) {
-        if t.elapsed() >= KEEP_ALIVE_EVERY {
-            link::keep_alive(link, STALL).await?;
-            *t = Instant::now();
-        }
-    }
-    Ok(())
-}
-
-/// Idle workers hear from the master at least this often during a
-/// calibration (well within the workers' idle timeout).
-const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(5);
 
 impl Calibration {
     /// The platform: per-unit slopes, memory bounds as `max_load`.
