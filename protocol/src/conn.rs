@@ -176,20 +176,8 @@ where
                 });
                 continue;
             }
-            if self.rbuf.capacity() - self.rbuf.len() < 4096 {
-                self.rbuf.reserve(16 * 1024);
-            }
-            let n = self.stream.read_buf(&mut self.rbuf).await?;
-            self.bytes_in += n as u64;
-            if n == 0 {
-                return if self.rbuf.is_empty() {
-                    Ok(None)
-                } else {
-                    Err(Error::Truncated {
-                        got: self.rbuf.len(),
-                        expected: self.rbuf.len() + 1,
-                    })
-                };
+            if !self.fill().await? {
+                return self.closed();
             }
         }
     }
@@ -218,6 +206,18 @@ where
             p.filled += n;
         }
         Ok(())
+    }
+
+    /// The peer closed: cleanly between frames, or in the middle of one.
+    fn closed(&self) -> Result<Option<Frame<In>>> {
+        if self.rbuf.is_empty() {
+            Ok(None)
+        } else {
+            Err(Error::Truncated {
+                got: self.rbuf.len(),
+                expected: self.rbuf.len() + 1,
+            })
+        }
     }
 
     /// Read more bytes into the read buffer. `Ok(false)`: the peer closed.
@@ -295,14 +295,7 @@ where
                 }
             }
             if !self.fill().await? {
-                return if self.rbuf.is_empty() {
-                    Ok(None)
-                } else {
-                    Err(Error::Truncated {
-                        got: self.rbuf.len(),
-                        expected: self.rbuf.len() + 1,
-                    })
-                };
+                return self.closed();
             }
         }
     }

@@ -76,47 +76,37 @@ impl Cluster {
 
     /// One worker per host at `port`, named by its host (Slurm nodes).
     pub fn from_hosts(hosts: &[String], port: u16) -> Result<Cluster> {
-        let worker = hosts
-            .iter()
-            .map(|h| WorkerSpec {
-                name: h.clone(),
-                address: format!("{h}:{port}"),
-                c: None,
-                w: None,
-                d: None,
-                max_load: None,
-            })
-            .collect();
-        let c = Cluster {
-            token_file: None,
-            worker_port: None,
-            worker,
-        };
-        c.validate("the Slurm allocation")?;
-        Ok(c)
+        Self::of(
+            hosts.iter().map(|h| (h.clone(), format!("{h}:{port}"))),
+            "the Slurm allocation",
+        )
     }
 
     /// `host:port,host:port` (`--workers`); each worker is named by its
     /// address, so names are the same whatever the order of the list.
     pub fn from_list(list: &str) -> Result<Cluster> {
-        Self::from_list_naming(list, |_, a| a.to_string())
+        Self::of(Self::split(list).map(|a| (a.to_string(), a.to_string())), "--workers")
     }
 
     /// As [`Cluster::from_list`], the workers named `w0`, `w1`, ... in
     /// list order (for programs that name their platforms so).
     pub fn from_list_indexed(list: &str) -> Result<Cluster> {
-        Self::from_list_naming(list, |i, _| format!("w{i}"))
+        let named = Self::split(list)
+            .enumerate()
+            .map(|(i, a)| (format!("w{i}"), a.to_string()));
+        Self::of(named, "--workers")
     }
 
-    fn from_list_naming(list: &str, name: impl Fn(usize, &str) -> String) -> Result<Cluster> {
-        let worker = list
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .enumerate()
-            .map(|(i, a)| WorkerSpec {
-                name: name(i, a),
-                address: a.to_string(),
+    fn split(list: &str) -> impl Iterator<Item = &str> {
+        list.split(',').map(str::trim).filter(|s| !s.is_empty())
+    }
+
+    /// A validated cluster of (name, address) pairs, costs unknown.
+    fn of(named: impl Iterator<Item = (String, String)>, origin: &str) -> Result<Cluster> {
+        let worker = named
+            .map(|(name, address)| WorkerSpec {
+                name,
+                address,
                 c: None,
                 w: None,
                 d: None,
@@ -128,7 +118,7 @@ impl Cluster {
             worker_port: None,
             worker,
         };
-        c.validate("--workers")?;
+        c.validate(origin)?;
         Ok(c)
     }
 

@@ -278,7 +278,8 @@ mod tests {
         std::env::temp_dir().join(format!("dls-npy-{}-{name}", std::process::id()))
     }
 
-    fn raw(path: &Path, header: &str, values: usize) {
+    /// Magic, version 1 and `header` padded as numpy pads it.
+    fn head(header: &str) -> Vec<u8> {
         let mut h = header.to_string();
         let total = 10 + h.len() + 1;
         h.push_str(&" ".repeat((64 - total % 64) % 64));
@@ -287,6 +288,11 @@ mod tests {
         bytes.extend([1, 0]);
         bytes.extend((h.len() as u16).to_le_bytes());
         bytes.extend(h.as_bytes());
+        bytes
+    }
+
+    fn raw(path: &Path, header: &str, values: usize) {
+        let mut bytes = head(header);
         bytes.extend(vec![0u8; values * 8]);
         std::fs::write(path, bytes).expect("writes");
     }
@@ -295,17 +301,10 @@ mod tests {
     /// laid out as `descr` and `fortran` say, written byte by byte here.
     fn laid_out(path: &Path, m: usize, n: usize, descr: &str, fortran: bool) {
         let value = |i: usize, r: usize, c: usize| (100 * i + 10 * r + c) as f64 + 0.5;
-        let mut h = format!(
+        let mut bytes = head(&format!(
             "{{'descr': '{descr}', 'fortran_order': {}, 'shape': ({m}, {n}, {n}), }}",
             if fortran { "True" } else { "False" }
-        );
-        let total = 10 + h.len() + 1;
-        h.push_str(&" ".repeat((64 - total % 64) % 64));
-        h.push('\n');
-        let mut bytes = MAGIC.to_vec();
-        bytes.extend([1, 0]);
-        bytes.extend((h.len() as u16).to_le_bytes());
-        bytes.extend(h.as_bytes());
+        ));
         // Fortran order: the first index varies fastest.
         let mut order = Vec::new();
         if fortran {
