@@ -9,15 +9,15 @@
 //! n = 256, 31 rounds). Prints medians and ratios.
 
 use dls_master::runtime::check::{probe, Expected};
-use dls_protocol::{ChunkId, Connection, FromWorker, JobId, ToWorker};
-use dls_worker::kernel::{self, Kernel};
+use dls_protocol::{ChunkId, Connection, DType, Form, FromWorker, JobId, ToWorker, Values};
+use dls_worker::kernel::{self, Dims, Kernel};
 use rand::SeedableRng;
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 
 /// One product's round trip: A and B out in an Assign frame, C back in a
 /// Results frame, on a fresh loopback connection.
-async fn transfer(ab: &[f64], c: &[f64], n: u32) -> Duration {
+async fn transfer(ab: &Values, c: &[f64], n: u32) -> Duration {
     let l = TcpListener::bind("127.0.0.1:0").await.expect("binds");
     let addr = l.local_addr().expect("addr");
     let (tx, rx) = tokio::join!(TcpStream::connect(addr), l.accept());
@@ -29,11 +29,11 @@ async fn transfer(ab: &[f64], c: &[f64], n: u32) -> Duration {
         let mut w: Connection<_, ToWorker, FromWorker> = Connection::new(rx);
         w.set_max_frame(1 << 32);
         let f = w.read_frame().await.expect("valid").expect("a frame");
-        let ToWorker::Assign { job, chunk, n, k } = f.msg else {
+        let ToWorker::Assign { job, chunk, form, count } = f.msg else {
             panic!("expected an Assign")
         };
         std::hint::black_box(f.payload);
-        w.write_frame(&FromWorker::Results { job, chunk, n, k }, &c)
+        w.write_frame(&FromWorker::Results { job, chunk, form, count }, &Values::F64(c))
             .await
             .expect("writes");
     });
@@ -43,8 +43,8 @@ async fn transfer(ab: &[f64], c: &[f64], n: u32) -> Duration {
     let assign = ToWorker::Assign {
         job: JobId(1),
         chunk: ChunkId(1),
-        n,
-        k: 1,
+        form: Form::square(n),
+        count: 1,
     };
     m.write_frame(&assign, ab).await.expect("writes");
     let back = m.read_frame().await.expect("valid").expect("results");
@@ -74,14 +74,15 @@ fn main() {
         .build()
         .expect("runtime");
     let (mut moved, mut ahead, mut on_arrival, mut redone) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    rt.block_on(transfer(&ab, &c, n as u32)); // warm-up
+    let ab_values = Values::F64(ab.clone());
+    rt.block_on(transfer(&ab_values, &c, n as u32)); // warm-up
     for r in 0..rounds {
-        moved.push(rt.block_on(transfer(&ab, &c, n as u32)).as_secs_f64());
+        moved.push(rt.block_on(transfer(&ab_values, &c, n as u32)).as_secs_f64());
         // Fresh copies each round, as the master's A, B and C are not all
         // in cache when it checks.
         let (a2, b2, c2) = (a.to_vec(), b.to_vec(), c.clone());
         let t = Instant::now();
-        let e = Expected::new(&a2, &b2, n, probe(n, &mut rng));
+        let e = Expected::new(&a2, &b2, Dims::square(n), probe(n, &mut rng), DType::F64);
         ahead.push(t.elapsed().as_secs_f64());
         let t = Instant::now();
         e.check(&a2, &b2, &c2).expect("a right product passes");

@@ -31,8 +31,11 @@ pub struct Observed {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Model {
-    /// Matrix size the costs are for.
+    /// The products the costs are for: n, and the whole form as
+    /// [`form_key`] writes it (absent in files of square float64 products).
     pub size: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub products: Option<String>,
     /// Batches observed.
     pub batches: u32,
     pub workers: BTreeMap<String, Observed>,
@@ -58,10 +61,28 @@ pub fn per_unit(points: &[(f64, f64)]) -> Option<f64> {
     (sxx > 0.0 && sxy > 0.0).then(|| sxy / sxx)
 }
 
+/// A short name for products of `form`: `256` for square float64 ones
+/// (as model files were named before shapes), else like
+/// `64x48x32-float32-shared-b`.
+pub fn form_key(form: &dls_protocol::Form) -> String {
+    let s = form.shape;
+    let plain = form.dtype == dls_protocol::DType::F64 && !form.shared_b;
+    if s.is_square() && plain {
+        return s.n.to_string();
+    }
+    let mut key = format!("{}x{}x{}-{}", s.n, s.k, s.m, form.dtype);
+    if form.shared_b {
+        key.push_str("-shared-b");
+    }
+    key
+}
+
 impl Model {
-    pub fn new(size: usize) -> Model {
+    pub fn new(form: &dls_protocol::Form) -> Model {
+        let key = form_key(form);
         Model {
-            size,
+            size: form.shape.n as usize,
+            products: (key != form.shape.n.to_string()).then_some(key),
             batches: 0,
             workers: BTreeMap::new(),
         }
@@ -84,14 +105,16 @@ impl Model {
         std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
     }
 
+    /// The products the model is for, as [`form_key`] names them.
+    pub fn key(&self) -> String {
+        self.products.clone().unwrap_or_else(|| self.size.to_string())
+    }
+
     /// Record what a batch measured.
     pub fn observe(&mut self, report: &RunReport) -> Result<()> {
-        if report.size != self.size {
-            bail!(
-                "the model is for matrices of size {}, the run used {}",
-                self.size,
-                report.size
-            );
+        let run = form_key(&report.form());
+        if run != self.key() {
+            bail!("the model is for products {}, the run's are {run}", self.key());
         }
         for w in &report.workers {
             if w.load == 0 || report.failures.iter().any(|f| f.worker == w.name) {
@@ -159,7 +182,7 @@ mod tests {
 
     #[test]
     fn a_worker_is_found_by_name_or_by_address() {
-        let mut m = Model::new(64);
+        let mut m = Model::new(&dls_protocol::Form::square(64));
         let o = Observed {
             send: vec![(1.0, 0.1)],
             compute: vec![(1.0, 0.2)],
@@ -181,6 +204,27 @@ mod tests {
             m.covers(&["10.0.0.2:7070".into()]),
             "learned under the name, asked by address"
         );
+    }
+
+    #[test]
+    fn models_are_named_by_their_products() {
+        use dls_protocol::{DType, Form, Shape};
+        assert_eq!(form_key(&Form::square(256)), "256");
+        let f = Form {
+            shape: Shape { n: 64, k: 48, m: 32 },
+            dtype: DType::F32,
+            shared_b: true,
+        };
+        assert_eq!(form_key(&f), "64x48x32-float32-shared-b");
+        let sq32 = Form {
+            dtype: DType::F32,
+            ..Form::square(8)
+        };
+        assert_eq!(form_key(&sq32), "8x8x8-float32");
+        assert_eq!(Model::new(&f).key(), "64x48x32-float32-shared-b");
+        // A model file of square float64 products keeps its old form.
+        let m = Model::new(&Form::square(128));
+        assert_eq!((m.products.as_deref(), m.key().as_str()), (None, "128"));
     }
 
     #[test]

@@ -25,7 +25,7 @@ use crate::runtime::pool::Pool;
 use crate::runtime::shell::{self, Outcome, RunOptions};
 use anyhow::{anyhow, bail, Result};
 use dls_lp::{Plan, Platform, Ports, Request, Rounding, Strategy, Worker};
-use dls_protocol::JobId;
+use dls_protocol::{Form, JobId};
 
 /// How to plan and check a batch.
 #[derive(Debug, Clone, Copy)]
@@ -64,8 +64,8 @@ pub struct BatchRun {
 }
 
 /// The platform in the links' order, each worker's `max_load` capped by
-/// what its memory holds at this matrix size.
-pub fn align(platform: &Platform, links: &[Link], n: usize) -> Result<Platform> {
+/// what its memory holds of these products.
+pub fn align(platform: &Platform, links: &[Link], form: &Form) -> Result<Platform> {
     let workers = links
         .iter()
         .map(|l| {
@@ -83,10 +83,10 @@ pub fn align(platform: &Platform, links: &[Link], n: usize) -> Result<Platform> 
                         l.address
                     )
                 })?;
-            let mem = l.caps.max_products(n as u32);
+            let mem = l.caps.max_products(form);
             if mem == 0 {
                 bail!(
-                    "worker {:?}: its memory limit cannot hold one product of size {n}",
+                    "worker {:?}: its memory limit cannot hold one product of {form}",
                     l.name
                 );
             }
@@ -109,17 +109,17 @@ pub async fn run_batch(
     job: u64,
     on_chunk: impl FnMut(usize),
 ) -> Result<BatchRun> {
-    if batch.m == 0 {
+    if batch.count == 0 {
         bail!("the batch is empty: give at least one product");
     }
-    let platform = align(platform, pool.links(), batch.n)?;
+    let platform = align(platform, pool.links(), &batch.form)?;
     let req = Request {
-        load: batch.m as u64,
+        load: batch.count as u64,
         strategy: cfg.strategy,
         ports: cfg.ports,
         rounding: cfg.rounding,
     };
-    let plan = dls_lp::plan(&platform, &req).map_err(|e| anyhow!("planning {} products: {e}", batch.m))?;
+    let plan = dls_lp::plan(&platform, &req).map_err(|e| anyhow!("planning {} products: {e}", batch.count))?;
     run_plan(pool, platform, plan, batch, cfg, job, on_chunk).await
 }
 
@@ -138,13 +138,10 @@ pub async fn run_plan(
     let outcome = shell::execute(pool, &platform, &plan, batch, JobId(job), &cfg.options, on_chunk).await?;
     let verified =
         batch::verify(batch, &outcome.c, cfg.verify, cfg.seed).map_err(|e| e.context("verification failed"))?;
-    let report = RunReport::from_outcome(&platform, &plan, &outcome, batch.n, verified);
+    let report = RunReport::from_outcome(&platform, &plan, &outcome, &batch.form, verified);
     let names: Vec<String> = platform.workers().iter().map(|w| w.name.clone()).collect();
     let mut trace = Trace::new(&names, &plan, &outcome.measured);
-    trace.title = Some(format!(
-        "{} products of {}×{}, {}",
-        batch.m, batch.n, batch.n, plan.strategy
-    ));
+    trace.title = Some(format!("{} products of {}, {}", batch.count, batch.form, plan.strategy));
     Ok(BatchRun {
         platform,
         plan,

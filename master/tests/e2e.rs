@@ -45,7 +45,6 @@ async fn every_strategy_computes_every_product_under_one_port() {
     );
     let mut pool = common::connect(&w).await;
     let opts = CalibrateOptions {
-        size: 16,
         max_probe_bytes: 1 << 20,
         reps: 1,
         timeout: Duration::from_secs(20),
@@ -55,7 +54,6 @@ async fn every_strategy_computes_every_product_under_one_port() {
     let cal = calibrate::calibrate(pool.links_mut(), &opts).await.expect("calibrates");
     let platform = cal.platform().expect("platform");
     let batch = Batch::random(60, 16, 5);
-    let want = common::naive_all(&batch.a, &batch.b, batch.m, batch.n);
     for (job, strategy) in Strategy::ALL.into_iter().enumerate() {
         let cfg = RunConfig {
             strategy,
@@ -64,7 +62,7 @@ async fn every_strategy_computes_every_product_under_one_port() {
         };
         let done = session::run_batch(&mut pool, &platform, &batch, &cfg, job as u64 + 1, |_| {}).await;
         let done = done.unwrap_or_else(|e| panic!("{strategy}: {e:#}"));
-        common::assert_close(&done.outcome.c, &want, batch.n);
+        common::assert_batch_right(&batch, &done.outcome.c);
         assert_eq!(done.report.verified, 2);
         // The trace, as a user would read it back.
         let trace = done.trace.to_json();
@@ -136,7 +134,7 @@ async fn more_workers_than_products() {
     let done = session::run_batch(&mut pool, &platform, &batch, &RunConfig::default(), 1, |_| {}).await;
     let done = done.expect("runs");
     assert_eq!(done.report.workers.iter().filter(|w| w.load == 0).count(), 1);
-    common::assert_close(&done.outcome.c, &common::naive_all(&batch.a, &batch.b, 2, 4), 4);
+    common::assert_batch_right(&batch, &done.outcome.c);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,7 +145,7 @@ async fn learning_from_runs_shrinks_the_prediction_error() {
     // A poor guess: every worker alike, and ten times too fast.
     let guess = common::alike(3, 1e-4, 1e-4, 5e-5);
     let n = 64;
-    let mut model = Model::new(n);
+    let mut model = Model::new(&dls_protocol::Form::square(n as u32));
     let mut errors = Vec::new();
     for k in 0..4u64 {
         let platform = if k == 0 {
@@ -191,7 +189,7 @@ async fn two_ports_overlap_sends_and_returns_but_never_two_of_a_kind() {
     };
     let done = session::run_batch(&mut pool, &platform, &batch, &cfg, 1, |_| {}).await;
     let done = done.expect("runs");
-    common::assert_close(&done.outcome.c, &common::naive_all(&batch.a, &batch.b, 90, 32), 32);
+    common::assert_batch_right(&batch, &done.outcome.c);
     let spans = port_spans(&done.trace.to_json());
     for send in [true, false] {
         let same: Vec<_> = spans.iter().filter(|s| s.2 == send).collect();
@@ -214,7 +212,7 @@ async fn two_ports_overlap_sends_and_returns_but_never_two_of_a_kind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rounds_run_a_batch_ten_times_what_the_workers_hold() {
     let n = 16u32;
-    let per = dls_protocol::ab_bytes(n, 1) + dls_protocol::c_bytes(n, 1);
+    let per = dls_protocol::Form::square(n).held_bytes(1);
     let w = common::start_holding(&[(Some(200.0), 1.0), (None, 2.0), (Some(100.0), 1.0)], None, 10 * per);
     let mut pool = common::connect(&w).await;
     let opts = CalibrateOptions {
@@ -229,7 +227,6 @@ async fn rounds_run_a_batch_ten_times_what_the_workers_hold() {
     let held: u64 = platform.workers().iter().map(|w| w.max_load.expect("bounded")).sum();
     assert_eq!(held, 30, "ten products per worker");
     let batch = Batch::random(10 * held as usize, n as usize, 9);
-    let want = common::naive_all(&batch.a, &batch.b, batch.m, batch.n);
     let one = RunConfig {
         strategy: Strategy::Fifo,
         ..RunConfig::default()
@@ -241,14 +238,14 @@ async fn rounds_run_a_batch_ten_times_what_the_workers_hold() {
     assert!(format!("{err:#}").contains("strategy rounds"), "{err:#}");
     let cfg = RunConfig {
         strategy: Strategy::Rounds,
-        verify: batch.m,
+        verify: batch.count,
         ..RunConfig::default()
     };
     let done = session::run_batch(&mut pool, &platform, &batch, &cfg, 2, |_| {})
         .await
         .unwrap_or_else(|e| panic!("rounds: {e:#}"));
-    assert_eq!(done.report.verified, batch.m, "the master checked every product");
-    common::assert_close(&done.outcome.c, &want, batch.n);
+    assert_eq!(done.report.verified, batch.count, "the master checked every product");
+    common::assert_batch_right(&batch, &done.outcome.c);
     assert!(done.report.failures.is_empty(), "{:?}", done.report.failures);
     pool.close().await;
 }
@@ -277,5 +274,54 @@ async fn idle_workers_stay_with_the_master_while_a_slow_one_is_measured() {
         .await
         .expect("both workers are still there");
     assert!(done.report.failures.is_empty(), "{:?}", done.report.failures);
+    pool.close().await;
+}
+
+/// Rectangular products in both types, with a B each or one shared B,
+/// through real workers under one-round and multi-round plans: every
+/// product right to its type's rounding (naive product here), every one
+/// also checked by the master, C in the inputs' type, calibration per form.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rectangular_float32_and_shared_b_batches_run_end_to_end() {
+    use dls_protocol::{DType, Form, Shape};
+    let w = common::start(&[(Some(300.0), 2.0), (None, 1.0), (Some(150.0), 1.0)], None);
+    let mut pool = common::connect(&w).await;
+    let shape = Shape { n: 12, k: 40, m: 7 };
+    let mut job = 0;
+    for dtype in [DType::F32, DType::F64] {
+        for shared_b in [false, true] {
+            let form = Form { shape, dtype, shared_b };
+            let opts = CalibrateOptions {
+                reps: 1,
+                max_probe_bytes: 1 << 18,
+                ..CalibrateOptions::for_form(form)
+            };
+            let cal = calibrate::calibrate(pool.links_mut(), &opts).await.expect("calibrates");
+            assert_eq!(cal.form, form);
+            let platform = cal.platform().expect("platform");
+            let batch = Batch::random_form(form, 50, 3).expect("memory");
+            for strategy in [Strategy::Fifo, Strategy::Rounds] {
+                job += 1;
+                let cfg = RunConfig {
+                    strategy,
+                    verify: batch.count,
+                    options: dls_master::runtime::shell::RunOptions {
+                        // Several chunks a worker, to cross the shared B once each.
+                        max_chunk_bytes: 6 * form.in_bytes(1),
+                        ..Default::default()
+                    },
+                    ..RunConfig::default()
+                };
+                let done = session::run_batch(&mut pool, &platform, &batch, &cfg, job, |_| {})
+                    .await
+                    .unwrap_or_else(|e| panic!("{form}, {strategy}: {e:#}"));
+                assert_eq!(done.report.verified, batch.count);
+                assert!(done.report.failures.is_empty(), "{form}: {:?}", done.report.failures);
+                assert_eq!(done.report.shape, [12, 40, 7]);
+                assert_eq!(done.report.dtype, dtype.name());
+                common::assert_batch_right(&batch, &done.outcome.c);
+            }
+        }
+    }
     pool.close().await;
 }

@@ -3,6 +3,7 @@
 
 mod common;
 use dls_master::output::npy;
+use dls_protocol::Values;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -26,6 +27,16 @@ fn tmp(name: &str) -> PathBuf {
     d.join(name)
 }
 
+/// `count` float64 matrices of rows×cols for a `.npy` file.
+fn mats(count: usize, rows: usize, cols: usize, data: Vec<f64>) -> npy::Matrices {
+    npy::Matrices {
+        count: Some(count),
+        rows,
+        cols,
+        data: Values::F64(data),
+    }
+}
+
 fn s(p: &std::path::Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
@@ -39,8 +50,8 @@ fn run_with_npy_files_writes_c_trace_and_gantt() {
     dls_worker::kernel::fill_random(&mut a, 11);
     dls_worker::kernel::fill_random(&mut b, 12);
     let (pa, pb, pc) = (tmp("a.npy"), tmp("b.npy"), tmp("c.npy"));
-    npy::write(&pa, &npy::Matrices { m, n, data: a.clone() }).expect("writes A");
-    npy::write(&pb, &npy::Matrices { m, n, data: b.clone() }).expect("writes B");
+    npy::write(&pa, &mats(m, n, n, a.clone())).expect("writes A");
+    npy::write(&pb, &mats(m, n, n, b.clone())).expect("writes B");
     let (trace, gantt) = (tmp("t.json"), tmp("g.svg"));
     let list = w.list();
     let (ok, out, err) = dls(
@@ -82,9 +93,12 @@ fn run_with_npy_files_writes_c_trace_and_gantt() {
     assert_eq!(v["load"], 12);
     assert_eq!(v["size"], 8);
     assert_eq!(v["verified"], 4);
-    let c = npy::read(&pc, Some(n)).expect("reads C");
-    assert_eq!(c.m, m);
-    common::assert_close(&c.data, &common::naive_all(&a, &b, m, n), n);
+    let c = npy::read(&pc).expect("reads C");
+    assert_eq!((c.count, c.rows, c.cols), (Some(m), n, n));
+    let Values::F64(cv) = c.data else {
+        panic!("C is float64")
+    };
+    common::assert_close(&cv, &common::naive_all(&a, &b, m, n), n);
     let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).expect("trace")).expect("JSON");
     let events = t["traceEvents"].as_array().expect("events");
     assert!(events.iter().any(|e| e["ph"] == "X" && e["args"]["predicted"] == true));
@@ -100,12 +114,12 @@ fn run_with_npy_files_writes_c_trace_and_gantt() {
     assert!(svg.contains("measured"));
     // Titled from the trace's own record of what ran, not its file name.
     assert_eq!(
-        t["otherData"]["title"], "12 products of 8×8, fifo",
+        t["otherData"]["title"], "12 products of 8×8 float64, fifo",
         "{}",
         t["otherData"]
     );
     assert!(
-        svg.contains("12 products of 8×8, fifo") && !svg.contains("trace.json"),
+        svg.contains("12 products of 8×8 float64, fifo") && !svg.contains("trace.json"),
         "the chart's title"
     );
 }
@@ -156,7 +170,7 @@ fn calibrate_writes_a_platform_that_plan_and_run_accept() {
         None,
     );
     assert!(
-        !ok && err.contains("16×16") && err.contains("dls calibrate --size 32"),
+        !ok && err.contains("16×16 float64") && err.contains("dls calibrate --size 32"),
         "{err}"
     );
 }
@@ -254,8 +268,8 @@ fn bad_input_fails_clearly() {
         "no worker",
     );
     // .npy of the wrong dtype and of the wrong shape.
-    let bad = tmp("f4.npy");
-    let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2, 2), }";
+    let bad = tmp("i4.npy");
+    let header = "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 2, 2), }";
     let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
     let pad = 64 - (10 + header.len() + 1) % 64;
     bytes.extend(((header.len() + pad + 1) as u16).to_le_bytes());
@@ -267,27 +281,11 @@ fn bad_input_fails_clearly() {
     fails(
         &["run", "--workers", &list, "--input", s(&bad), s(&bad)],
         Some("right-0123456789abcdef"),
-        "not float64",
+        "neither float32 nor float64",
     );
     let (a, b) = (tmp("a2.npy"), tmp("b3.npy"));
-    npy::write(
-        &a,
-        &npy::Matrices {
-            m: 2,
-            n: 2,
-            data: vec![0.0; 8],
-        },
-    )
-    .expect("writes");
-    npy::write(
-        &b,
-        &npy::Matrices {
-            m: 3,
-            n: 2,
-            data: vec![0.0; 12],
-        },
-    )
-    .expect("writes");
+    npy::write(&a, &mats(2, 2, 2, vec![0.0; 8])).expect("writes");
+    npy::write(&b, &mats(3, 2, 2, vec![0.0; 12])).expect("writes");
     fails(
         &["run", "--workers", &list, "--input", s(&a), s(&b)],
         Some("right-0123456789abcdef"),
@@ -296,7 +294,7 @@ fn bad_input_fails_clearly() {
     fails(
         &["run", "--workers", &list, "--input", s(&a), s(&a), "--size", "3"],
         Some("right-0123456789abcdef"),
-        "--size is 3",
+        "--size says 3×3",
     );
 }
 
@@ -437,6 +435,19 @@ fn inputs_that_could_crash_the_master_fail_with_one_clear_line() {
         &["--batch", "4", "--size", "4294967297"],
         "larger than the protocol carries",
     );
+    run(
+        &["--batch", "4", "--shape", "4,0,2"],
+        "every dimension must be at least 1",
+    );
+    run(&["--batch", "4", "--shape", "4,2"], "give n,k,m");
+    run(
+        &["--batch", "4", "--size", "4", "--dtype", "int8"],
+        "float32 or float64",
+    );
+    run(
+        &["--batch", "4", "--size", "4", "--shape", "4,4,4"],
+        "cannot be used with",
+    );
     run(&["--batch", "1", "--size", "100000"], "more than the");
     // A header claiming a huge shape over a tiny file.
     let a = tmp("huge-header.npy");
@@ -464,11 +475,7 @@ fn outputs_are_checked_before_any_work() {
     let dir = tmp("out-checks");
     std::fs::create_dir_all(&dir).expect("dir");
     let a = dir.join("a.npy");
-    let m = npy::Matrices {
-        m: 1,
-        n: 2,
-        data: vec![1.0, 2.0, 3.0, 4.0],
-    };
+    let m = mats(1, 2, 2, vec![1.0, 2.0, 3.0, 4.0]);
     npy::write(&a, &m).expect("writes");
     let missing = dir.join("no-such-dir/c.npy");
     let cases: [(&[&str], &str); 5] = [
@@ -488,7 +495,7 @@ fn outputs_are_checked_before_any_work() {
         // connection, shows the check came first.
         fails(&args, tok, needle);
     }
-    assert_eq!(npy::read(&a, None).expect("A untouched"), m);
+    assert_eq!(npy::read(&a).expect("A untouched"), m);
 }
 
 /// An address where nothing listens (a port just freed).
@@ -701,4 +708,99 @@ fn a_cluster_file_carries_the_token_file_and_the_port() {
     assert!(ok, "{err}");
     assert!(out.contains("only") && out.contains("free"), "{out}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// float32 rectangular products with one shared B, from `.npy` files
+/// through `dls run` on real workers: C comes back float32, of shape
+/// (M, n, m), right to float32 rounding against the naive product in
+/// float64; the summary says the shape and type; random inputs of a
+/// `--shape` and `--dtype` run too.
+#[test]
+fn rectangular_float32_shared_b_files_run_through_the_cli() {
+    let w = common::start(&[(Some(200.0), 2.0), (None, 1.0)], None);
+    let (m, n, k, cols) = (9usize, 6usize, 20usize, 5usize);
+    let (mut a, mut b) = (vec![0.0; m * n * k], vec![0.0; k * cols]);
+    dls_worker::kernel::fill_random(&mut a, 21);
+    dls_worker::kernel::fill_random(&mut b, 22);
+    let (a32, b32): (Vec<f32>, Vec<f32>) = (
+        a.iter().map(|&x| x as f32).collect(),
+        b.iter().map(|&x| x as f32).collect(),
+    );
+    let (pa, pb, pc) = (tmp("ra.npy"), tmp("rb.npy"), tmp("rc.npy"));
+    let file = |count, rows, cols, data: &[f32]| npy::Matrices {
+        count,
+        rows,
+        cols,
+        data: Values::F32(data.to_vec()),
+    };
+    npy::write(&pa, &file(Some(m), n, k, &a32)).expect("writes A");
+    npy::write(&pb, &file(None, k, cols, &b32)).expect("writes B");
+    let list = w.list();
+    let args = [
+        "run",
+        "--workers",
+        &list,
+        "--input",
+        s(&pa),
+        s(&pb),
+        "--output",
+        s(&pc),
+        "--verify",
+        "9",
+        "--json",
+    ];
+    let (ok, out, err) = dls(&args, None);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON summary");
+    assert_eq!(v["shape"], serde_json::json!([6, 20, 5]));
+    assert_eq!(
+        (v["dtype"].as_str(), v["shared_b"].as_bool()),
+        (Some("float32"), Some(true))
+    );
+    assert_eq!(v["verified"], 9);
+    let c = npy::read(&pc).expect("reads C");
+    assert_eq!((c.count, c.rows, c.cols), (Some(m), n, cols));
+    let Values::F32(c) = c.data else {
+        panic!("C keeps float32")
+    };
+    let b64: Vec<f64> = b32.iter().map(|&x| x as f64).collect();
+    for i in 0..m {
+        let ai: Vec<f64> = a32[i * n * k..(i + 1) * n * k].iter().map(|&x| x as f64).collect();
+        let want = dls_worker::kernel::naive_dims(&ai, &b64, dls_worker::kernel::Dims { n, k, m: cols });
+        for (j, y) in want.iter().enumerate() {
+            let x = c[i * n * cols + j] as f64;
+            // |entries| < 1: k·ε of float32 bounds the rounding.
+            assert!(
+                (x - y).abs() <= (k as f64 + 2.0) * f32::EPSILON as f64 * k as f64,
+                "product {i}: {x} vs {y}"
+            );
+        }
+    }
+    // A given as B: its matrices have the wrong number of rows.
+    fails(
+        &["run", "--workers", &list, "--input", s(&pa), s(&pa), "--shared-b"],
+        None,
+        "B needs 20 rows",
+    );
+    let (ok, out, err) = dls(
+        &[
+            "run",
+            "--workers",
+            &list,
+            "--batch",
+            "7",
+            "--shape",
+            "3,8,2",
+            "--dtype",
+            "float32",
+            "--json",
+        ],
+        None,
+    );
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON summary");
+    assert_eq!(
+        (v["shape"].clone(), v["dtype"].as_str()),
+        (serde_json::json!([3, 8, 2]), Some("float32"))
+    );
 }

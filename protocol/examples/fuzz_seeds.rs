@@ -3,13 +3,18 @@
 //! (writes protocol/fuzz/corpus/decode_frame/).
 
 use bytes::BytesMut;
-use dls_protocol::{frame, Capabilities, ChunkId, ErrorCode, Frame, FromWorker, JobId, ToWorker};
+use dls_protocol::{frame, Capabilities, ChunkId, DType, ErrorCode, Form, Frame, FromWorker, JobId, Shape, ToWorker};
 use std::path::Path;
 
 fn main() -> std::io::Result<()> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/decode_frame");
     std::fs::create_dir_all(&dir)?;
     let (job, chunk) = (JobId(1), ChunkId(2));
+    let rect = Form {
+        shape: Shape { n: 1, k: 2, m: 3 },
+        dtype: DType::F32,
+        shared_b: true,
+    };
     let to: Vec<Frame<ToWorker>> = vec![
         Frame::new(ToWorker::Hello {
             version: 1,
@@ -22,15 +27,33 @@ fn main() -> std::io::Result<()> {
             status: false,
         }),
         Frame::with_payload(
-            ToWorker::Assign { job, chunk, n: 2, k: 1 },
-            (0..8).map(f64::from).collect(),
+            ToWorker::Assign {
+                job,
+                chunk,
+                form: Form::square(2),
+                count: 1,
+            },
+            (0..8).map(f64::from).collect::<Vec<f64>>(),
+        ),
+        Frame::with_payload(ToWorker::ShareB { job, form: rect }, vec![1.0f32; 6]),
+        Frame::with_payload(
+            ToWorker::Assign {
+                job,
+                chunk,
+                form: rect,
+                count: 2,
+            },
+            vec![2.0f32; 4],
         ),
         Frame::new(ToWorker::Grant { job, chunk }),
         Frame::new(ToWorker::Cancel { job }),
         Frame::new(ToWorker::Heartbeat { seq: 3 }),
-        Frame::with_payload(ToWorker::Echo { len: 2 }, vec![1.0, 2.0]),
+        Frame::with_payload(ToWorker::Echo { len: 2 }, vec![1.0f64, 2.0]),
         Frame::new(ToWorker::Pull { len: 4 }),
-        Frame::new(ToWorker::ComputeProbe { n: 8, k: 2 }),
+        Frame::new(ToWorker::ComputeProbe {
+            form: Form::square(8),
+            count: 2,
+        }),
         Frame::new(ToWorker::Bye),
     ];
     let from: Vec<Frame<FromWorker>> = vec![
@@ -52,7 +75,24 @@ fn main() -> std::io::Result<()> {
             chunk,
             compute_secs: 0.5,
         }),
-        Frame::with_payload(FromWorker::Results { job, chunk, n: 1, k: 2 }, vec![3.0, 4.0]),
+        Frame::with_payload(
+            FromWorker::Results {
+                job,
+                chunk,
+                form: Form::square(1),
+                count: 2,
+            },
+            vec![3.0f64, 4.0],
+        ),
+        Frame::with_payload(
+            FromWorker::Results {
+                job,
+                chunk,
+                form: rect,
+                count: 1,
+            },
+            vec![5.0f32; 3],
+        ),
         Frame::new(FromWorker::Error {
             code: ErrorCode::Busy,
             message: "busy".into(),

@@ -1,6 +1,6 @@
 //! `Connection`: the one owner of a stream's bytes. It keeps the read
 //! buffer and any half-read frame, so `read_frame` is cancel-safe (use it in
-//! `select!`), and it writes payloads straight from the caller's slice.
+//! `select!`), and it writes payloads straight from the caller's slices.
 //! It never opens a socket and never spawns: callers hand it a stream.
 //! Once [`Connection::seal_with`] is called, every frame is encrypted and
 //! authenticated ([`crate::seal`]).
@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::frame::{self, HANDSHAKE_MAX_FRAME};
 use crate::message::{Frame, Payload};
 use crate::seal::{Sealer, TAG};
+use crate::values::Values;
 use bytes::{Buf, BytesMut};
 use serde::{de::DeserializeOwned, Serialize};
 use std::io::IoSlice;
@@ -17,7 +18,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 struct Partial<M> {
     msg: M,
-    payload: Vec<f64>,
+    payload: Values,
     filled: usize,
 }
 
@@ -160,7 +161,7 @@ where
                 let Some(mut done) = self.partial.take() else {
                     unreachable!("partial frame checked above")
                 };
-                frame::payload_to_host(&mut done.payload);
+                done.payload.le_to_host();
                 return Ok(Some(Frame {
                     msg: done.msg,
                     payload: done.payload,
@@ -171,7 +172,7 @@ where
                 self.rbuf.advance(head.head_bytes);
                 self.partial = Some(Partial {
                     msg: head.msg,
-                    payload: vec![0.0; head.values],
+                    payload: Values::zeros(head.dtype, head.values),
                     filled: 0,
                 });
                 continue;
@@ -187,7 +188,7 @@ where
     /// what was read stays in `partial`.
     async fn fill_payload(&mut self) -> Result<()> {
         let Some(p) = &mut self.partial else { return Ok(()) };
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut p.payload);
+        let bytes: &mut [u8] = p.payload.as_bytes_mut();
         if p.filled < bytes.len() && !self.rbuf.is_empty() {
             let n = self.rbuf.len().min(bytes.len() - p.filled);
             bytes[p.filled..p.filled + n].copy_from_slice(&self.rbuf[..n]);
@@ -253,9 +254,9 @@ where
                     unreachable!("partial frame checked above")
                 };
                 if let Some(c) = &mut self.crypt {
-                    c.recv.open(bytemuck::cast_slice_mut(&mut done.payload), &tag)?;
+                    c.recv.open(done.payload.as_bytes_mut(), &tag)?;
                 }
-                frame::payload_to_host(&mut done.payload);
+                done.payload.le_to_host();
                 return Ok(Some(Frame {
                     msg: done.msg,
                     payload: done.payload,
@@ -283,12 +284,12 @@ where
                     if head.values == 0 {
                         return Ok(Some(Frame {
                             msg: head.msg,
-                            payload: Vec::new(),
+                            payload: Values::default(),
                         }));
                     }
                     self.partial = Some(Partial {
                         msg: head.msg,
-                        payload: vec![0.0; head.values],
+                        payload: Values::zeros(head.dtype, head.values),
                         filled: 0,
                     });
                     continue;
@@ -301,34 +302,39 @@ where
     }
 
     /// Write a message with its payload, and flush.
-    pub async fn write_frame(&mut self, msg: &Out, payload: &[f64]) -> Result<()> {
-        self.write_frame_parts(msg, &[payload]).await
+    pub async fn write_frame(&mut self, msg: &Out, payload: &Values) -> Result<()> {
+        let (dtype, expected) = msg.payload()?;
+        if expected > 0 && payload.dtype() != dtype {
+            return Err(Error::PayloadMismatch {
+                got: payload.len() as u64,
+                expected,
+            });
+        }
+        let bytes = payload.le_bytes();
+        self.write_frame_parts(msg, &[&bytes]).await
     }
 
-    /// Write a message whose payload is the concatenation of `parts` (A and
-    /// B ranges of a batch, say), without copying them, and flush.
-    pub async fn write_frame_parts(&mut self, msg: &Out, parts: &[&[f64]]) -> Result<()> {
-        let values: usize = parts.iter().map(|p| p.len()).sum();
-        let expected = msg.payload_len()?;
-        if expected != values as u64 {
+    /// Write a message whose payload is the concatenation of `parts`,
+    /// little-endian bytes of the message's type (A and B ranges of a
+    /// batch, say), without copying them, and flush.
+    pub async fn write_frame_parts(&mut self, msg: &Out, parts: &[&[u8]]) -> Result<()> {
+        let bytes: usize = parts.iter().map(|p| p.len()).sum();
+        let (dtype, expected) = msg.payload()?;
+        if expected.checked_mul(dtype.size()) != Some(bytes as u64) {
             return Err(Error::PayloadMismatch {
-                got: values as u64,
+                got: bytes as u64 / dtype.size(),
                 expected,
             });
         }
         self.wbuf.clear();
-        frame::encode_head(msg, values, &mut self.wbuf)?;
-        let bodies: Vec<_> = parts
-            .iter()
-            .filter(|p| !p.is_empty())
-            .map(|p| frame::payload_bytes(p))
-            .collect();
+        frame::encode_head(msg, bytes as u64, &mut self.wbuf)?;
+        let bodies: Vec<&[u8]> = parts.iter().filter(|p| !p.is_empty()).copied().collect();
         if let Some(c) = &mut self.crypt {
             // Sealed: the header record, then the payload (copied once to
             // be encrypted in place) and its tag.
             let len = (self.wbuf.len() as u32).to_le_bytes();
             let tag = c.send.seal(&mut self.wbuf)?;
-            let mut body: Vec<u8> = Vec::with_capacity(values * 8);
+            let mut body: Vec<u8> = Vec::with_capacity(bytes);
             for b in &bodies {
                 body.extend_from_slice(b);
             }
@@ -347,13 +353,13 @@ where
         // segment costs about a tenth of loopback throughput.
         let mut slices: Vec<&[u8]> = Vec::with_capacity(1 + bodies.len());
         slices.push(&self.wbuf);
-        slices.extend(bodies.iter().map(|b| &b[..]));
+        slices.extend(bodies.iter().copied());
         write_slices(&mut self.stream, self.write_stall, &slices).await
     }
 
     /// Write a message without payload.
     pub async fn send(&mut self, msg: &Out) -> Result<()> {
-        self.write_frame(msg, &[]).await
+        self.write_frame_parts(msg, &[]).await
     }
 
     /// Write raw bytes (tests of bad input only).

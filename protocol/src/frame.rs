@@ -1,16 +1,17 @@
 //! Framing, synchronous and socket-free.
 //!
 //! ```text
-//! u32 LE  body_len   = 4 + head_len + 8 · values
+//! u32 LE  body_len   = 4 + head_len + size · values
 //! u32 LE  head_len   (at most MAX_HEAD)
 //! head    bincode (standard config) of the message
-//! payload values × f64 LE, as many as the message implies
+//! payload values × (f32 or f64) LE, as many and of the type the message implies
 //! ```
 //! `body_len` is checked against the connection's limit before anything is
 //! allocated; the payload length is checked against the message.
 
 use crate::error::{Error, Result};
 use crate::message::{Frame, Payload};
+use crate::values::{DType, Values};
 use bytes::{Buf, BufMut, BytesMut};
 use serde::{de::DeserializeOwned, Serialize};
 
@@ -35,7 +36,8 @@ pub struct Head<M> {
     pub msg: M,
     /// Bytes before the payload (prefix and encoded message).
     pub head_bytes: usize,
-    /// Number of f64 values that follow.
+    /// Type and number of the values that follow.
+    pub dtype: DType,
     pub values: usize,
 }
 
@@ -75,24 +77,26 @@ pub fn parse_head<M: DeserializeOwned + Payload>(buf: &[u8], max_frame: u64) -> 
         )));
     }
     let payload_bytes = body_len - 4 - head_len as u64;
-    let expected = msg.payload_len()?;
-    if !payload_bytes.is_multiple_of(8) || payload_bytes / 8 != expected {
+    let (dtype, expected) = msg.payload()?;
+    let size = dtype.size();
+    if !payload_bytes.is_multiple_of(size) || payload_bytes / size != expected {
         return Err(Error::PayloadMismatch {
-            got: payload_bytes / 8,
+            got: payload_bytes / size,
             expected,
         });
     }
     Ok(Some(Head {
         msg,
         head_bytes: PREFIX + head_len,
+        dtype,
         values: expected as usize,
     }))
 }
 
-/// Encode the prefix and header of a frame carrying `values` f64s.
-pub fn encode_head<M: Serialize>(msg: &M, values: usize, out: &mut Vec<u8>) -> Result<()> {
+/// Encode the prefix and header of a frame carrying `payload_bytes` bytes of values.
+pub fn encode_head<M: Serialize>(msg: &M, payload_bytes: u64, out: &mut Vec<u8>) -> Result<()> {
     let head = bincode::serde::encode_to_vec(msg, config()).map_err(|e| Error::Malformed(format!("encoding: {e}")))?;
-    let body_len = 4 + head.len() as u64 + 8 * values as u64;
+    let body_len = (4 + head.len() as u64).saturating_add(payload_bytes);
     if body_len > ABSOLUTE_MAX_FRAME {
         return Err(Error::FrameTooLarge {
             len: body_len,
@@ -105,37 +109,21 @@ pub fn encode_head<M: Serialize>(msg: &M, values: usize, out: &mut Vec<u8>) -> R
     Ok(())
 }
 
-/// Raw little-endian bytes of a payload: a view where the host is little-endian.
-pub fn payload_bytes(values: &[f64]) -> std::borrow::Cow<'_, [u8]> {
-    if cfg!(target_endian = "little") {
-        std::borrow::Cow::Borrowed(bytemuck::cast_slice(values))
-    } else {
-        std::borrow::Cow::Owned(values.iter().flat_map(|v| v.to_le_bytes()).collect())
-    }
-}
-
-/// Turn little-endian payload bytes, already in place in `values`, into host order.
-pub fn payload_to_host(values: &mut [f64]) {
-    if cfg!(target_endian = "big") {
-        for v in values {
-            *v = f64::from_le_bytes(v.to_ne_bytes());
-        }
-    }
-}
-
 /// Encode a whole frame into `out` (tests, fuzzing, small messages).
 pub fn encode<M: Serialize + Payload>(frame: &Frame<M>, out: &mut BytesMut) -> Result<()> {
-    let expected = frame.msg.payload_len()?;
-    if expected != frame.payload.len() as u64 {
+    let (dtype, expected) = frame.msg.payload()?;
+    let empty = expected == 0 && frame.payload.is_empty();
+    if !empty && (expected != frame.payload.len() as u64 || dtype != frame.payload.dtype()) {
         return Err(Error::PayloadMismatch {
             got: frame.payload.len() as u64,
             expected,
         });
     }
+    let bytes = frame.payload.le_bytes();
     let mut head = Vec::new();
-    encode_head(&frame.msg, frame.payload.len(), &mut head)?;
+    encode_head(&frame.msg, bytes.len() as u64, &mut head)?;
     out.put_slice(&head);
-    out.put_slice(&payload_bytes(&frame.payload));
+    out.put_slice(&bytes);
     Ok(())
 }
 
@@ -145,15 +133,15 @@ pub fn decode<M: DeserializeOwned + Payload>(buf: &mut BytesMut, max_frame: u64)
     let Some(head) = parse_head::<M>(buf, max_frame)? else {
         return Ok(None);
     };
-    let total = head.head_bytes + 8 * head.values;
-    if buf.len() < total {
+    let bytes = head.dtype.size() as usize * head.values;
+    if buf.len() < head.head_bytes + bytes {
         return Ok(None);
     }
     buf.advance(head.head_bytes);
-    let mut payload = vec![0.0f64; head.values];
-    bytemuck::cast_slice_mut::<f64, u8>(&mut payload).copy_from_slice(&buf[..8 * head.values]);
-    payload_to_host(&mut payload);
-    buf.advance(8 * head.values);
+    let mut payload = Values::zeros(head.dtype, head.values);
+    payload.as_bytes_mut().copy_from_slice(&buf[..bytes]);
+    payload.le_to_host();
+    buf.advance(bytes);
     Ok(Some(Frame { msg: head.msg, payload }))
 }
 

@@ -1,11 +1,13 @@
 //! The messages, named by direction. Matrix data never goes through serde:
-//! a message only says how many f64 values follow it as raw payload.
+//! a message only says how many values of which type follow it as raw
+//! payload.
 
 use crate::error::{Error, Result};
+use crate::values::{DType, Form, Values};
 use serde::{Deserialize, Serialize};
 
 /// Incremented on any incompatible change of the messages or framing.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// A random value that makes every handshake's proofs unique.
 pub type Nonce = [u8; 32];
@@ -49,10 +51,14 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
-    /// How many products of size n fit in the memory limit (A, B and C each).
-    pub fn max_products(&self, n: u32) -> u64 {
-        let per = crate::ab_bytes(n, 1).saturating_add(crate::c_bytes(n, 1));
-        self.memory_limit.checked_div(per).unwrap_or(0)
+    /// How many products of this form fit in the memory limit at once (A,
+    /// B and C each; a shared B once, beside them).
+    pub fn max_products(&self, form: &Form) -> u64 {
+        let room = match form.shared_b {
+            true => self.memory_limit.saturating_sub(form.b_bytes()),
+            false => self.memory_limit,
+        };
+        room.checked_div(form.held_bytes(1)).unwrap_or(0)
     }
 }
 
@@ -75,13 +81,21 @@ pub enum ToWorker {
         encrypt: bool,
         status: bool,
     },
-    /// `k` products of size `n`: payload A_1..A_k then B_1..B_k, each n×n,
-    /// row-major, f64 little-endian (2·k·n² values).
+    /// `count` products of `form`: payload A_1..A_count then, unless B is
+    /// shared, B_1..B_count; row-major, little-endian values of the form's
+    /// type.
     Assign {
         job: JobId,
         chunk: ChunkId,
-        n: u32,
-        k: u32,
+        form: Form,
+        count: u32,
+    },
+    /// The B every product of this job shares (`form.shared_b`): payload
+    /// one k×m matrix. Sent once, before the job's first chunk; held until
+    /// the job is cancelled or the session ends.
+    ShareB {
+        job: JobId,
+        form: Form,
     },
     /// The master's port is free for this chunk's results.
     Grant {
@@ -103,10 +117,11 @@ pub enum ToWorker {
     Pull {
         len: u64,
     },
-    /// Calibration of computing: `k` products of size `n` on data the worker makes.
+    /// Calibration of computing: `count` products of `form` on data the
+    /// worker makes.
     ComputeProbe {
-        n: u32,
-        k: u32,
+        form: Form,
+        count: u32,
     },
     /// The master is done with this worker.
     Bye,
@@ -135,12 +150,12 @@ pub enum FromWorker {
         chunk: ChunkId,
         compute_secs: f64,
     },
-    /// `k` results of size `n`: payload C_1..C_k (k·n² values).
+    /// `count` results of `form`: payload C_1..C_count (n×m each).
     Results {
         job: JobId,
         chunk: ChunkId,
-        n: u32,
-        k: u32,
+        form: Form,
+        count: u32,
     },
     EchoAck {
         len: u64,
@@ -150,8 +165,7 @@ pub enum FromWorker {
         len: u64,
     },
     ComputeDone {
-        n: u32,
-        k: u32,
+        count: u32,
         secs: f64,
     },
     HeartbeatAck {
@@ -173,6 +187,7 @@ impl ToWorker {
             ToWorker::Hello { .. } => "Hello",
             ToWorker::Auth { .. } => "Auth",
             ToWorker::Assign { .. } => "Assign",
+            ToWorker::ShareB { .. } => "ShareB",
             ToWorker::Grant { .. } => "Grant",
             ToWorker::Cancel { .. } => "Cancel",
             ToWorker::Heartbeat { .. } => "Heartbeat",
@@ -218,35 +233,37 @@ pub enum ErrorCode {
     Internal,
 }
 
-fn products(n: u32, k: u32, per: u64) -> Result<u64> {
-    (n as u64)
-        .checked_mul(n as u64)
-        .and_then(|x| x.checked_mul(k as u64))
-        .and_then(|x| x.checked_mul(per))
-        .ok_or_else(|| Error::Malformed(format!("dimensions n = {n}, k = {k} overflow")))
+fn checked(values: u64, count: u32, what: &str) -> Result<u64> {
+    if values == u64::MAX {
+        return Err(Error::Malformed(format!("{what}: its dimensions overflow")));
+    }
+    values
+        .checked_mul(count as u64)
+        .ok_or_else(|| Error::Malformed(format!("{what}: {count} products overflow")))
 }
 
-/// A message kind that says how many f64 values follow it.
+/// A message kind that says how many values, of which type, follow it.
 pub trait Payload {
-    fn payload_len(&self) -> Result<u64>;
+    fn payload(&self) -> Result<(DType, u64)>;
 }
 
 impl Payload for ToWorker {
-    fn payload_len(&self) -> Result<u64> {
+    fn payload(&self) -> Result<(DType, u64)> {
         match *self {
-            ToWorker::Assign { n, k, .. } => products(n, k, 2),
-            ToWorker::Echo { len } => Ok(len),
-            _ => Ok(0),
+            ToWorker::Assign { form, count, .. } => Ok((form.dtype, checked(form.in_len(1), count, "a chunk")?)),
+            ToWorker::ShareB { form, .. } => Ok((form.dtype, checked(form.shape.b_len(), 1, "a shared B")?)),
+            ToWorker::Echo { len } => Ok((DType::F64, len)),
+            _ => Ok((DType::F64, 0)),
         }
     }
 }
 
 impl Payload for FromWorker {
-    fn payload_len(&self) -> Result<u64> {
+    fn payload(&self) -> Result<(DType, u64)> {
         match *self {
-            FromWorker::Results { n, k, .. } => products(n, k, 1),
-            FromWorker::PullData { len } => Ok(len),
-            _ => Ok(0),
+            FromWorker::Results { form, count, .. } => Ok((form.dtype, checked(form.shape.c_len(), count, "results")?)),
+            FromWorker::PullData { len } => Ok((DType::F64, len)),
+            _ => Ok((DType::F64, 0)),
         }
     }
 }
@@ -255,18 +272,21 @@ impl Payload for FromWorker {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Frame<M> {
     pub msg: M,
-    pub payload: Vec<f64>,
+    pub payload: Values,
 }
 
 impl<M> Frame<M> {
     pub fn new(msg: M) -> Self {
         Frame {
             msg,
-            payload: Vec::new(),
+            payload: Values::default(),
         }
     }
 
-    pub fn with_payload(msg: M, payload: Vec<f64>) -> Self {
-        Frame { msg, payload }
+    pub fn with_payload(msg: M, payload: impl Into<Values>) -> Self {
+        Frame {
+            msg,
+            payload: payload.into(),
+        }
     }
 }

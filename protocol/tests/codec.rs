@@ -25,8 +25,29 @@ fn caps() -> impl Strategy<Value = Capabilities> {
         })
 }
 
-fn small_dims() -> impl Strategy<Value = (u32, u32)> {
-    (0u32..6, 0u32..4)
+/// A small form of any type, shape and sharing, and a chunk size.
+fn small_form() -> impl Strategy<Value = (Form, u32)> {
+    (0u32..6, 0u32..5, 0u32..4, any::<bool>(), any::<bool>(), 0u32..4).prop_map(|(n, k, m, f32, shared_b, count)| {
+        let dtype = if f32 { DType::F32 } else { DType::F64 };
+        let form = Form {
+            shape: Shape { n, k, m },
+            dtype,
+            shared_b,
+        };
+        (form, count)
+    })
+}
+
+/// `len` arbitrary values (any bits, NaN included) of type `dtype`.
+fn values(dtype: DType, len: u64) -> BoxedStrategy<Values> {
+    match dtype {
+        DType::F32 => proptest::collection::vec(any::<f32>(), len as usize)
+            .prop_map(Values::F32)
+            .boxed(),
+        DType::F64 => proptest::collection::vec(any::<f64>(), len as usize)
+            .prop_map(Values::F64)
+            .boxed(),
+    }
 }
 
 fn to_worker() -> impl Strategy<Value = Frame<ToWorker>> {
@@ -46,9 +67,22 @@ fn to_worker() -> impl Strategy<Value = Frame<ToWorker>> {
                 encrypt,
                 status
             })),
-        (job.clone(), chunk.clone(), small_dims()).prop_flat_map(|(job, chunk, (n, k))| {
-            proptest::collection::vec(any::<f64>(), (2 * n * n * k) as usize)
-                .prop_map(move |p| Frame::with_payload(ToWorker::Assign { job, chunk, n, k }, p))
+        (job.clone(), chunk.clone(), small_form()).prop_flat_map(|(job, chunk, (form, count))| {
+            values(form.dtype, form.in_len(count)).prop_map(move |p| {
+                Frame::with_payload(
+                    ToWorker::Assign {
+                        job,
+                        chunk,
+                        form,
+                        count,
+                    },
+                    p,
+                )
+            })
+        }),
+        (job.clone(), small_form()).prop_flat_map(|(job, (form, _))| {
+            values(form.dtype, form.shape.b_len())
+                .prop_map(move |p| Frame::with_payload(ToWorker::ShareB { job, form }, p))
         }),
         (job.clone(), chunk).prop_map(|(job, chunk)| Frame::new(ToWorker::Grant { job, chunk })),
         job.prop_map(|job| Frame::new(ToWorker::Cancel { job })),
@@ -56,7 +90,7 @@ fn to_worker() -> impl Strategy<Value = Frame<ToWorker>> {
         proptest::collection::vec(any::<f64>(), 0..50)
             .prop_map(|p| Frame::with_payload(ToWorker::Echo { len: p.len() as u64 }, p)),
         any::<u64>().prop_map(|len| Frame::new(ToWorker::Pull { len })),
-        (any::<u32>(), any::<u32>()).prop_map(|(n, k)| Frame::new(ToWorker::ComputeProbe { n, k })),
+        small_form().prop_map(|(form, count)| Frame::new(ToWorker::ComputeProbe { form, count })),
         Just(Frame::new(ToWorker::Bye)),
     ]
 }
@@ -90,18 +124,23 @@ fn from_worker() -> impl Strategy<Value = Frame<FromWorker>> {
                 compute_secs
             }
         )),
-        (job, chunk, small_dims()).prop_flat_map(|(job, chunk, (n, k))| {
-            proptest::collection::vec(any::<f64>(), (n * n * k) as usize)
-                .prop_map(move |p| Frame::with_payload(FromWorker::Results { job, chunk, n, k }, p))
+        (job, chunk, small_form()).prop_flat_map(|(job, chunk, (form, count))| {
+            values(form.dtype, form.shape.c_len() * count as u64).prop_map(move |p| {
+                Frame::with_payload(
+                    FromWorker::Results {
+                        job,
+                        chunk,
+                        form,
+                        count,
+                    },
+                    p,
+                )
+            })
         }),
         any::<u64>().prop_map(|len| Frame::new(FromWorker::EchoAck { len })),
         proptest::collection::vec(any::<f64>(), 0..50)
             .prop_map(|p| Frame::with_payload(FromWorker::PullData { len: p.len() as u64 }, p)),
-        (any::<u32>(), any::<u32>(), any::<f64>()).prop_map(|(n, k, secs)| Frame::new(FromWorker::ComputeDone {
-            n,
-            k,
-            secs
-        })),
+        (any::<u32>(), any::<f64>()).prop_map(|(count, secs)| Frame::new(FromWorker::ComputeDone { count, secs })),
         any::<u64>().prop_map(|seq| Frame::new(FromWorker::HeartbeatAck { seq })),
         (error_code(), ".{0,40}").prop_map(|(code, message)| Frame::new(FromWorker::Error { code, message })),
         Just(Frame::new(FromWorker::Bye)),
@@ -111,8 +150,11 @@ fn from_worker() -> impl Strategy<Value = Frame<FromWorker>> {
 /// Frames compare bit for bit (NaN payloads included).
 fn same<M: PartialEq + std::fmt::Debug>(a: &Frame<M>, b: &Frame<M>) {
     assert_eq!(a.msg, b.msg);
-    let bits = |p: &[f64]| p.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-    assert_eq!(bits(&a.payload), bits(&b.payload));
+    // Empty payloads carry no type; any other keeps its type and bits.
+    if !(a.payload.is_empty() && b.payload.is_empty()) {
+        assert_eq!(a.payload.dtype(), b.payload.dtype());
+    }
+    assert_eq!(a.payload.as_bytes(), b.payload.as_bytes());
 }
 
 fn roundtrip<M>(f: &Frame<M>)
@@ -176,34 +218,71 @@ fn absurd_length_is_rejected_before_allocating() {
 
 #[test]
 fn dimensions_must_match_the_payload() {
-    // An Assign claiming n = 2, k = 1 (8 values) with only 4 values.
+    // An Assign claiming one 2×2 product (8 values) with only 4 values.
     let mut head = Vec::new();
     let msg = ToWorker::Assign {
         job: JobId(1),
         chunk: ChunkId(1),
-        n: 2,
-        k: 1,
+        form: Form::square(2),
+        count: 1,
     };
-    frame::encode_head(&msg, 4, &mut head).expect("encodes");
+    frame::encode_head(&msg, 32, &mut head).expect("encodes");
     let mut buf = BytesMut::from(&head[..]);
     buf.extend_from_slice(&[0u8; 32]);
     assert!(matches!(
         frame::decode::<ToWorker>(&mut buf, BIG),
         Err(Error::PayloadMismatch { got: 4, expected: 8 })
     ));
+    // The same 32 bytes are 8 float32 values: a 2×2 float32 product is 4
+    // values of A and 4 of B, so they pass as that.
+    let f32_msg = ToWorker::Assign {
+        job: JobId(1),
+        chunk: ChunkId(1),
+        form: Form {
+            dtype: DType::F32,
+            ..Form::square(2)
+        },
+        count: 1,
+    };
+    let mut head = Vec::new();
+    frame::encode_head(&f32_msg, 32, &mut head).expect("encodes");
+    let mut buf = BytesMut::from(&head[..]);
+    buf.extend_from_slice(&[0u8; 32]);
+    let f = frame::decode::<ToWorker>(&mut buf, BIG).expect("valid").expect("whole");
+    assert_eq!(f.payload, Values::F32(vec![0.0; 8]));
+    // Shared B: the chunk carries A only (4 values).
+    let shared = ToWorker::Assign {
+        job: JobId(1),
+        chunk: ChunkId(1),
+        form: Form {
+            shared_b: true,
+            ..Form::square(2)
+        },
+        count: 1,
+    };
+    assert_eq!(shared.payload().expect("fits"), (DType::F64, 4));
+    // A payload of the right length in the wrong type is refused.
+    assert!(frame::encode(&Frame::with_payload(f32_msg, vec![0.0f64; 8]), &mut BytesMut::new()).is_err());
     // Huge dimensions cannot overflow into a small expected length.
     let msg = ToWorker::Assign {
         job: JobId(1),
         chunk: ChunkId(1),
-        n: u32::MAX,
-        k: u32::MAX,
+        form: Form {
+            shape: Shape {
+                n: u32::MAX,
+                k: u32::MAX,
+                m: u32::MAX,
+            },
+            ..Form::square(1)
+        },
+        count: u32::MAX,
     };
     let mut head = Vec::new();
     frame::encode_head(&msg, 0, &mut head).expect("encodes");
     let mut buf = BytesMut::from(&head[..]);
     assert!(frame::decode::<ToWorker>(&mut buf, BIG).is_err());
     // Encoding refuses a payload that disagrees with the message.
-    let bad = Frame::with_payload(msg, vec![1.0]);
+    let bad = Frame::with_payload(msg, vec![1.0f64]);
     assert!(frame::encode(&bad, &mut BytesMut::new()).is_err());
 }
 

@@ -147,13 +147,19 @@ async fn read_frame_is_cancel_safe_and_reassembles_payloads() {
     let (mut a, b) = tokio::io::duplex(64);
     let mut w: Connection<_, ToWorker, FromWorker> = Connection::new(b);
     w.set_max_frame(1 << 20);
-    let payload: Vec<f64> = (0..2 * 3 * 3 * 2).map(|i| i as f64 * 0.5).collect();
+    // Two float32 products of a 3×2 A and a 2×4 B: 2·(6 + 8) values.
+    let payload: Vec<f32> = (0..2 * (6 + 8)).map(|i| i as f32 * 0.5).collect();
+    let form = dls_protocol::Form {
+        shape: dls_protocol::Shape { n: 3, k: 2, m: 4 },
+        dtype: dls_protocol::DType::F32,
+        shared_b: false,
+    };
     let frame = Frame::with_payload(
         ToWorker::Assign {
             job: JobId(3),
             chunk: ChunkId(9),
-            n: 3,
-            k: 2,
+            form,
+            count: 2,
         },
         payload,
     );
@@ -225,15 +231,19 @@ async fn payload_in_parts_arrives_whole() {
     let msg = ToWorker::Assign {
         job: JobId(1),
         chunk: ChunkId(2),
-        n: 3,
-        k: 2,
+        form: dls_protocol::Form::square(3),
+        count: 2,
     };
-    let parts: [&[f64]; 3] = [&a_part, &[], &b_part];
+    let (ab, bb) = (
+        dls_protocol::values::le_bytes(&a_part),
+        dls_protocol::values::le_bytes(&b_part),
+    );
+    let parts: [&[u8]; 3] = [&ab, &[], &bb];
     let (sent, got) = tokio::join!(m.write_frame_parts(&msg, &parts), w.read_frame());
     sent.expect("sends");
     let got = got.expect("valid").expect("a frame");
     assert_eq!(got.msg, msg);
-    assert_eq!(got.payload, [a_part, b_part].concat());
+    assert_eq!(got.payload, dls_protocol::Values::F64([a_part, b_part].concat()));
     // A payload that disagrees with the message is refused before writing.
-    assert!(m.write_frame_parts(&msg, &[&[1.0]]).await.is_err());
+    assert!(m.write_frame_parts(&msg, &[&[0u8; 8]]).await.is_err());
 }

@@ -75,24 +75,32 @@ async fn frames_of_every_size_round_trip_both_ways() {
     let (m, w) = sealed_pair(true, true).await;
     let (mut m, mut w) = (m.expect("master"), w.expect("worker"));
     assert!(m.is_sealed() && w.is_sealed());
-    for (n, k) in [(1u32, 1u32), (3, 2), (64, 5)] {
-        let ab: Vec<f64> = (0..2 * n * n * k).map(|i| i as f64 * 0.5 - 3.0).collect();
+    for (n, count, dtype) in [(1u32, 1u32, DType::F64), (3, 2, DType::F32), (64, 5, DType::F64)] {
+        let form = Form {
+            dtype,
+            ..Form::square(n)
+        };
+        let len = form.in_len(count) as usize;
+        let ab: Values = match dtype {
+            DType::F32 => (0..len).map(|i| i as f32 * 0.5 - 3.0).collect::<Vec<_>>().into(),
+            DType::F64 => (0..len).map(|i| i as f64 * 0.5 - 3.0).collect::<Vec<_>>().into(),
+        };
         let msg = ToWorker::Assign {
             job: JobId(1),
             chunk: ChunkId(u64::from(n)),
-            n,
-            k,
+            form,
+            count,
         };
         m.write_frame(&msg, &ab).await.expect("sends");
         let f = w.read_frame().await.expect("valid").expect("a frame");
         assert_eq!(f.msg, msg);
         assert_eq!(f.payload, ab);
-        let c: Vec<f64> = ab[..(n * n * k) as usize].to_vec();
+        let c = ab.slice(0..(n * n * count) as usize);
         let back = FromWorker::Results {
             job: JobId(1),
             chunk: ChunkId(u64::from(n)),
-            n,
-            k,
+            form,
+            count,
         };
         w.write_frame(&back, &c).await.expect("sends");
         let f = m.read_frame().await.expect("valid").expect("a frame");
@@ -154,15 +162,15 @@ async fn relayed() -> (M<DuplexStream>, W<DuplexStream>, Relay) {
     (m.expect("master"), w.expect("worker"), relay)
 }
 
-fn frame() -> (ToWorker, Vec<f64>) {
+fn frame() -> (ToWorker, Values) {
     let payload: Vec<f64> = (0..2 * 4 * 4).map(|i| 1000.25 + i as f64).collect();
     let msg = ToWorker::Assign {
         job: JobId(3),
         chunk: ChunkId(4),
-        n: 4,
-        k: 1,
+        form: Form::square(4),
+        count: 1,
     };
-    (msg, payload)
+    (msg, payload.into())
 }
 
 #[tokio::test]
@@ -173,14 +181,17 @@ async fn the_wire_carries_no_plaintext() {
     let f = w.read_frame().await.expect("valid").expect("a frame");
     assert_eq!((f.msg, f.payload.clone()), (msg.clone(), payload.clone()));
     let seen = relay.seen.lock().expect("lock").clone();
-    for v in &payload {
+    let Values::F64(values) = &payload else {
+        unreachable!("float64 payload")
+    };
+    for v in values {
         assert!(
             !seen.windows(8).any(|x| x == v.to_le_bytes()),
             "{v} crossed in the clear"
         );
     }
     let mut head = Vec::new();
-    dls_protocol::frame::encode_head(&msg, payload.len(), &mut head).expect("encodes");
+    dls_protocol::frame::encode_head(&msg, payload.as_bytes().len() as u64, &mut head).expect("encodes");
     assert!(
         !seen.windows(head.len()).any(|x| x == &head[..]),
         "the header crossed in the clear"
@@ -192,7 +203,7 @@ async fn any_flipped_bit_after_the_handshake_fails() {
     // Every 7th bit of one sealed frame (header record, payload, tags).
     let (msg, payload) = frame();
     let mut head = Vec::new();
-    dls_protocol::frame::encode_head(&msg, payload.len(), &mut head).expect("encodes");
+    dls_protocol::frame::encode_head(&msg, payload.as_bytes().len() as u64, &mut head).expect("encodes");
     // Length, sealed header, its tag, sealed payload, its tag.
     let frame_bits = (4 + head.len() + 16 + payload.len() * 8 + 16) * 8;
     for bit in (0..frame_bits).step_by(7) {

@@ -80,7 +80,7 @@ fn run_with_victim(blow: Blow, max_chunk_bytes: u64) -> (RunReport, Vec<f64>, Ba
             )
             .await
             .expect("the run ends by itself");
-            done.map(|d| (d.report, d.outcome.c))
+            done.map(|d| (d.report, d.outcome.c.to_f64(0..d.outcome.c.len()).into_owned()))
         });
         let (hit, victim) = killer.join().expect("killer thread");
         assert!(hit, "the victim never logged {needle:?}");
@@ -93,7 +93,7 @@ fn run_with_victim(blow: Blow, max_chunk_bytes: u64) -> (RunReport, Vec<f64>, Ba
 fn check_complete(report: &RunReport, c: &[f64], batch: &Batch) {
     let nn = N * N;
     for i in 0..M {
-        let want = dls_worker::kernel::naive(&batch.a[i * nn..(i + 1) * nn], &batch.b[i * nn..(i + 1) * nn], N);
+        let want = dls_worker::kernel::naive(&batch.a_of(i), &batch.b_of(i), N);
         for (x, y) in c[i * nn..(i + 1) * nn].iter().zip(&want) {
             assert!((x - y).abs() <= 1e-12 * N as f64, "product {i}: {x} vs {y}");
         }
@@ -224,8 +224,14 @@ async fn lying_worker(listener: tokio::net::TcpListener, lie: Lie) {
     let mut chunks = std::collections::HashMap::new();
     while let Ok(Some(f)) = conn.read_frame().await {
         match f.msg {
-            ToWorker::Assign { job, chunk, n, k } => {
-                chunks.insert(chunk, lie(&f.payload, n, k));
+            ToWorker::Assign {
+                job,
+                chunk,
+                form,
+                count,
+            } => {
+                let ab = f.payload.to_f64(0..f.payload.len());
+                chunks.insert(chunk, lie(&ab, form.shape.n, count));
                 conn.send(&FromWorker::Received { job, chunk }).await.expect("sends");
                 conn.send(&FromWorker::Ready {
                     job,
@@ -237,11 +243,19 @@ async fn lying_worker(listener: tokio::net::TcpListener, lie: Lie) {
             }
             ToWorker::Grant { job, chunk } => {
                 let c = chunks.remove(&chunk).expect("granted an assigned chunk");
-                let n = N as u32;
-                let k = (c.len() / (N * N)) as u32;
-                conn.write_frame(&FromWorker::Results { job, chunk, n, k }, &c)
-                    .await
-                    .expect("sends");
+                let count = (c.len() / (N * N)) as u32;
+                let form = dls_protocol::Form::square(N as u32);
+                conn.write_frame(
+                    &FromWorker::Results {
+                        job,
+                        chunk,
+                        form,
+                        count,
+                    },
+                    &c.into(),
+                )
+                .await
+                .expect("sends");
             }
             ToWorker::Heartbeat { seq } => conn.send(&FromWorker::HeartbeatAck { seq }).await.expect("sends"),
             _ => {}
@@ -280,7 +294,7 @@ fn wrong_results_are_redone_elsewhere(lie: Lie) {
         let batch = Batch::random(M, N, 3);
         let done = session::run_batch(&mut pool, &platform, &batch, &RunConfig::default(), 1, |_| {}).await;
         let d = done.expect("the run completes on the honest worker");
-        (d.report, d.outcome.c, batch)
+        (d.report, d.outcome.c.to_f64(0..d.outcome.c.len()).into_owned(), batch)
     });
     assert_eq!(report.failures.len(), 1);
     assert_eq!(report.failures[0].worker, "w0");
@@ -291,7 +305,7 @@ fn wrong_results_are_redone_elsewhere(lie: Lie) {
     );
     let nn = N * N;
     for i in 0..M {
-        let want = dls_worker::kernel::naive(&batch.a[i * nn..(i + 1) * nn], &batch.b[i * nn..(i + 1) * nn], N);
+        let want = dls_worker::kernel::naive(&batch.a_of(i), &batch.b_of(i), N);
         assert!(c[i * nn..(i + 1) * nn]
             .iter()
             .zip(&want)

@@ -55,10 +55,11 @@ async fn proxy(listener: TcpListener, target: String, every: u64, clean: u64, se
 
 /// Whether every entry of C is within a user's tolerance of the naive
 /// product: 1e-8 of Σⱼ|Aᵢⱼ|·|Bⱼₖ| (rounding is below 1e-13 here).
-fn all_right(batch: &Batch, c: &[f64]) -> Result<(), String> {
+fn all_right(batch: &Batch, c: &dls_protocol::Values) -> Result<(), String> {
     let nn = N * N;
+    let c = c.to_f64(0..c.len());
     for p in 0..M {
-        let (a, b) = (&batch.a[p * nn..(p + 1) * nn], &batch.b[p * nn..(p + 1) * nn]);
+        let (a, b) = (&batch.a_of(p), &batch.b_of(p));
         let want = dls_worker::kernel::naive(a, b, N);
         for i in 0..N {
             for k in 0..N {

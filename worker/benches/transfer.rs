@@ -47,7 +47,7 @@ async fn raw_round(bytes: &[u8]) -> Duration {
     d
 }
 
-async fn framed_round(payload: &[f64], sealed: bool) -> Duration {
+async fn framed_round(payload: &dls_protocol::Values, sealed: bool) -> Duration {
     let (tx, rx) = pair().await;
     let mut master: Connection<_, FromWorker, ToWorker> = Connection::new(tx);
     master.set_max_frame(1 << 32);
@@ -78,8 +78,8 @@ async fn framed_round(payload: &[f64], sealed: bool) -> Duration {
             &ToWorker::Assign {
                 job: JobId(1),
                 chunk: ChunkId(1),
-                n: N,
-                k: K,
+                form: dls_protocol::Form::square(N),
+                count: K,
             },
             payload,
         )
@@ -106,6 +106,7 @@ fn main() {
     let values = (2 * K * N * N) as usize;
     let payload: Vec<f64> = (0..values).map(|i| i as f64).collect();
     let bytes: Vec<u8> = payload.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let payload = dls_protocol::Values::F64(payload);
     let mb = bytes.len() as f64 / 1e6;
     let (mut raw, mut ours, mut sealed) = (Vec::new(), Vec::new(), Vec::new());
     rt.block_on(async {

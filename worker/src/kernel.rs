@@ -1,23 +1,60 @@
-//! The matrix kernel: batches of C = A·B on row-major n×n f64 matrices,
-//! with faer's GEMM.
+//! The matrix kernel: batches of C = A·B on row-major matrices of any
+//! shape (A n×k, B k×m), in float32 or float64, with faer's GEMM; each
+//! product has its own B, or one B serves them all.
 
+use dls_protocol::{Form, Values};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 use std::time::Instant;
 
 /// Name advertised in the worker's capabilities.
-pub const KERNEL: &str = "faer 0.24 f64 gemm";
+pub const KERNEL: &str = "faer 0.24 gemm (float32, float64)";
 
-/// Below this size a product is too small to split across threads: the
-/// batch is split by products instead.
-const SPLIT_PRODUCTS_BELOW: usize = 256;
+/// Below this many multiply-adds (256³) a product is too small to split
+/// across threads: the batch is split by products instead.
+const SPLIT_PRODUCTS_BELOW: usize = 256 * 256 * 256;
 
-fn gemm(c: &mut [f64], a: &[f64], b: &[f64], n: usize, par: Par) {
-    let a = MatRef::from_row_major_slice(a, n, n);
-    let b = MatRef::from_row_major_slice(b, n, n);
-    let c = MatMut::from_row_major_slice_mut(c, n, n);
-    matmul(c, Accum::Replace, a, b, 1.0, par);
+/// A type the kernel computes in: float32 or float64.
+pub trait Elem: faer::traits::RealField + Copy + Send + Sync + Default {}
+
+impl Elem for f32 {}
+impl Elem for f64 {}
+
+/// The B operands of a batch: one per product, or one for all.
+#[derive(Clone, Copy)]
+pub enum Bs<'a, T> {
+    Each(&'a [T]),
+    Shared(&'a [T]),
+}
+
+/// Dimensions of one product, as `usize`: A n×k, B k×m.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dims {
+    pub n: usize,
+    pub k: usize,
+    pub m: usize,
+}
+
+impl Dims {
+    pub fn square(n: usize) -> Dims {
+        Dims { n, k: n, m: n }
+    }
+
+    pub fn of(form: &Form) -> Dims {
+        Dims {
+            n: form.shape.n as usize,
+            k: form.shape.k as usize,
+            m: form.shape.m as usize,
+        }
+    }
+}
+
+fn gemm<T: Elem>(c: &mut [T], a: &[T], b: &[T], d: Dims, par: Par) {
+    let a = MatRef::from_row_major_slice(a, d.n, d.k);
+    let b = MatRef::from_row_major_slice(b, d.k, d.m);
+    let c = MatMut::from_row_major_slice_mut(c, d.n, d.m);
+    matmul(c, Accum::Replace, a, b, T::one_impl(), par);
 }
 
 /// The kernel with its own thread pool of `threads` threads (the pool is
@@ -58,41 +95,93 @@ impl Kernel {
         self.threads
     }
 
-    /// `k` products of size `n`. `ab` holds A_1..A_k then B_1..B_k (2·k·n²
-    /// values); the result holds C_1..C_k (k·n² values). The caller checks
-    /// the lengths (the protocol does, from the frame header).
+    /// `k` square float64 products of size `n`. `ab` holds A_1..A_k then
+    /// B_1..B_k (2·k·n² values); the result holds C_1..C_k (k·n² values).
     pub fn multiply_batch(&self, ab: &[f64], n: usize, k: usize) -> Vec<f64> {
         let mut c = vec![0.0; k * n * n];
-        self.multiply_into(ab, n, k, &mut c);
+        let (a, b) = ab.split_at(k * n * n);
+        self.multiply(a, Bs::Each(b), Dims::square(n), &mut c, 1);
         c
     }
 
-    /// As `multiply_batch`, into `c` (k·n² values).
-    pub fn multiply_into(&self, ab: &[f64], n: usize, k: usize, c: &mut [f64]) {
-        self.multiply_repeated(ab, n, k, c, 1);
+    /// The products a chunk of `form` carries: `inputs` holds A_1..A_count
+    /// then, unless B is shared, B_1..B_count; `shared_b` is the job's B
+    /// when it is. Each product is computed `repeat` times over (see
+    /// [`Kernel::multiply`]). Fails, saying why, when the lengths or types
+    /// disagree with the form.
+    pub fn multiply_form(
+        &self,
+        form: &Form,
+        count: usize,
+        inputs: &Values,
+        shared_b: Option<&Values>,
+        repeat: u32,
+    ) -> Result<Values, String> {
+        let d = Dims::of(form);
+        let a_len = count * d.n * d.k;
+        if inputs.len() as u64 != form.in_len(count as u32) || inputs.dtype() != form.dtype {
+            return Err(format!(
+                "{} {} values for {count} products of {form}",
+                inputs.len(),
+                inputs.dtype()
+            ));
+        }
+        let mut c = Values::try_zeros(form.dtype, count * d.n * d.m)
+            .ok_or_else(|| format!("no memory for the results of {count} products of {form}"))?;
+        match (inputs, shared_b, &mut c) {
+            (Values::F32(v), None, Values::F32(c)) if !form.shared_b => {
+                self.multiply(&v[..a_len], Bs::Each(&v[a_len..]), d, c, repeat)
+            }
+            (Values::F64(v), None, Values::F64(c)) if !form.shared_b => {
+                self.multiply(&v[..a_len], Bs::Each(&v[a_len..]), d, c, repeat)
+            }
+            (Values::F32(v), Some(Values::F32(b)), Values::F32(c)) if form.shared_b && b.len() == d.k * d.m => {
+                self.multiply(v, Bs::Shared(b), d, c, repeat)
+            }
+            (Values::F64(v), Some(Values::F64(b)), Values::F64(c)) if form.shared_b && b.len() == d.k * d.m => {
+                self.multiply(v, Bs::Shared(b), d, c, repeat)
+            }
+            _ => return Err(format!("the shared B does not match {form}")),
+        }
+        Ok(c)
     }
 
-    /// As `multiply_into`, computing every product `repeat` times over, one
-    /// product at a time (so the work per product grows `repeat`-fold while
-    /// the data in cache stays one product's): a slower processor for test
-    /// beds (`dls-worker --work-factor`).
-    pub fn multiply_repeated(&self, ab: &[f64], n: usize, k: usize, c: &mut [f64], repeat: u32) {
-        let nn = n * n;
-        debug_assert_eq!(ab.len(), 2 * k * nn);
-        debug_assert_eq!(c.len(), k * nn);
-        if k == 0 || n == 0 {
+    /// The products of `a` (A_1.., n×k each) and `b` into `c` (C_1..,
+    /// n×m each), computing every product `repeat` times over, one product
+    /// at a time (so the work per product grows `repeat`-fold while the
+    /// data in cache stays one product's): a slower processor for test
+    /// beds (`dls-worker --work-factor`). The caller checks the lengths
+    /// (the protocol does, from the frame header).
+    pub fn multiply<T: Elem>(&self, a: &[T], b: Bs<'_, T>, d: Dims, c: &mut [T], repeat: u32) {
+        let (a_len, b_len, c_len) = (d.n * d.k, d.k * d.m, d.n * d.m);
+        if c_len == 0 {
             return;
         }
+        let count = c.len() / c_len;
+        debug_assert_eq!(a.len(), count * a_len);
         let repeat = repeat.max(1);
-        let (a_all, b_all) = ab.split_at(k * nn);
-        let pair = |i: usize| (&a_all[i * nn..(i + 1) * nn], &b_all[i * nn..(i + 1) * nn]);
-        let one_thread = |c: &mut [f64]| {
-            for (i, ci) in c.chunks_mut(nn).enumerate() {
-                let (a, b) = pair(i);
-                for _ in 0..repeat {
-                    gemm(ci, a, b, n, Par::Seq);
-                }
+        if a_len == 0 {
+            // k = 0: every C is an empty sum.
+            c.iter_mut().for_each(|x| *x = T::default());
+            return;
+        }
+        let pair = |i: usize| {
+            let bi = match b {
+                Bs::Each(b) => &b[i * b_len..(i + 1) * b_len],
+                Bs::Shared(b) => b,
+            };
+            (&a[i * a_len..(i + 1) * a_len], bi)
+        };
+        let each = |i: usize, ci: &mut [T], par: Par| {
+            let (ai, bi) = pair(i);
+            for _ in 0..repeat {
+                gemm(ci, ai, bi, d, par);
             }
+        };
+        let one_thread = |c: &mut [T]| {
+            c.chunks_mut(c_len)
+                .enumerate()
+                .for_each(|(i, ci)| each(i, ci, Par::Seq))
         };
         if self.threads == 1 && !self.isolated {
             // No hand-off to the pool: the caller's thread is the one thread.
@@ -102,35 +191,34 @@ impl Kernel {
         self.pool.install(|| {
             if self.threads == 1 {
                 one_thread(c);
-            } else if k >= self.threads && n < SPLIT_PRODUCTS_BELOW {
+            } else if count >= self.threads && d.n * d.k * d.m < SPLIT_PRODUCTS_BELOW {
                 // Many small products: one product per task.
-                c.par_chunks_mut(nn).enumerate().for_each(|(i, ci)| {
-                    let (a, b) = pair(i);
-                    for _ in 0..repeat {
-                        gemm(ci, a, b, n, Par::Seq);
-                    }
-                });
+                c.par_chunks_mut(c_len)
+                    .enumerate()
+                    .for_each(|(i, ci)| each(i, ci, Par::Seq));
             } else {
                 let par = Par::rayon(self.threads);
-                for (i, ci) in c.chunks_mut(nn).enumerate() {
-                    let (a, b) = pair(i);
-                    for _ in 0..repeat {
-                        gemm(ci, a, b, n, par);
-                    }
-                }
+                c.chunks_mut(c_len).enumerate().for_each(|(i, ci)| each(i, ci, par));
             }
         });
     }
 }
 
-/// The textbook triple loop, for tests and for the master's `--verify`.
+/// The textbook triple loop on square float64 matrices, for tests and for
+/// the master's `--verify`.
 pub fn naive(a: &[f64], b: &[f64], n: usize) -> Vec<f64> {
-    let mut c = vec![0.0; n * n];
-    for i in 0..n {
-        for l in 0..n {
-            let x = a[i * n + l];
-            for j in 0..n {
-                c[i * n + j] += x * b[l * n + j];
+    naive_dims(a, b, Dims::square(n))
+}
+
+/// The textbook triple loop for any shape, accumulated in float64 whatever
+/// the inputs' type (a reference for float32 results too).
+pub fn naive_dims<T: Copy + Into<f64>>(a: &[T], b: &[T], d: Dims) -> Vec<f64> {
+    let mut c = vec![0.0; d.n * d.m];
+    for i in 0..d.n {
+        for l in 0..d.k {
+            let x: f64 = a[i * d.k + l].into();
+            for j in 0..d.m {
+                c[i * d.m + j] += x * b[l * d.m + j].into();
             }
         }
     }
@@ -149,36 +237,70 @@ pub fn fill_random(values: &mut [f64], seed: u64) {
     }
 }
 
-/// Seconds to compute `k` products of size `n` on fresh data, each `repeat` times over.
-pub fn time_batch(kernel: &Kernel, n: usize, k: usize, repeat: u32) -> f64 {
-    let mut ab = vec![0.0; 2 * k * n * n];
-    fill_random(&mut ab, 0x5eed ^ n as u64);
-    let t = Instant::now();
-    let mut c = vec![0.0; k * n * n];
-    kernel.multiply_repeated(&ab, n, k, &mut c, repeat);
-    let secs = t.elapsed().as_secs_f64();
-    std::hint::black_box(c);
-    secs
+/// `values` filled by [`fill_random`] (float32 ones rounded from it).
+pub fn fill_random_values(values: &mut Values, seed: u64) {
+    match values {
+        Values::F64(v) => fill_random(v, seed),
+        Values::F32(v) => {
+            let mut w = vec![0.0; v.len()];
+            fill_random(&mut w, seed);
+            v.iter_mut().zip(&w).for_each(|(x, y)| *x = *y as f32);
+        }
+    }
 }
 
-/// This machine's time for one product of size `n`, unloaded: after a
+/// Random inputs (and a shared B when the form has one) for `count`
+/// products of `form`: what probes and benchmarks compute on.
+pub fn random_inputs(form: &Form, count: usize, seed: u64) -> Result<(Values, Option<Values>), String> {
+    let make = |len: u64, seed: u64| {
+        let mut v = Values::try_zeros(form.dtype, len as usize)
+            .ok_or_else(|| format!("no memory for {len} values of {}", form.dtype))?;
+        fill_random_values(&mut v, seed);
+        Ok::<_, String>(v)
+    };
+    let inputs = make(form.in_len(count as u32), seed)?;
+    let shared = match form.shared_b {
+        true => Some(make(form.shape.b_len(), seed ^ 0xb)?),
+        false => None,
+    };
+    Ok((inputs, shared))
+}
+
+/// Seconds to compute `count` products of `form` on fresh data, each
+/// `repeat` times over.
+pub fn time_batch(kernel: &Kernel, form: &Form, count: usize, repeat: u32) -> Result<f64, String> {
+    let (inputs, shared) = random_inputs(form, count, 0x5eed ^ form.shape.n as u64)?;
+    let t = Instant::now();
+    let c = kernel.multiply_form(form, count, &inputs, shared.as_ref(), repeat)?;
+    let secs = t.elapsed().as_secs_f64();
+    std::hint::black_box(c);
+    Ok(secs)
+}
+
+/// This machine's time for one product of `form`, unloaded: after a
 /// warm-up (the first products of a process pay for one-time set-up), the
 /// best of three batches of about 2 ms at 20 GFLOP/s.
-pub fn seconds_per_product(kernel: &Kernel, n: usize) -> f64 {
+pub fn seconds_per_product(kernel: &Kernel, form: &Form) -> f64 {
     // Buffers made and touched once: page faults and allocation are not the
     // kernel's speed (and would make the reference depend on the process's
     // allocation history).
-    let k = (2e-3 / (2.0 * (n as f64).powi(3) / 20e9)).ceil().clamp(1.0, 256.0) as usize;
-    let mut ab = vec![0.0; 2 * k * n * n];
-    fill_random(&mut ab, 0x5eed ^ n as u64);
-    let mut c = vec![1.0; k * n * n];
-    let run = |c: &mut [f64]| {
-        let t = Instant::now();
-        kernel.multiply_into(&ab, n, k, c);
-        t.elapsed().as_secs_f64()
+    let count = (2e-3 / (form.shape.flops() / 20e9)).ceil().clamp(1.0, 256.0) as usize;
+    let Ok((inputs, shared)) = random_inputs(form, count, 0x5eed ^ form.shape.n as u64) else {
+        return 0.0;
     };
-    run(&mut c);
-    (0..3).map(|_| run(&mut c)).fold(f64::INFINITY, f64::min) / k as f64
+    let run = || {
+        let t = Instant::now();
+        let c = kernel.multiply_form(form, count, &inputs, shared.as_ref(), 1);
+        let secs = t.elapsed().as_secs_f64();
+        std::hint::black_box(c).map_or(f64::INFINITY, |_| secs)
+    };
+    run();
+    let best = (0..3).map(|_| run()).fold(f64::INFINITY, f64::min) / count as f64;
+    if best.is_finite() {
+        best
+    } else {
+        0.0
+    }
 }
 
 /// GFLOP/s of the kernel at size `n` (2n³ flops a product): a batch of at
@@ -205,6 +327,7 @@ pub fn gflops(kernel: &Kernel, n: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dls_protocol::DType;
 
     fn check(n: usize, k: usize, threads: usize, isolated: bool) {
         let mut ab = vec![0.0; 2 * k * n * n];
@@ -243,6 +366,96 @@ mod tests {
             .expect("pool")
             .multiply_batch(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], 2, 1);
         assert_eq!(c, vec![19.0, 22.0, 43.0, 50.0]);
+    }
+
+    /// Every shape (thin, wide, k = 1, degenerate), type and sharing of B,
+    /// against the naive product in float64, within k·ε of the type.
+    #[test]
+    fn every_form_matches_the_naive_product() {
+        let shapes = [
+            (1, 1, 1),
+            (3, 5, 2),
+            (2, 7, 9),
+            (17, 1, 4),
+            (40, 33, 3),
+            (5, 64, 70),
+            (0, 3, 2),
+            (3, 0, 2),
+        ];
+        for (n, k, m) in shapes {
+            for dtype in [DType::F32, DType::F64] {
+                for shared_b in [false, true] {
+                    let form = Form {
+                        shape: dls_protocol::Shape { n, k, m },
+                        dtype,
+                        shared_b,
+                    };
+                    for threads in [1, 2] {
+                        check_form(&form, 3, threads);
+                    }
+                }
+            }
+        }
+    }
+
+    fn check_form(form: &Form, count: usize, threads: usize) {
+        let d = Dims::of(form);
+        let (inputs, shared) = random_inputs(form, count, 7).expect("memory");
+        let c = Kernel::new(threads)
+            .expect("pool")
+            .multiply_form(form, count, &inputs, shared.as_ref(), 1)
+            .expect("lengths agree");
+        assert_eq!(c.dtype(), form.dtype);
+        assert_eq!(c.len(), count * d.n * d.m);
+        let x: Vec<f64> = inputs.to_f64(0..inputs.len()).into_owned();
+        let (a_len, b_len, c_len) = (d.n * d.k, d.k * d.m, d.n * d.m);
+        let shared: Option<Vec<f64>> = shared.map(|b| b.to_f64(0..b.len()).into_owned());
+        for i in 0..count {
+            let a = &x[i * a_len..(i + 1) * a_len];
+            let b = match &shared {
+                Some(b) => &b[..],
+                None => &x[count * a_len + i * b_len..count * a_len + (i + 1) * b_len],
+            };
+            let want = naive_dims(a, b, d);
+            // The rounding bound of a dot product of length k: k·ε·Σ|a||b|.
+            let abs = |v: &[f64]| v.iter().map(|x| x.abs()).collect::<Vec<_>>();
+            let scale = naive_dims(&abs(a), &abs(b), d);
+            for (j, y) in want.iter().enumerate() {
+                let got = c.get(i * c_len + j);
+                let tol = (d.k as f64 + 2.0) * form.dtype.epsilon() * scale[j];
+                assert!((got - y).abs() <= tol, "{form} product {i} entry {j}: {got} vs {y}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_chunk_that_disagrees_with_its_form_is_refused() {
+        let kernel = Kernel::new(1).expect("pool");
+        let form = Form::square(2);
+        let e = kernel
+            .multiply_form(&form, 1, &Values::F64(vec![0.0; 7]), None, 1)
+            .expect_err("short");
+        assert!(e.contains("7 float64 values"), "{e}");
+        let f32_form = Form {
+            dtype: DType::F32,
+            ..form
+        };
+        assert!(kernel
+            .multiply_form(&f32_form, 1, &Values::F64(vec![0.0; 8]), None, 1)
+            .is_err());
+        let shared = Form { shared_b: true, ..form };
+        assert!(kernel
+            .multiply_form(&shared, 1, &Values::F64(vec![0.0; 4]), None, 1)
+            .is_err());
+        assert!(kernel
+            .multiply_form(
+                &shared,
+                1,
+                &Values::F64(vec![0.0; 4]),
+                Some(&Values::F64(vec![0.0; 3])),
+                1
+            )
+            .is_err());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use crate::kernel;
 use crate::server::{Config, SpeedChange, WorkerConn, MAX_IN_FLIGHT};
-use dls_protocol::{ab_bytes, c_bytes, ChunkId, Error, ErrorCode, Frame, FromWorker, JobId, Result, ToWorker};
+use dls_protocol::{ChunkId, Error, ErrorCode, Form, Frame, FromWorker, JobId, Result, ToWorker, Values};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,31 +12,39 @@ use tokio::sync::{mpsc, watch};
 use tracing::debug;
 
 enum Work {
-    Chunk { key: Key, n: u32, k: u32, ab: Vec<f64> },
-    Probe { n: u32, k: u32 },
+    Chunk {
+        key: Key,
+        form: Form,
+        count: u32,
+        inputs: Values,
+        shared_b: Option<Arc<Values>>,
+    },
+    Probe {
+        form: Form,
+        count: u32,
+    },
 }
 
 enum Done {
     Chunk {
         key: Key,
-        n: u32,
-        k: u32,
-        c: Vec<f64>,
+        form: Form,
+        count: u32,
+        c: std::result::Result<Values, String>,
         secs: f64,
     },
     Probe {
-        n: u32,
-        k: u32,
-        secs: f64,
+        count: u32,
+        secs: std::result::Result<f64, String>,
     },
 }
 
 type Key = (JobId, ChunkId);
 
 struct Computed {
-    n: u32,
-    k: u32,
-    c: Vec<f64>,
+    form: Form,
+    count: u32,
+    c: Values,
 }
 
 // A chunk holds A and B until computed, C until returned.
@@ -53,6 +61,9 @@ pub(crate) struct Session {
     ready: HashMap<Key, Computed>,
     /// Grants that came before the chunk was computed.
     granted: HashSet<Key>,
+    /// Each job's shared B (`ShareB`), held until the job is cancelled or
+    /// the session ends.
+    shared_b: HashMap<JobId, (Form, Arc<Values>)>,
     cancelled: HashSet<JobId>,
     served: Served,
 }
@@ -80,36 +91,48 @@ enum Flow {
 
 /// Refuse, before its payload is allocated, what would break the limits.
 fn admit(msg: &ToWorker, held: u64, limit: u64, in_flight: usize) -> Result<()> {
-    let (n, k, what) = match *msg {
-        ToWorker::Assign { n, k, chunk, .. } => (n, k, format!("chunk {}", chunk.0)),
-        ToWorker::ComputeProbe { n, k } => (n, k, "compute probe".to_string()),
+    let refuse = |message: String| {
+        Err(Error::Refused {
+            code: ErrorCode::MemoryLimit,
+            message,
+        })
+    };
+    let (need, what) = match *msg {
+        ToWorker::Assign { form, count, chunk, .. } => (
+            Some(form.held_bytes(count)),
+            format!("chunk {} of {count} products of {form}", chunk.0),
+        ),
+        ToWorker::ComputeProbe { form, count } => {
+            let b = if form.shared_b { form.b_bytes() } else { 0 };
+            (
+                form.held_bytes(count).checked_add(b),
+                format!("compute probe of {count} products of {form}"),
+            )
+        }
+        ToWorker::ShareB { form, .. } => (Some(form.b_bytes()), format!("the shared B of {form}")),
         ToWorker::Echo { len } | ToWorker::Pull { len } => {
             return match len.checked_mul(8) {
                 Some(b) if held.saturating_add(b) <= limit => Ok(()),
-                _ => Err(Error::Refused {
-                    code: ErrorCode::MemoryLimit,
-                    message: format!("a probe of {len} values exceeds this worker's {limit}-byte memory limit"),
-                }),
+                _ => refuse(format!(
+                    "a probe of {len} values exceeds this worker's {limit}-byte memory limit"
+                )),
             }
         }
         _ => return Ok(()),
     };
-    if in_flight >= MAX_IN_FLIGHT {
-        return Err(Error::Refused {
-            code: ErrorCode::MemoryLimit,
-            message: format!("{what}: {MAX_IN_FLIGHT} chunks are already in flight on this worker"),
-        });
+    if in_flight >= MAX_IN_FLIGHT && matches!(msg, ToWorker::Assign { .. } | ToWorker::ComputeProbe { .. }) {
+        return refuse(format!(
+            "{what}: {MAX_IN_FLIGHT} chunks are already in flight on this worker"
+        ));
     }
-    let need = ab_bytes(n, k).checked_add(c_bytes(n, k));
+    // Saturated sizes (u64::MAX) never fit.
     match need {
-        Some(need) if held.saturating_add(need) <= limit => Ok(()),
-        _ => Err(Error::Refused {
-            code: ErrorCode::MemoryLimit,
-            message: format!(
-                "{what} of {k} products of size {n} needs {} bytes; this worker holds {held} of its {limit}-byte memory limit",
-                need.map_or("too many".to_string(), |b| b.to_string())
-            ),
-        }),
+        Some(need) if need < u64::MAX && held.saturating_add(need) <= limit => Ok(()),
+        _ => refuse(format!(
+            "{what} needs {} bytes; this worker holds {held} of its {limit}-byte memory limit",
+            need.filter(|&b| b < u64::MAX)
+                .map_or("too many".to_string(), |b| b.to_string())
+        )),
     }
 }
 
@@ -123,6 +146,7 @@ impl Session {
             in_flight: HashSet::new(),
             ready: HashMap::new(),
             granted: HashSet::new(),
+            shared_b: HashMap::new(),
             cancelled: HashSet::new(),
             served: Served::default(),
         }
@@ -142,15 +166,15 @@ impl Session {
             let mut job: Option<(JobId, u64)> = None;
             while let Some(work) = work_rx.blocking_recv() {
                 let units = match &work {
-                    Work::Chunk { key, k, .. } => {
+                    Work::Chunk { key, count, .. } => {
                         let done = match job {
                             Some((j, d)) if j == key.0 => d,
                             _ => 0,
                         };
-                        job = Some((key.0, done + *k as u64));
-                        SpeedChange::wait_units(change, slowdown, done, *k as u64)
+                        job = Some((key.0, done + *count as u64));
+                        SpeedChange::wait_units(change, slowdown, done, *count as u64)
                     }
-                    Work::Probe { k, .. } => SpeedChange::wait_units(None, slowdown, 0, *k as u64),
+                    Work::Probe { count, .. } => SpeedChange::wait_units(None, slowdown, 0, *count as u64),
                 };
                 if done_tx
                     .send(compute(&kernel, &reference, work, units, work_factor))
@@ -222,21 +246,45 @@ impl Session {
             message: what,
         };
         match frame.msg {
-            ToWorker::Assign { job, chunk, n, k } => {
+            ToWorker::Assign {
+                job,
+                chunk,
+                form,
+                count,
+            } => {
                 let key = (job, chunk);
+                let shared_b = match self.shared_b.get(&job) {
+                    Some((f, b)) if form.shared_b && *f == form => Some(b.clone()),
+                    _ if form.shared_b => {
+                        return Err(unexpected(format!(
+                            "chunk {} of job {} needs the job's shared B of {form}, which was not sent",
+                            chunk.0, job.0
+                        )))
+                    }
+                    _ => None,
+                };
                 if !self.in_flight.insert(key) {
                     return Err(unexpected(format!("chunk {} of job {} assigned twice", chunk.0, job.0)));
                 }
                 self.cancelled.remove(&job);
-                self.held += ab_bytes(n, k) + c_bytes(n, k);
+                self.held += form.held_bytes(count);
                 conn.send(&FromWorker::Received { job, chunk }).await?;
-                debug!(job = job.0, chunk = chunk.0, n, k, "received");
+                debug!(job = job.0, chunk = chunk.0, %form, count, "received");
                 let _ = work.send(Work::Chunk {
                     key,
-                    n,
-                    k,
-                    ab: frame.payload,
+                    form,
+                    count,
+                    inputs: frame.payload,
+                    shared_b,
                 });
+            }
+            ToWorker::ShareB { job, form } => {
+                if self.shared_b.contains_key(&job) || !form.shared_b {
+                    return Err(unexpected(format!("a second shared B for job {}", job.0)));
+                }
+                self.cancelled.remove(&job);
+                self.held += form.b_bytes();
+                self.shared_b.insert(job, (form, Arc::new(frame.payload)));
             }
             ToWorker::Grant { job, chunk } => {
                 let key = (job, chunk);
@@ -256,9 +304,13 @@ impl Session {
                 let keys: Vec<Key> = self.ready.keys().filter(|k| k.0 == job).copied().collect();
                 for key in keys {
                     if let Some(done) = self.ready.remove(&key) {
-                        self.held = self.held.saturating_sub(c_bytes(done.n, done.k));
+                        self.held = self.held.saturating_sub(done.form.out_bytes(done.count));
                         self.in_flight.remove(&key);
                     }
+                }
+                if let Some((form, _)) = self.shared_b.remove(&job) {
+                    // Chunks still computing hold their own reference to it.
+                    self.held = self.held.saturating_sub(form.b_bytes());
                 }
                 self.granted.retain(|k| k.0 != job);
             }
@@ -266,11 +318,11 @@ impl Session {
             ToWorker::Echo { len } => conn.send(&FromWorker::EchoAck { len }).await?,
             ToWorker::Pull { len } => {
                 // `admit` checked len against the memory limit.
-                let data = vec![0.0; len as usize];
+                let data = Values::zeros(dls_protocol::DType::F64, len as usize);
                 conn.write_frame(&FromWorker::PullData { len }, &data).await?;
             }
-            ToWorker::ComputeProbe { n, k } => {
-                let _ = work.send(Work::Probe { n, k });
+            ToWorker::ComputeProbe { form, count } => {
+                let _ = work.send(Work::Probe { form, count });
             }
             ToWorker::Bye => {
                 let _ = conn.send(&FromWorker::Bye).await;
@@ -285,21 +337,37 @@ impl Session {
 
     async fn on_done(&mut self, conn: &mut WorkerConn, done: Done) -> Result<Flow> {
         match done {
-            Done::Probe { n, k, secs } => conn.send(&FromWorker::ComputeDone { n, k, secs }).await?,
-            Done::Chunk { key, n, k, c, secs } => {
-                self.held = self.held.saturating_sub(ab_bytes(n, k));
+            Done::Probe { count, secs } => {
+                let secs = secs.map_err(|e| Error::Refused {
+                    code: ErrorCode::Internal,
+                    message: format!("compute probe: {e}"),
+                })?;
+                conn.send(&FromWorker::ComputeDone { count, secs }).await?
+            }
+            Done::Chunk {
+                key,
+                form,
+                count,
+                c,
+                secs,
+            } => {
+                self.held = self.held.saturating_sub(form.in_bytes(count));
                 if self.cancelled.contains(&key.0) {
-                    self.held = self.held.saturating_sub(c_bytes(n, k));
+                    self.held = self.held.saturating_sub(form.out_bytes(count));
                     self.in_flight.remove(&key);
                     return Ok(Flow::Continue);
                 }
+                let c = c.map_err(|e| Error::Refused {
+                    code: ErrorCode::Internal,
+                    message: format!("chunk {}: {e}", key.1 .0),
+                })?;
                 conn.send(&FromWorker::Ready {
                     job: key.0,
                     chunk: key.1,
                     compute_secs: secs,
                 })
                 .await?;
-                let computed = Computed { n, k, c };
+                let computed = Computed { form, count, c };
                 if self.granted.remove(&key) {
                     self.send_results(conn, key, computed).await?;
                 } else {
@@ -316,41 +384,42 @@ impl Session {
             &FromWorker::Results {
                 job: key.0,
                 chunk: key.1,
-                n: done.n,
-                k: done.k,
+                form: done.form,
+                count: done.count,
             },
             &done.c,
         )
         .await?;
-        self.held = self.held.saturating_sub(c_bytes(done.n, done.k));
+        let bytes = done.form.out_bytes(done.count);
+        self.held = self.held.saturating_sub(bytes);
         self.in_flight.remove(&key);
-        self.served.products += u64::from(done.k);
-        self.served.bytes_out += c_bytes(done.n, done.k);
+        self.served.products += u64::from(done.count);
+        self.served.bytes_out += bytes;
         Ok(())
     }
 }
 
-/// Emulation of a slower processor: after computing k products of size n,
-/// wait `(slowdown − 1) · k · t(n)` (with a speed change, the products past
-/// it count `slowdown · factor − 1`), where t(n) is this machine's time for
-/// one product measured once, unloaded (`kernel::seconds_per_product`). Tying the
-/// wait to a reference rather than to the time just measured keeps the
-/// emulated speed steady when other processes share the cores: on a busy
-/// machine a measured time, and a wait proportional to it, would swing
-/// `slowdown`-fold.
+/// Emulation of a slower processor: after computing `count` products of
+/// a form, wait `(slowdown − 1) · count · t(form)` (with a speed change, the
+/// products past it count `slowdown · factor − 1`), where t(form) is this
+/// machine's time for one product measured once, unloaded
+/// (`kernel::seconds_per_product`). Tying the wait to a reference rather
+/// than to the time just measured keeps the emulated speed steady when
+/// other processes share the cores: on a busy machine a measured time, and
+/// a wait proportional to it, would swing `slowdown`-fold.
 #[derive(Default)]
 pub struct Reference {
-    per_product: std::sync::Mutex<HashMap<u32, f64>>,
+    per_product: std::sync::Mutex<HashMap<Form, f64>>,
 }
 
 impl Reference {
-    fn seconds_per_product(&self, kernel: &kernel::Kernel, n: u32) -> f64 {
-        if let Some(&t) = self.per_product.lock().ok().and_then(|m| m.get(&n).copied()).as_ref() {
+    fn seconds_per_product(&self, kernel: &kernel::Kernel, form: &Form) -> f64 {
+        if let Some(&t) = self.per_product.lock().ok().and_then(|m| m.get(form).copied()).as_ref() {
             return t;
         }
-        let t = kernel::seconds_per_product(kernel, n as usize);
+        let t = kernel::seconds_per_product(kernel, form);
         if let Ok(mut m) = self.per_product.lock() {
-            m.insert(n, t);
+            m.insert(*form, t);
         }
         t
     }
@@ -361,44 +430,48 @@ impl Reference {
 /// (`Reference`). The time reported is the kernel's plus the wait; a
 /// probe's random inputs are not counted.
 fn compute(kernel: &kernel::Kernel, reference: &Reference, work: Work, wait_units: f64, work_factor: u32) -> Done {
-    let n = match work {
-        Work::Chunk { n, .. } | Work::Probe { n, .. } => n,
+    let form = match &work {
+        Work::Chunk { form, .. } | Work::Probe { form, .. } => *form,
     };
     let wait = if wait_units > 0.0 {
-        wait_units * reference.seconds_per_product(kernel, n)
+        wait_units * reference.seconds_per_product(kernel, &form)
     } else {
         0.0
     };
-    let (done, wall) = match work {
-        Work::Chunk { key, n, k, ab } => {
+    let t0 = Instant::now();
+    let mut done = match work {
+        Work::Chunk {
+            key,
+            form,
+            count,
+            inputs,
+            shared_b,
+        } => {
             debug!(job = key.0 .0, chunk = key.1 .0, "computing");
-            let t0 = Instant::now();
-            let mut c = vec![0.0; k as usize * (n as usize).pow(2)];
-            kernel.multiply_repeated(&ab, n as usize, k as usize, &mut c, work_factor);
-            let wall = t0.elapsed().as_secs_f64();
-            drop(ab);
-            (
-                Done::Chunk {
-                    key,
-                    n,
-                    k,
-                    c,
-                    secs: 0.0,
-                },
-                wall,
-            )
+            let c = kernel.multiply_form(&form, count as usize, &inputs, shared_b.as_deref(), work_factor);
+            Done::Chunk {
+                key,
+                form,
+                count,
+                c,
+                secs: t0.elapsed().as_secs_f64(),
+            }
         }
-        Work::Probe { n, k } => (
-            Done::Probe { n, k, secs: 0.0 },
-            kernel::time_batch(kernel, n as usize, k as usize, work_factor),
-        ),
+        Work::Probe { form, count } => Done::Probe {
+            count,
+            secs: kernel::time_batch(kernel, &form, count as usize, work_factor),
+        },
     };
     if wait > 0.0 {
         std::thread::sleep(Duration::from_secs_f64(wait));
     }
-    let secs = wall + wait;
-    match done {
-        Done::Chunk { key, n, k, c, .. } => Done::Chunk { key, n, k, c, secs },
-        Done::Probe { n, k, .. } => Done::Probe { n, k, secs },
+    match &mut done {
+        Done::Chunk { secs, .. } => *secs += wait,
+        Done::Probe { secs, .. } => {
+            if let Ok(s) = secs {
+                *s += wait
+            }
+        }
     }
+    done
 }

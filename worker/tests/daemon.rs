@@ -1,7 +1,8 @@
 //! A real `dls-worker` process on 127.0.0.1, driven through the protocol.
 
 use dls_protocol::{
-    handshake, ChunkId, Connection, ErrorCode, Frame, FromWorker, JobId, ToWorker, Token, PROTOCOL_VERSION,
+    handshake, ChunkId, Connection, DType, ErrorCode, Form, Frame, FromWorker, JobId, ToWorker, Token, Values,
+    PROTOCOL_VERSION,
 };
 use dls_worker::kernel;
 use std::io::{BufRead, BufReader};
@@ -87,39 +88,56 @@ async fn next(c: &mut Master) -> FromWorker {
         .msg
 }
 
-/// A chunk of k random products of size n, and the results a naive product gives.
-fn chunk(n: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
-    let nn = n * n;
-    let mut ab = vec![0.0; 2 * k * nn];
-    kernel::fill_random(&mut ab, seed);
-    let mut c = Vec::with_capacity(k * nn);
-    for i in 0..k {
-        c.extend(kernel::naive(
-            &ab[i * nn..(i + 1) * nn],
-            &ab[(k + i) * nn..(k + i + 1) * nn],
-            n,
-        ));
+/// A chunk of `count` random products of `form` (and its shared B), and
+/// the results a naive product in float64 gives.
+fn chunk(form: &Form, count: usize, seed: u64) -> (Values, Option<Values>, Vec<f64>) {
+    let (inputs, shared) = kernel::random_inputs(form, count, seed).expect("memory");
+    let d = kernel::Dims::of(form);
+    let x = inputs.to_f64(0..inputs.len()).into_owned();
+    let (a_len, b_len) = (d.n * d.k, d.k * d.m);
+    let sb = shared.as_ref().map(|b| b.to_f64(0..b.len()).into_owned());
+    let mut c = Vec::new();
+    for i in 0..count {
+        let b = match &sb {
+            Some(b) => &b[..],
+            None => &x[count * a_len + i * b_len..count * a_len + (i + 1) * b_len],
+        };
+        c.extend(kernel::naive_dims(&x[i * a_len..(i + 1) * a_len], b, d));
     }
-    (ab, c)
+    (inputs, shared, c)
 }
 
-fn assert_close(got: &[f64], want: &[f64], n: usize) {
+/// Results within the rounding of the form's type (values in [-1, 1)).
+fn assert_close(got: &Values, want: &[f64], form: &Form) {
     assert_eq!(got.len(), want.len());
-    for (x, y) in got.iter().zip(want) {
-        assert!((x - y).abs() <= 1e-12 * n as f64, "{x} vs {y}");
+    assert_eq!(got.dtype(), form.dtype);
+    let tol = 4.0 * (form.shape.k as f64 + 2.0) * form.dtype.epsilon();
+    for (i, y) in want.iter().enumerate() {
+        let x = got.get(i);
+        assert!((x - y).abs() <= tol, "{form}: {x} vs {y}");
     }
 }
 
 /// One chunk end to end; results must not come before the grant.
-async fn good_chunk(c: &mut Master, job: u64, n: u32, k: u32) {
-    let (ab, want) = chunk(n as usize, k as usize, job * 7 + n as u64);
+async fn good_chunk(c: &mut Master, job: u64, n: u32, count: u32) {
+    form_chunk(c, job, &Form::square(n), count).await
+}
+
+/// One chunk of `form` end to end (its shared B first, when it has one).
+async fn form_chunk(c: &mut Master, job: u64, form: &Form, count: u32) {
+    let (ab, shared, want) = chunk(form, count as usize, job * 7 + form.shape.n as u64);
     let (job, chunk_id) = (JobId(job), ChunkId(1));
+    if let Some(b) = &shared {
+        c.write_frame(&ToWorker::ShareB { job, form: *form }, b)
+            .await
+            .expect("sends B");
+    }
     c.write_frame(
         &ToWorker::Assign {
             job,
             chunk: chunk_id,
-            n,
-            k,
+            form: *form,
+            count,
         },
         &ab,
     )
@@ -155,11 +173,45 @@ async fn good_chunk(c: &mut Master, job: u64, n: u32, k: u32) {
         FromWorker::Results {
             job,
             chunk: chunk_id,
-            n,
-            k
+            form: *form,
+            count
         }
     );
-    assert_close(&f.payload, &want, n as usize);
+    assert_close(&f.payload, &want, form);
+}
+
+#[tokio::test]
+async fn rectangular_float32_and_shared_b_chunks_are_computed_right() {
+    let d = Daemon::start(&[], None);
+    let mut c = master(&d.addr, None).await.expect("handshake");
+    let shape = dls_protocol::Shape { n: 7, k: 30, m: 3 };
+    let mut job = 10;
+    for dtype in [DType::F32, DType::F64] {
+        for shared_b in [false, true] {
+            job += 1;
+            form_chunk(&mut c, job, &Form { shape, dtype, shared_b }, 4).await;
+        }
+    }
+    // A chunk that needs a shared B never sent is refused by name.
+    let form = Form {
+        shape,
+        dtype: DType::F32,
+        shared_b: true,
+    };
+    let (ab, _, _) = chunk(&form, 1, 3);
+    c.write_frame(
+        &ToWorker::Assign {
+            job: JobId(99),
+            chunk: ChunkId(1),
+            form,
+            count: 1,
+        },
+        &ab,
+    )
+    .await
+    .expect("sends");
+    let m = expect_error(&mut c, ErrorCode::UnexpectedMessage).await;
+    assert!(m.contains("shared B"), "{m}");
 }
 
 #[tokio::test]
@@ -169,14 +221,15 @@ async fn results_only_after_the_grant() {
     good_chunk(&mut c, 1, 8, 3).await;
     good_chunk(&mut c, 2, 65, 2).await;
     // A grant that comes before the chunk is computed is honoured once it is.
-    let (ab, want) = chunk(120, 4, 5);
+    let form = Form::square(120);
+    let (ab, _, want) = chunk(&form, 4, 5);
     let (job, ch) = (JobId(3), ChunkId(9));
     c.write_frame(
         &ToWorker::Assign {
             job,
             chunk: ch,
-            n: 120,
-            k: 4,
+            form,
+            count: 4,
         },
         &ab,
     )
@@ -191,9 +244,9 @@ async fn results_only_after_the_grant() {
         .expect("valid")
         .expect("frame");
     assert!(matches!(f.msg, FromWorker::Results { .. }));
-    assert_close(&f.payload, &want, 120);
+    assert_close(&f.payload, &want, &form);
     // Calibration probes and heartbeats.
-    c.write_frame(&ToWorker::Echo { len: 1000 }, &vec![1.5; 1000])
+    c.write_frame(&ToWorker::Echo { len: 1000 }, &Values::F64(vec![1.5; 1000]))
         .await
         .expect("echo");
     assert_eq!(next(&mut c).await, FromWorker::EchoAck { len: 1000 });
@@ -204,8 +257,13 @@ async fn results_only_after_the_grant() {
         .expect("valid")
         .expect("frame");
     assert_eq!((f.msg, f.payload.len()), (FromWorker::PullData { len: 777 }, 777));
-    c.send(&ToWorker::ComputeProbe { n: 32, k: 2 }).await.expect("probe");
-    assert!(matches!(next(&mut c).await, FromWorker::ComputeDone { n: 32, k: 2, secs } if secs > 0.0));
+    c.send(&ToWorker::ComputeProbe {
+        form: Form::square(32),
+        count: 2,
+    })
+    .await
+    .expect("probe");
+    assert!(matches!(next(&mut c).await, FromWorker::ComputeDone { count: 2, secs } if secs > 0.0));
     c.send(&ToWorker::Heartbeat { seq: 42 }).await.expect("heartbeat");
     assert_eq!(next(&mut c).await, FromWorker::HeartbeatAck { seq: 42 });
     c.send(&ToWorker::Bye).await.expect("bye");
@@ -300,16 +358,16 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
 
     // A truncated frame after the handshake.
     let mut c = next_master(&addr, "tok-0123456789abcdef").await;
-    let (ab, _) = chunk(4, 1, 1);
+    let (ab, _, _) = chunk(&Form::square(4), 1, 1);
     let mut frame = Vec::new();
     dls_protocol::frame::encode_head(
         &ToWorker::Assign {
             job: JobId(1),
             chunk: ChunkId(1),
-            n: 4,
-            k: 1,
+            form: Form::square(4),
+            count: 1,
         },
-        ab.len(),
+        ab.as_bytes().len() as u64,
         &mut frame,
     )
     .expect("encodes");
@@ -325,10 +383,10 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
         &ToWorker::Assign {
             job: JobId(1),
             chunk: ChunkId(1),
-            n: 4,
-            k: 1,
+            form: Form::square(4),
+            count: 1,
         },
-        3,
+        24,
         &mut frame,
     )
     .expect("encodes");
@@ -338,15 +396,15 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
 
     // A chunk above the memory limit (1 MB here: 10 products of 100×100 need 2.4 MB).
     let mut c = next_master(&addr, "tok-0123456789abcdef").await;
-    let big = vec![0.0; 2 * 10 * 100 * 100];
+    let big = Values::F64(vec![0.0; 2 * 10 * 100 * 100]);
     // The worker refuses on the header; it may close before we finish writing.
     let _ = c
         .write_frame(
             &ToWorker::Assign {
                 job: JobId(1),
                 chunk: ChunkId(1),
-                n: 100,
-                k: 10,
+                form: Form::square(100),
+                count: 10,
             },
             &big,
         )
@@ -371,10 +429,15 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
 }
 
 /// Best of five compute probes, as the worker reports them.
-async fn probe_min(c: &mut Master, n: u32, k: u32) -> f64 {
+async fn probe_min(c: &mut Master, n: u32, count: u32) -> f64 {
     let mut best = f64::INFINITY;
     for _ in 0..5 {
-        c.send(&ToWorker::ComputeProbe { n, k }).await.expect("probe");
+        c.send(&ToWorker::ComputeProbe {
+            form: Form::square(n),
+            count,
+        })
+        .await
+        .expect("probe");
         match next(c).await {
             FromWorker::ComputeDone { secs, .. } => best = best.min(secs),
             other => panic!("{other:?}"),

@@ -20,6 +20,93 @@ pub struct Cli {
     pub log_format: dls_worker::LogFormat,
 }
 
+/// What the products of a batch are: their shape, type, and whether one
+/// B serves them all.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Products {
+    /// Square products of size n (A, B and C n×n).
+    #[arg(long, conflicts_with = "shape")]
+    pub size: Option<usize>,
+    /// Rectangular products: A n×k, B k×m, C n×m, given as n,k,m.
+    #[arg(long, value_name = "N,K,M", value_parser = parse_shape)]
+    pub shape: Option<dls_protocol::Shape>,
+    /// The type of every matrix: float64 or float32 [default: float64, or the inputs'].
+    #[arg(long, value_parser = parse_dtype)]
+    pub dtype: Option<dls_protocol::DType>,
+    /// One B (k×m) shared by every product, sent once to each worker.
+    #[arg(long)]
+    pub shared_b: bool,
+}
+
+/// `n,k,m` (or `n` for a square n×n·n×n product), each at least 1.
+pub fn parse_shape(s: &str) -> std::result::Result<dls_protocol::Shape, String> {
+    let dims: Vec<u32> = s
+        .split(',')
+        .map(|d| {
+            d.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("{d:?} is not a dimension (a whole number from 1 to {})", u32::MAX))
+        })
+        .collect::<std::result::Result<_, _>>()?;
+    let shape = match dims[..] {
+        [n] => dls_protocol::Shape::square(n),
+        [n, k, m] => dls_protocol::Shape { n, k, m },
+        _ => return Err(format!("{s:?}: give n,k,m (A n×k, B k×m)")),
+    };
+    if shape.n == 0 || shape.k == 0 || shape.m == 0 {
+        return Err(format!("{s:?}: every dimension must be at least 1"));
+    }
+    Ok(shape)
+}
+
+/// `float32` or `float64` (also `f32`, `f64`).
+pub fn parse_dtype(s: &str) -> std::result::Result<dls_protocol::DType, String> {
+    dls_protocol::DType::parse(s).ok_or_else(|| format!("{s:?}: the type is float32 or float64"))
+}
+
+impl Products {
+    /// The shape the flags give, if any, and which flag gave it.
+    pub fn shape(&self) -> Result<Option<(dls_protocol::Shape, &'static str)>> {
+        match (self.size, self.shape) {
+            (Some(0), _) => anyhow::bail!("--size must be at least 1"),
+            (Some(n), _) => {
+                let n = u32::try_from(n).map_err(|_| {
+                    anyhow::anyhow!("--size {n} is larger than the protocol carries (at most {})", u32::MAX)
+                })?;
+                Ok(Some((dls_protocol::Shape::square(n), "--size")))
+            }
+            (None, Some(s)) => Ok(Some((s, "--shape"))),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// The products the flags describe, with `default_n` when they give no
+    /// shape (an error when there is none).
+    pub fn form(&self, default_n: Option<u32>) -> Result<dls_protocol::Form> {
+        let shape = match (self.shape()?, default_n) {
+            (Some((s, _)), _) => s,
+            (None, Some(n)) => dls_protocol::Shape::square(n),
+            (None, None) => anyhow::bail!("give --size n or --shape n,k,m"),
+        };
+        Ok(dls_protocol::Form {
+            shape,
+            dtype: self.dtype.unwrap_or(dls_protocol::DType::F64),
+            shared_b: self.shared_b,
+        })
+    }
+
+    /// What input files must agree with.
+    pub fn expect(&self) -> Result<crate::output::npy::Expect> {
+        let shape = self.shape()?;
+        Ok(crate::output::npy::Expect {
+            shape: shape.map(|s| s.0),
+            shape_flag: shape.map(|s| s.1),
+            dtype: self.dtype,
+            shared_b: self.shared_b,
+        })
+    }
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum StrategyArg {
     Fifo,
@@ -102,9 +189,9 @@ pub enum Command {
     Calibrate {
         #[command(flatten)]
         workers: Workers,
-        /// Matrix size n of a unit (one product).
-        #[arg(long, default_value_t = 128)]
-        size: usize,
+        /// What one unit (one product) is [default: --size 128, float64].
+        #[command(flatten)]
+        products: Products,
         /// Where to write the platform file.
         #[arg(short = 'o', long)]
         output: PathBuf,
@@ -251,9 +338,10 @@ pub struct RunArgs {
     /// Number of products M (inferred from --input when given).
     #[arg(long)]
     pub batch: Option<usize>,
-    /// Matrix size n (inferred from --input when given).
-    #[arg(long)]
-    pub size: Option<usize>,
+    /// The products (inferred from --input when given; checked against it
+    /// when both are).
+    #[command(flatten)]
+    pub products: Products,
     /// Which schedule: fifo, lifo, inc-c, inc-w (one round, sends in that order),
     /// best (every one-round family and rounds, the fastest predicted), rounds (multi-round).
     #[arg(long, value_enum, default_value = "fifo")]
@@ -267,10 +355,11 @@ pub struct RunArgs {
     /// Platform file with the workers' costs [default: from the cluster file, else calibrate first].
     #[arg(long)]
     pub platform: Option<PathBuf>,
-    /// A and B as .npy files of shape (M, n, n), float64.
+    /// A and B as .npy files: A of shape (M, n, k), B of shape (M, k, m),
+    /// or (k, m) for one B shared by every product; float32 or float64.
     #[arg(long, num_args = 2, value_names = ["A.npy", "B.npy"])]
     pub input: Option<Vec<PathBuf>>,
-    /// Write C as a .npy file of shape (M, n, n), in batch order.
+    /// Write C as a .npy file of shape (M, n, m), in batch order, in the inputs' type.
     #[arg(long)]
     pub output: Option<PathBuf>,
     /// Seed of the random inputs (and of the products chosen for --verify).

@@ -1,6 +1,6 @@
 //! What each `dls` subcommand does beyond parsing its flags.
 
-use crate::cli::args::{cluster_of, runtime, token_of, RoundingArg, RunArgs, Workers};
+use crate::cli::args::{cluster_of, runtime, token_of, Products, RoundingArg, RunArgs, Workers};
 use crate::cli::outputs;
 use crate::config::cluster::Cluster;
 use crate::config::platform_file::PlatformFile;
@@ -16,20 +16,18 @@ use crate::session::{self, BatchRun, RunConfig};
 use anyhow::{bail, Context, Result};
 use dls_lp::Platform;
 use dls_lp::{Ports, Rounding};
-use dls_protocol::Token;
+use dls_protocol::{Form, Token};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-pub fn calibrate(workers: &Workers, size: usize, output: &Path, json: bool, require_all: bool) -> Result<()> {
-    if size == 0 {
-        bail!("--size must be at least 1");
-    }
+pub fn calibrate(workers: &Workers, products: &Products, output: &Path, json: bool, require_all: bool) -> Result<()> {
+    let form = products.form(Some(128))?;
     let cluster = cluster_of(workers)?;
     let token = token_of(workers.token_file.as_deref(), Some(&cluster))?;
     runtime()?.block_on(async {
         let (mut pool, _) = connect(&cluster, token.as_ref(), require_all, workers.encrypt).await?;
-        eprintln!("calibrating {} worker(s) with {size}×{size} matrices ...", pool.len());
-        let cal = calibrate_pool(&mut pool, size, require_all).await;
+        eprintln!("calibrating {} worker(s) with products of {form} ...", pool.len());
+        let cal = calibrate_pool(&mut pool, form, require_all).await;
         pool.close().await;
         let (cal, _) = cal?;
         std::fs::write(output, cal.to_toml()?).with_context(|| format!("writing {}", output.display()))?;
@@ -75,8 +73,8 @@ async fn connect(
 
 /// Calibrate the pool's workers: all of them (`require_all`), or those that
 /// can be measured, warning about (and dropping) the others.
-async fn calibrate_pool(pool: &mut Pool, size: usize, require_all: bool) -> Result<(Calibration, Vec<LeftOut>)> {
-    let opts = CalibrateOptions::new(size);
+async fn calibrate_pool(pool: &mut Pool, form: Form, require_all: bool) -> Result<(Calibration, Vec<LeftOut>)> {
+    let opts = CalibrateOptions::for_form(form);
     if require_all {
         return Ok((calibrate::calibrate(pool.links_mut(), &opts).await?, Vec::new()));
     }
@@ -147,22 +145,19 @@ fn batch_of(args: &RunArgs) -> Result<Batch> {
     if args.batch == Some(0) {
         bail!("--batch 0: a batch needs at least one product");
     }
-    if args.size == Some(0) {
-        bail!("--size must be at least 1");
-    }
     match &args.input {
         Some(files) => {
-            let b = crate::output::npy::read_batch(&files[0], &files[1], args.size)?;
+            let b = crate::output::npy::read_batch(&files[0], &files[1], &args.products.expect()?)?;
             if let Some(m) = args.batch {
-                if m != b.m {
+                if m != b.count {
                     bail!(
                         "--batch {m} disagrees with {}, which holds {} matrices",
                         files[0].display(),
-                        b.m
+                        b.count
                     );
                 }
             }
-            if b.m == 0 {
+            if b.count == 0 {
                 bail!(
                     "{} holds no matrix: a batch needs at least one product",
                     files[0].display()
@@ -171,12 +166,16 @@ fn batch_of(args: &RunArgs) -> Result<Batch> {
             Ok(b)
         }
         None => {
-            let (Some(m), Some(n)) = (args.batch, args.size) else {
-                bail!("give --batch M and --size n (or --input A.npy B.npy)");
+            let (Some(m), Some((_, flag))) = (args.batch, args.products.shape()?) else {
+                bail!("give --batch M and --size n or --shape n,k,m (or --input A.npy B.npy)");
             };
-            let what = format!("--batch {m} --size {n}");
-            crate::runtime::batch::check_fits(m, n, crate::runtime::batch::available_memory(), &what)?;
-            Ok(Batch::random(m, n, args.seed))
+            let form = args.products.form(None)?;
+            let what = match flag {
+                "--size" => format!("--batch {m} --size {}", form.shape.n),
+                _ => format!("--batch {m} --shape {},{},{}", form.shape.n, form.shape.k, form.shape.m),
+            };
+            crate::runtime::batch::check_fits(m, &form, crate::runtime::batch::available_memory(), &what)?;
+            Batch::random_form(form, m, args.seed)
         }
     }
 }
@@ -206,23 +205,24 @@ fn run_config(args: &RunArgs) -> Result<RunConfig> {
 }
 
 /// The model file to learn into (`--learn`, `--model`) and what it holds.
-fn model_of(args: &RunArgs, n: usize) -> Result<Option<(PathBuf, Model)>> {
+fn model_of(args: &RunArgs, form: &Form) -> Result<Option<(PathBuf, Model)>> {
+    let key = crate::learn::form_key(form);
     let path = match (&args.model, &args.workers.cluster) {
         (Some(m), _) => m.clone(),
-        (None, Some(c)) if args.learn => PathBuf::from(format!("{}.model-{n}.json", c.display())),
+        (None, Some(c)) if args.learn => PathBuf::from(format!("{}.model-{key}.json", c.display())),
         (None, None) if args.learn => bail!("with --workers, give --model FILE to learn into"),
         _ => return Ok(None),
     };
     let model = match Model::load(&path)? {
-        Some(m) if m.size != n => {
+        Some(m) if m.key() != key => {
             bail!(
-                "{} holds costs for matrices of size {}, not {n}",
+                "{} holds costs for products {}, not {key} ({form})",
                 path.display(),
-                m.size
+                m.key()
             )
         }
         Some(m) => m,
-        None => Model::new(n),
+        None => Model::new(form),
     };
     Ok(Some((path, model)))
 }
@@ -233,7 +233,7 @@ async fn platform_for(
     pool: &mut Pool,
     given: Option<Platform>,
     model: Option<&Model>,
-    n: usize,
+    form: Form,
     require_all: bool,
 ) -> Result<(Platform, Vec<LeftOut>)> {
     let names = pool.names();
@@ -250,7 +250,7 @@ async fn platform_for(
         }
         None => {
             eprintln!("calibrating {} worker(s) (no --platform given) ...", pool.len());
-            let (cal, l) = calibrate_pool(pool, n, require_all).await?;
+            let (cal, l) = calibrate_pool(pool, form, require_all).await?;
             left = l;
             for w in &cal.workers {
                 for warn in &w.warnings {
@@ -315,18 +315,19 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let batch = batch_of(args)?;
     if let Some(p) = &args.output {
         // C's values and the .npy header.
-        let bytes = (batch.m as u64)
-            .saturating_mul((batch.n * batch.n) as u64)
-            .saturating_mul(8)
-            + 128;
+        let bytes = batch
+            .form
+            .out_bytes(1)
+            .saturating_mul(batch.count as u64)
+            .saturating_add(128);
         outputs::check_space(p, bytes, "--output")?;
     }
     let given = match &args.platform {
-        Some(p) => Some(PlatformFile::load_for(p, batch.n)?),
+        Some(p) => Some(PlatformFile::load_for(p, &batch.form)?),
         None => cluster.known_platform().transpose()?,
     };
     let cfg = run_config(args)?;
-    let mut model = model_of(args, batch.n)?;
+    let mut model = model_of(args, &batch.form)?;
     let done = runtime()?
         .block_on(async {
             let (mut pool, mut left) =
@@ -344,12 +345,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
                     &mut pool,
                     given,
                     model.as_ref().map(|m| &m.1),
-                    batch.n,
+                    batch.form,
                     args.require_all,
                 )
                 .await?;
                 left.extend(l);
-                let bar = progress_bar(batch.m);
+                let bar = progress_bar(batch.count);
                 let done = session::run_batch(&mut pool, &platform, &batch, &cfg, 1, |k| bar.inc(k as u64)).await;
                 bar.finish_and_clear();
                 done
@@ -392,8 +393,9 @@ fn write_outputs(args: &RunArgs, batch: &Batch, done: BatchRun) -> Result<()> {
     let mut failed: Vec<String> = Vec::new();
     if let Some(path) = &args.output {
         let mats = crate::output::npy::Matrices {
-            m: batch.m,
-            n: batch.n,
+            count: Some(batch.count),
+            rows: batch.form.shape.n as usize,
+            cols: batch.form.shape.m as usize,
             data: done.outcome.c,
         };
         match outputs::write_or_rescue(path, |p| crate::output::npy::write(p, &mats)) {
@@ -408,10 +410,7 @@ fn write_outputs(args: &RunArgs, batch: &Batch, done: BatchRun) -> Result<()> {
         }
     }
     if let Some(path) = &args.gantt {
-        let title = format!(
-            "{} products of {}×{}, {}",
-            batch.m, batch.n, batch.n, done.plan.strategy
-        );
+        let title = format!("{} products of {}, {}", batch.count, batch.form, done.plan.strategy);
         let svg = crate::output::gantt::svg(&done.trace, &title);
         match crate::output::atomic_write(path, |f| f.write_all(svg.as_bytes())) {
             Ok(()) => eprintln!("wrote Gantt chart to {}", path.display()),

@@ -35,11 +35,11 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Status { workers, json, wait } => commands::status(&workers, json, wait),
         Command::Calibrate {
             workers,
-            size,
+            products,
             output,
             json,
             require_all,
-        } => commands::calibrate(&workers, size, &output, json, require_all),
+        } => commands::calibrate(&workers, &products, &output, json, require_all),
         Command::Run(args) => commands::run(&args),
         Command::Partition {
             speeds,

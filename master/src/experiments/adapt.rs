@@ -49,7 +49,7 @@ pub async fn adapt_local(opts: &Options, reps: usize, mut say: impl FnMut(&str))
         let (workers, mut pool, platform) = start_calibrated(&speeds, opts).await?;
         pool.close().await;
         workers.stop().await;
-        let plan = dls_lp::plan(&platform, &Request::new(batch.m as u64, Strategy::Rounds))?;
+        let plan = dls_lp::plan(&platform, &Request::new(batch.count as u64, Strategy::Rounds))?;
         let victim = (0..platform.len()).max_by_key(|&w| plan.loads[w]).unwrap_or(0);
         let change = SpeedChange {
             after: plan.loads[victim] / 2,

@@ -47,8 +47,8 @@ pub async fn baselines_on(
     k: usize,
     speeds: &[(f64, f64)],
 ) -> Result<Vec<BaselineRow>> {
-    let platform = session::align(platform, pool.links(), batch.n)?;
-    let m = batch.m as u64;
+    let platform = session::align(platform, pool.links(), &batch.form)?;
+    let m = batch.count as u64;
     let p = platform.len();
     let order = dls_lp::plan::order_inc_c(&platform);
     let cfg = RunConfig {
@@ -74,7 +74,7 @@ pub async fn baselines_on(
     );
     // On demand: self-scheduling (about four chunks per worker), factoring
     // and weighted factoring (by computing speed) over every worker.
-    let chunk = (batch.m / (4 * p)).max(1);
+    let chunk = (batch.count / (4 * p)).max(1);
     let self_sched = dls_lp::baseline::with_loads(
         &platform,
         dls_lp::plan::order_inc_c(&platform),

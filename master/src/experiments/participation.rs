@@ -40,8 +40,9 @@ pub fn participation_speeds(x: f64) -> Vec<(f64, f64)> {
 /// communication/computation ratio is `PARTICIPATION_COMM_RATIO`.
 pub async fn participation(opts: &Options, mut say: impl FnMut(&str)) -> Result<Vec<ParticipationRow>> {
     let kernel = dls_worker::kernel::Kernel::new(1).map_err(anyhow::Error::msg)?;
-    let t_ref = dls_worker::kernel::seconds_per_product(&kernel, opts.size);
-    let unit_bytes = dls_protocol::ab_bytes(opts.size as u32, 1) as f64;
+    let form = dls_protocol::Form::square(opts.size as u32);
+    let t_ref = dls_worker::kernel::seconds_per_product(&kernel, &form);
+    let unit_bytes = form.in_bytes(1) as f64;
     let c_base = unit_bytes / (opts.emulation.base_link * 1e6);
     let emulation = Emulation {
         base_slowdown: (c_base / PARTICIPATION_COMM_RATIO / t_ref).max(1.0),

@@ -1,22 +1,26 @@
-//! NumPy `.npy` files of f64 matrices, shape (M, n, n) — the batch inputs
-//! A, B (little- or big-endian, C or Fortran order, converted on reading)
-//! and the output C (little-endian, C order). Only what the runtime needs: a
-//! reader that names every mismatch and a writer.
+//! NumPy `.npy` files of float32 or float64 matrices: a batch's A of shape
+//! (M, n, k), its B of shape (M, k, m) or one (k, m) shared by every
+//! product, and the output C of shape (M, n, m). Inputs may be little- or
+//! big-endian, C or Fortran order (converted on reading); C is written
+//! little-endian, C order, in the inputs' type. Only what the runtime
+//! needs: a reader that names every mismatch and a writer.
 
 use crate::runtime::batch::Batch;
 use anyhow::{bail, Context, Result};
+use dls_protocol::{DType, Form, Shape, Values};
 use std::io::{Read, Seek, Write};
 use std::path::Path;
-use std::sync::Arc;
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 
-/// A batch of `m` square matrices of size `n`, row-major, back to back.
+/// Matrices of one file: `count` of `rows`×`cols` (`None`: a single
+/// matrix, a rank-2 array), row-major, back to back.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Matrices {
-    pub m: usize,
-    pub n: usize,
-    pub data: Vec<f64>,
+    pub count: Option<usize>,
+    pub rows: usize,
+    pub cols: usize,
+    pub data: Values,
 }
 
 fn field<'a>(header: &'a str, key: &str) -> Option<&'a str> {
@@ -28,21 +32,31 @@ fn field<'a>(header: &'a str, key: &str) -> Option<&'a str> {
 /// How the values of a file are laid out: byte order and axis order.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Order {
-    /// Big-endian float64 ('>f8').
+    /// Big-endian values ('>f8', '>f4').
     pub big_endian: bool,
     /// Fortran (column-major) order over the whole array.
     pub fortran: bool,
 }
 
-fn parse_header(header: &str, origin: &str) -> Result<(Vec<usize>, Order)> {
+fn parse_descr(descr: &str, origin: &str) -> Result<(DType, bool)> {
+    let native_big = cfg!(target_endian = "big");
+    Ok(match descr {
+        "<f8" => (DType::F64, false),
+        ">f8" => (DType::F64, true),
+        "=f8" => (DType::F64, native_big),
+        "<f4" => (DType::F32, false),
+        ">f4" => (DType::F32, true),
+        "=f4" => (DType::F32, native_big),
+        _ => bail!(
+            "{origin}: dtype {descr:?} is neither float32 nor float64 ('<f4', '<f8'); convert with numpy: a.astype('<f8')"
+        ),
+    })
+}
+
+fn parse_header(header: &str, origin: &str) -> Result<(Vec<usize>, DType, Order)> {
     let descr = field(header, "descr").with_context(|| format!("{origin}: header has no 'descr'"))?;
     let descr = descr.split(['\'', '"']).nth(1).unwrap_or("");
-    let big_endian = match descr {
-        "<f8" => false,
-        ">f8" => true,
-        "=f8" => cfg!(target_endian = "big"),
-        _ => bail!("{origin}: dtype {descr:?} is not float64 ('<f8' or '>f8'); convert with numpy: a.astype('<f8')"),
-    };
+    let (dtype, big_endian) = parse_descr(descr, origin)?;
     let fortran = field(header, "fortran_order").with_context(|| format!("{origin}: header has no 'fortran_order'"))?;
     let fortran = match fortran {
         f if f.starts_with("True") => true,
@@ -66,16 +80,26 @@ fn parse_header(header: &str, origin: &str) -> Result<(Vec<usize>, Order)> {
                 .with_context(|| format!("{origin}: unreadable shape entry {s:?}"))
         })
         .collect::<Result<Vec<usize>>>()
-        .map(|shape| (shape, Order { big_endian, fortran }))
+        .map(|shape| (shape, dtype, Order { big_endian, fortran }))
 }
 
-/// Where a `.npy` file's matrices are: `m` of size `n` from byte `prefix`.
+/// Where a `.npy` file's matrices are: `count` (`None`: one matrix, rank
+/// 2) of `rows`×`cols` values of `dtype` from byte `prefix`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Layout {
-    pub m: usize,
-    pub n: usize,
+    pub count: Option<usize>,
+    pub rows: usize,
+    pub cols: usize,
+    pub dtype: DType,
     pub prefix: u64,
     pub order: Order,
+}
+
+impl Layout {
+    /// Values in the file.
+    pub fn values(&self) -> usize {
+        self.count.unwrap_or(1) * self.rows * self.cols
+    }
 }
 
 /// Bytes of the magic, version and header length of a version 1 file.
@@ -85,8 +109,8 @@ const MIN_PREFIX: usize = 10;
 /// (at least its magic, version, header length and header; more is
 /// ignored). Pure and total: any bytes give a layout or an error naming
 /// `origin`, and a layout is given only when the file holds exactly the
-/// values its shape says. `n`, when given, must match (it is `--size`).
-pub fn layout(head: &[u8], file_len: u64, n: Option<usize>, origin: &str) -> Result<Layout> {
+/// values its shape says, of rank 2 or 3.
+pub fn layout(head: &[u8], file_len: u64, origin: &str) -> Result<Layout> {
     if head.len() < MIN_PREFIX {
         bail!("{origin}: too short to be a .npy file");
     }
@@ -107,73 +131,80 @@ pub fn layout(head: &[u8], file_len: u64, n: Option<usize>, origin: &str) -> Res
         .get(start..start + header_len)
         .with_context(|| format!("{origin}: truncated header"))?;
     let header = String::from_utf8_lossy(header);
-    let (shape, order) = parse_header(&header, origin)?;
-    if shape.len() != 3 {
-        bail!(
-            "{origin}: shape {shape:?} has rank {}, expected 3: (M, n, n)",
+    let (shape, dtype, order) = parse_header(&header, origin)?;
+    let (count, rows, cols) = match shape[..] {
+        [m, r, c] => (Some(m), r, c),
+        [r, c] => (None, r, c),
+        _ => bail!(
+            "{origin}: shape {shape:?} has rank {}; expected 3, (M, rows, cols), or 2 for one matrix",
             shape.len()
-        );
-    }
-    let (m, rows, cols) = (shape[0], shape[1], shape[2]);
-    if rows != cols {
-        bail!("{origin}: matrices of shape {rows}×{cols} are not square");
-    }
-    if let Some(n) = n {
-        if rows != n {
-            bail!("{origin}: matrices are {rows}×{rows}, but --size is {n}");
-        }
-    }
+        ),
+    };
     // The shape is checked against the file's size before anything is
     // allocated: a header can claim any shape.
-    let count = m
+    let size = dtype.size() as usize;
+    let values = count
+        .unwrap_or(1)
         .checked_mul(rows)
-        .and_then(|x| x.checked_mul(rows))
-        .filter(|&c| c.checked_mul(8).is_some())
+        .and_then(|x| x.checked_mul(cols))
+        .filter(|&c| c.checked_mul(size).is_some())
         .with_context(|| format!("{origin}: shape {shape:?} is too large"))?;
     let prefix = (start + header_len) as u64;
     if file_len < prefix {
         bail!("{origin}: truncated header");
     }
-    let values = (file_len - prefix) / 8;
-    if (count as u64) > values {
+    let held = (file_len - prefix) / size as u64;
+    if (values as u64) > held {
         bail!(
-            "{origin}: holds fewer values than its shape {shape:?} says ({values} of {count}; is the file truncated?)"
+            "{origin}: holds fewer values than its shape {shape:?} says ({held} of {values}; is the file truncated?)"
         );
     }
-    if (count as u64) < values || !(file_len - prefix).is_multiple_of(8) {
+    if (values as u64) < held || !(file_len - prefix).is_multiple_of(size as u64) {
         bail!("{origin}: holds more bytes than its shape {shape:?} says");
     }
     Ok(Layout {
-        m,
-        n: rows,
+        count,
+        rows,
+        cols,
+        dtype,
         prefix,
         order,
     })
 }
 
-/// Values as read from a file (raw bytes in each slot) to this machine's
-/// float64s.
-fn to_host(data: &mut [f64], big_endian: bool) {
-    for v in data {
-        let raw = v.to_ne_bytes();
-        *v = if big_endian {
-            f64::from_be_bytes(raw)
-        } else {
-            f64::from_le_bytes(raw)
-        };
+/// Values as read from a file (raw bytes in each slot) in this machine's
+/// byte order.
+fn to_host(data: &mut Values, big_endian: bool) {
+    match data {
+        Values::F64(v) => v.iter_mut().for_each(|x| {
+            let raw = x.to_ne_bytes();
+            *x = if big_endian {
+                f64::from_be_bytes(raw)
+            } else {
+                f64::from_le_bytes(raw)
+            };
+        }),
+        Values::F32(v) => v.iter_mut().for_each(|x| {
+            let raw = x.to_ne_bytes();
+            *x = if big_endian {
+                f32::from_be_bytes(raw)
+            } else {
+                f32::from_le_bytes(raw)
+            };
+        }),
     }
 }
 
-/// An (m, n, n) array in Fortran order (element (i, r, c) at
-/// i + m·(r + n·c)) in C order (at (i·n + r)·n + c). Holds a second copy
-/// while it reorders.
-pub fn from_fortran(data: &[f64], m: usize, n: usize) -> Vec<f64> {
-    let mut out = vec![0.0; data.len()];
-    for c in 0..n {
-        for r in 0..n {
-            let src = m * (r + n * c);
+/// An (m, rows, cols) array in Fortran order (element (i, r, c) at
+/// i + m·(r + rows·c)) in C order (at (i·rows + r)·cols + c). Holds a
+/// second copy while it reorders.
+pub fn from_fortran<T: Copy + Default>(data: &[T], m: usize, rows: usize, cols: usize) -> Vec<T> {
+    let mut out = vec![T::default(); data.len()];
+    for c in 0..cols {
+        for r in 0..rows {
+            let src = m * (r + rows * c);
             for i in 0..m {
-                out[(i * n + r) * n + c] = data[src + i];
+                out[(i * rows + r) * cols + c] = data[src + i];
             }
         }
     }
@@ -183,8 +214,8 @@ pub fn from_fortran(data: &[f64], m: usize, n: usize) -> Vec<f64> {
 /// The longest header believed.
 const MAX_HEADER: usize = 1 << 20;
 
-/// Read a (M, n, n) float64 array. `n`, when given, must match.
-pub fn read(path: &Path, n: Option<usize>) -> Result<Matrices> {
+/// Open a `.npy` file and read its layout (the values stay unread).
+pub fn open(path: &Path) -> Result<(std::fs::File, Layout)> {
     let origin = path.display().to_string();
     let mut f = std::fs::File::open(path).with_context(|| format!("opening {origin}"))?;
     let file_len = f.metadata().with_context(|| format!("reading {origin}"))?.len();
@@ -194,37 +225,55 @@ pub fn read(path: &Path, n: Option<usize>) -> Result<Matrices> {
         .take((12 + MAX_HEADER) as u64)
         .read_to_end(&mut head)
         .with_context(|| format!("reading {origin}"))?;
-    let Layout {
-        m,
-        n: rows,
-        prefix,
-        order,
-    } = layout(&head, file_len, n, &origin)?;
-    let count = m * rows * rows;
-    f.seek(std::io::SeekFrom::Start(prefix))
+    let l = layout(&head, file_len, &origin)?;
+    f.seek(std::io::SeekFrom::Start(l.prefix))
         .with_context(|| format!("reading {origin}"))?;
-    // A, B and C are held together.
-    crate::runtime::batch::check_fits(m, rows, crate::runtime::batch::available_memory(), &origin)?;
-    let mut data = Vec::new();
-    data.try_reserve_exact(count)
-        .map_err(|_| anyhow::anyhow!("{origin}: not enough memory for {count} values"))?;
-    data.resize(count, 0.0f64);
-    f.read_exact(bytemuck::cast_slice_mut(&mut data))
-        .with_context(|| format!("{origin}: holds fewer values than its shape ({m}, {rows}, {rows}) says"))?;
-    to_host(&mut data, order.big_endian);
-    if order.fortran {
-        data = from_fortran(&data, m, rows);
-    }
-    Ok(Matrices { m, n: rows, data })
+    Ok((f, l))
 }
 
-/// Write a (M, n, n) float64 array (format version 1.0).
+/// The values of a file opened by [`open`], in C order and host byte order.
+fn read_values(mut f: std::fs::File, l: &Layout, origin: &str) -> Result<Values> {
+    let n = l.values();
+    let mut data =
+        Values::try_zeros(l.dtype, n).with_context(|| format!("{origin}: not enough memory for {n} values"))?;
+    f.read_exact(data.as_bytes_mut())
+        .with_context(|| format!("{origin}: holds fewer values than its shape says"))?;
+    to_host(&mut data, l.order.big_endian);
+    if l.order.fortran {
+        let m = l.count.unwrap_or(1);
+        data = match data {
+            Values::F64(v) => Values::F64(from_fortran(&v, m, l.rows, l.cols)),
+            Values::F32(v) => Values::F32(from_fortran(&v, m, l.rows, l.cols)),
+        };
+    }
+    Ok(data)
+}
+
+/// Read a float32 or float64 array of rank 3 (M, rows, cols) or 2 (rows, cols).
+pub fn read(path: &Path) -> Result<Matrices> {
+    let (f, l) = open(path)?;
+    let data = read_values(f, &l, &path.display().to_string())?;
+    Ok(Matrices {
+        count: l.count,
+        rows: l.rows,
+        cols: l.cols,
+        data,
+    })
+}
+
+/// Write an array of shape (M, rows, cols), or (rows, cols) for `count`
+/// `None` (format version 1.0, little-endian, C order).
 pub fn write(path: &Path, mats: &Matrices) -> Result<()> {
     let origin = path.display().to_string();
-    let mut header = format!(
-        "{{'descr': '<f8', 'fortran_order': False, 'shape': ({}, {}, {}), }}",
-        mats.m, mats.n, mats.n
-    );
+    let descr = match mats.data.dtype() {
+        DType::F32 => "<f4",
+        DType::F64 => "<f8",
+    };
+    let shape = match mats.count {
+        Some(m) => format!("({m}, {}, {})", mats.rows, mats.cols),
+        None => format!("({}, {})", mats.rows, mats.cols),
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
     // Magic (6) + version (2) + length (2) + header + '\n' is a multiple of 64.
     let total = 10 + header.len() + 1;
     header.push_str(&" ".repeat((64 - total % 64) % 64));
@@ -234,234 +283,111 @@ pub fn write(path: &Path, mats: &Matrices) -> Result<()> {
         f.write_all(&[1, 0])?;
         f.write_all(&(header.len() as u16).to_le_bytes())?;
         f.write_all(header.as_bytes())?;
-        f.write_all(&dls_protocol::frame::payload_bytes(&mats.data))
+        f.write_all(&mats.data.le_bytes())
     })
     .with_context(|| format!("writing {origin}"))
 }
 
-/// A batch from two `.npy` files of shape (M, n, n), float64: A and B.
-pub fn read_batch(a: &Path, b: &Path, n: Option<usize>) -> Result<Batch> {
-    let ma = read(a, n)?;
-    let mb = read(b, n)?;
-    if ma.n != mb.n {
+/// What the command line says of the products, each checked against the
+/// files when given.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Expect {
+    pub shape: Option<Shape>,
+    pub dtype: Option<DType>,
+    /// `--shared-b`: B must be one (k, m) matrix.
+    pub shared_b: bool,
+    /// `--size` or `--shape`, as the user wrote it, for messages.
+    pub shape_flag: Option<&'static str>,
+}
+
+/// The form of the products in two files' layouts: A (M, n, k) and B
+/// (M, k, m), or one (k, m) shared. Names both files and what disagrees.
+pub fn form_of(a: (&Path, &Layout), b: (&Path, &Layout), want: &Expect) -> Result<(Form, usize)> {
+    let ((pa, la), (pb, lb)) = (a, b);
+    let Some(count) = la.count else {
         bail!(
-            "{} holds {n}×{n} matrices but {} holds {}×{}: A and B must have the same size",
-            b.display(),
-            a.display(),
-            ma.n,
-            ma.n,
-            n = mb.n
+            "{}: A is one {}×{} matrix; A holds the batch, shape (M, n, k)",
+            pa.display(),
+            la.rows,
+            la.cols
+        );
+    };
+    if la.dtype != lb.dtype {
+        bail!(
+            "{} holds {} values but {} holds {}: A and B must have one type",
+            pa.display(),
+            la.dtype,
+            pb.display(),
+            lb.dtype
         );
     }
-    if ma.m != mb.m {
+    if lb.rows != la.cols {
         bail!(
-            "{} holds {} matrices but {} holds {}: A and B must pair up",
-            a.display(),
-            ma.m,
-            b.display(),
-            mb.m
+            "{} holds matrices of {}×{} but {} holds B's of {}×{}: B needs {} rows, as many as A has columns (A is n×k, B k×m)",
+            pa.display(),
+            la.rows,
+            la.cols,
+            pb.display(),
+            lb.rows,
+            lb.cols,
+            la.cols
         );
     }
-    Ok(Batch {
-        n: ma.n,
-        m: ma.m,
-        a: Arc::new(ma.data),
-        b: Arc::new(mb.data),
-    })
+    if let Some(mb) = lb.count {
+        if mb != count {
+            bail!(
+                "{} holds {count} matrices but {} holds {mb}: A and B must pair up (or give one (k, m) B for all)",
+                pa.display(),
+                pb.display()
+            );
+        }
+    }
+    if want.shared_b && lb.count.is_some() {
+        bail!(
+            "--shared-b: {} holds {} matrices; a shared B is one matrix of shape (k, m)",
+            pb.display(),
+            lb.count.unwrap_or(0)
+        );
+    }
+    let dim = |v: usize, what: &str| {
+        u32::try_from(v).with_context(|| format!("{}: {what} = {v} is larger than the protocol carries", pa.display()))
+    };
+    let form = Form {
+        shape: Shape {
+            n: dim(la.rows, "n")?,
+            k: dim(la.cols, "k")?,
+            m: dim(lb.cols, "m")?,
+        },
+        dtype: la.dtype,
+        shared_b: lb.count.is_none(),
+    };
+    if let Some(s) = want.shape.filter(|s| *s != form.shape) {
+        bail!(
+            "the files hold products of {} but {} says {s}",
+            form.shape,
+            want.shape_flag.unwrap_or("--shape")
+        );
+    }
+    if let Some(d) = want.dtype.filter(|d| *d != form.dtype) {
+        bail!("the files hold {} values but --dtype is {d}", form.dtype);
+    }
+    Ok((form, count))
+}
+
+/// A batch from two `.npy` files: A of shape (M, n, k) and B of shape (M,
+/// k, m), or (k, m) for one B shared by every product; float32 or float64,
+/// both the same. Both headers are checked, and the memory the batch needs,
+/// before any value is read.
+pub fn read_batch(a: &Path, b: &Path, want: &Expect) -> Result<Batch> {
+    let (fa, la) = open(a)?;
+    let (fb, lb) = open(b)?;
+    let (form, count) = form_of((a, &la), (b, &lb), want)?;
+    let what = format!("{} and {}", a.display(), b.display());
+    crate::runtime::batch::check_fits(count, &form, crate::runtime::batch::available_memory(), &what)?;
+    let av = read_values(fa, &la, &a.display().to_string())?;
+    let bv = read_values(fb, &lb, &b.display().to_string())?;
+    Batch::new(form, count, av, bv)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tmp(name: &str) -> std::path::PathBuf {
-        std::env::temp_dir().join(format!("dls-npy-{}-{name}", std::process::id()))
-    }
-
-    /// Magic, version 1 and `header` padded as numpy pads it.
-    fn head(header: &str) -> Vec<u8> {
-        let mut h = header.to_string();
-        let total = 10 + h.len() + 1;
-        h.push_str(&" ".repeat((64 - total % 64) % 64));
-        h.push('\n');
-        let mut bytes = MAGIC.to_vec();
-        bytes.extend([1, 0]);
-        bytes.extend((h.len() as u16).to_le_bytes());
-        bytes.extend(h.as_bytes());
-        bytes
-    }
-
-    fn raw(path: &Path, header: &str, values: usize) {
-        let mut bytes = head(header);
-        bytes.extend(vec![0u8; values * 8]);
-        std::fs::write(path, bytes).expect("writes");
-    }
-
-    /// A file of (m, n, n) whose element (i, r, c) is 100i + 10r + c + ½,
-    /// laid out as `descr` and `fortran` say, written byte by byte here.
-    fn laid_out(path: &Path, m: usize, n: usize, descr: &str, fortran: bool) {
-        let value = |i: usize, r: usize, c: usize| (100 * i + 10 * r + c) as f64 + 0.5;
-        let mut bytes = head(&format!(
-            "{{'descr': '{descr}', 'fortran_order': {}, 'shape': ({m}, {n}, {n}), }}",
-            if fortran { "True" } else { "False" }
-        ));
-        // Fortran order: the first index varies fastest.
-        let mut order = Vec::new();
-        if fortran {
-            for c in 0..n {
-                for r in 0..n {
-                    for i in 0..m {
-                        order.push((i, r, c));
-                    }
-                }
-            }
-        } else {
-            for i in 0..m {
-                for r in 0..n {
-                    for c in 0..n {
-                        order.push((i, r, c));
-                    }
-                }
-            }
-        }
-        for (i, r, c) in order {
-            let v = value(i, r, c);
-            bytes.extend(if descr.starts_with('>') {
-                v.to_be_bytes()
-            } else {
-                v.to_le_bytes()
-            });
-        }
-        std::fs::write(path, bytes).expect("writes");
-    }
-
-    #[test]
-    fn fortran_order_and_big_endian_files_are_converted_on_reading() {
-        let (m, n) = (3, 4);
-        let want: Vec<f64> = (0..m)
-            .flat_map(|i| (0..n).flat_map(move |r| (0..n).map(move |c| (100 * i + 10 * r + c) as f64 + 0.5)))
-            .collect();
-        for (descr, fortran) in [("<f8", false), ("<f8", true), (">f8", false), (">f8", true)] {
-            let endian = if descr.starts_with('>') { "be" } else { "le" };
-            let p = tmp(&format!("layout-{endian}-{fortran}.npy"));
-            laid_out(&p, m, n, descr, fortran);
-            let got = read(&p, None).unwrap_or_else(|e| panic!("{descr} fortran={fortran}: {e:#}"));
-            assert_eq!((got.m, got.n), (m, n));
-            assert_eq!(got.data, want, "{descr} fortran={fortran}");
-            let _ = std::fs::remove_file(p);
-        }
-        // Other dtypes are still refused by name.
-        let p = tmp("f4.npy");
-        raw(&p, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 2), }", 2);
-        let e = format!("{:#}", read(&p, None).expect_err("float32"));
-        assert!(e.contains("'<f4'") || e.contains("\"<f4\""), "{e}");
-        let _ = std::fs::remove_file(p);
-    }
-
-    #[test]
-    fn a_and_b_of_different_sizes_name_both_files() {
-        let (a, b) = (tmp("size-a.npy"), tmp("size-b.npy"));
-        raw(&a, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 4, 4), }", 32);
-        raw(&b, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3, 3), }", 18);
-        let e = format!("{:#}", read_batch(&a, &b, None).expect_err("sizes differ"));
-        assert!(e.contains("3×3") && e.contains("4×4") && e.contains("same size"), "{e}");
-        assert!(!e.contains("--size"), "{e}");
-        let e = format!("{:#}", read_batch(&a, &b, Some(4)).expect_err("B is not 4"));
-        assert!(e.contains("size-b.npy") && e.contains("--size is 4"), "{e}");
-        let _ = (std::fs::remove_file(a), std::fs::remove_file(b));
-    }
-
-    #[test]
-    fn roundtrip() {
-        let p = tmp("rt.npy");
-        let m = Matrices {
-            m: 3,
-            n: 2,
-            data: (0..12).map(|i| i as f64 * 0.25).collect(),
-        };
-        write(&p, &m).expect("writes");
-        let bytes = std::fs::read(&p).expect("reads");
-        let header_end = 10 + u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-        assert_eq!(header_end % 64, 0, "header padded to 64 bytes as numpy does");
-        assert_eq!(read(&p, Some(2)).expect("reads"), m);
-        let _ = std::fs::remove_file(p);
-    }
-
-    fn fails(header: &str, values: usize, n: Option<usize>, needle: &str) {
-        let p = tmp(&format!("bad-{}.npy", needle.len()));
-        raw(&p, header, values);
-        let e = format!("{:#}", read(&p, n).expect_err("must fail"));
-        let _ = std::fs::remove_file(&p);
-        assert!(e.contains(needle), "{e:?} should mention {needle:?}");
-    }
-
-    #[test]
-    fn mismatches_are_named() {
-        fails(
-            "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 2), }",
-            2,
-            None,
-            "not float64",
-        );
-        fails(
-            "{'descr': '<f8', 'fortran_order': Maybe, 'shape': (1, 2, 2), }",
-            4,
-            None,
-            "unreadable fortran_order",
-        );
-        fails(
-            "{'descr': '<f8', 'fortran_order': False, 'shape': (4, 4), }",
-            16,
-            None,
-            "rank 2",
-        );
-        fails(
-            "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 3), }",
-            6,
-            None,
-            "not square",
-        );
-        fails(
-            "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 2), }",
-            4,
-            Some(3),
-            "--size is 3",
-        );
-        fails(
-            "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2, 2), }",
-            5,
-            None,
-            "fewer values",
-        );
-        fails(
-            "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 2), }",
-            5,
-            None,
-            "more bytes",
-        );
-        // Shapes a header may claim, checked before anything is allocated:
-        // far more than the file holds, and more than can be counted.
-        fails(
-            "{'descr': '<f8', 'fortran_order': False, 'shape': (2000000, 2560, 2560), }",
-            4,
-            None,
-            "fewer values",
-        );
-        fails(
-            "{'descr': '<f8', 'fortran_order': False, 'shape': (2305843009213693952, 1, 1), }",
-            4,
-            None,
-            "too large",
-        );
-        fails(
-            "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 4294967296, 4294967296), }",
-            4,
-            None,
-            "too large",
-        );
-        let p = tmp("junk.npy");
-        std::fs::write(&p, b"hello world").expect("writes");
-        assert!(format!("{:#}", read(&p, None).expect_err("fails")).contains("not a .npy"));
-        let _ = std::fs::remove_file(p);
-    }
-}
+mod tests;

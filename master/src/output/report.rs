@@ -44,7 +44,12 @@ pub struct RunReport {
     pub strategy: String,
     pub ports: u8,
     pub load: u64,
+    /// The products: n (A's rows), their shape [n, k, m], type and whether
+    /// one B was shared.
     pub size: usize,
+    pub shape: [u32; 3],
+    pub dtype: String,
+    pub shared_b: bool,
     pub optimal: bool,
     pub send_order: Vec<String>,
     pub return_order: Vec<String>,
@@ -114,7 +119,7 @@ impl RunReport {
         platform: &Platform,
         plan: &Plan,
         measured: &Measured,
-        size: usize,
+        form: &dls_protocol::Form,
         verified: (usize, f64),
     ) -> RunReport {
         let names = |o: Vec<usize>| o.into_iter().map(|i| platform.workers()[i].name.clone()).collect();
@@ -126,7 +131,10 @@ impl RunReport {
             strategy: plan.strategy.name().into(),
             ports: if plan.ports == dls_lp::Ports::One { 1 } else { 2 },
             load: plan.load,
-            size,
+            size: form.shape.n as usize,
+            shape: [form.shape.n, form.shape.k, form.shape.m],
+            dtype: form.dtype.name().into(),
+            shared_b: form.shared_b,
             optimal: plan.optimal,
             send_order: names(plan.send_order()),
             return_order: names(plan.return_order()),
@@ -197,20 +205,29 @@ impl RunReport {
         platform: &Platform,
         plan: &Plan,
         out: &Outcome,
-        size: usize,
+        form: &dls_protocol::Form,
         verified: (usize, f64),
     ) -> RunReport {
-        RunReport::new(platform, plan, &out.measured, size, verified)
+        RunReport::new(platform, plan, &out.measured, form, verified)
+    }
+
+    /// The products of the run, as a `Form` (what the report says of them).
+    pub fn form(&self) -> dls_protocol::Form {
+        let [n, k, m] = self.shape;
+        dls_protocol::Form {
+            shape: dls_protocol::Shape { n, k, m },
+            dtype: dls_protocol::DType::parse(&self.dtype).unwrap_or(dls_protocol::DType::F64),
+            shared_b: self.shared_b,
+        }
     }
 
     pub fn table(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "{} products of size {}×{}, strategy {} ({} port{})",
+            "{} products of {}, strategy {} ({} port{})",
             self.load,
-            self.size,
-            self.size,
+            self.form(),
             self.strategy,
             self.ports,
             if self.ports == 1 { "" } else { "s" }

@@ -2,16 +2,20 @@
 
 use crate::runtime::check;
 use anyhow::{bail, Result};
-use dls_worker::kernel;
+use dls_protocol::{DType, Form, Values};
+use dls_worker::kernel::{self, Dims};
+use std::borrow::Cow;
 use std::sync::Arc;
 
-/// The matrices of a batch: `m` products of size `n`, A and B row-major.
+/// The matrices of a batch: `count` products of `form`, row-major, A_1..
+/// (n×k each) in `a`, B_1.. (k×m each) in `b`, or the one B every product
+/// shares when `form.shared_b`.
 #[derive(Debug, Clone)]
 pub struct Batch {
-    pub n: usize,
-    pub m: usize,
-    pub a: Arc<Vec<f64>>,
-    pub b: Arc<Vec<f64>>,
+    pub form: Form,
+    pub count: usize,
+    pub a: Arc<Values>,
+    pub b: Arc<Values>,
 }
 
 /// Memory this machine can still give a process (MemAvailable in
@@ -20,32 +24,28 @@ pub fn available_memory() -> Option<u64> {
     dls_worker::meminfo_bytes("MemAvailable")
 }
 
-/// Bytes the master holds for `m` products of size `n` (A, B and C), or
-/// `None` when that overflows.
-pub fn master_bytes(m: usize, n: usize) -> Option<u64> {
-    (m as u64)
-        .checked_mul(n as u64)?
-        .checked_mul(n as u64)?
-        .checked_mul(3 * 8)
+/// Bytes the master holds for `count` products of `form` (A, B and C),
+/// or `None` when that overflows.
+pub fn master_bytes(count: usize, form: &Form) -> Option<u64> {
+    let per = form.held_bytes(1);
+    let shared = if form.shared_b { form.b_bytes() } else { 0 };
+    if per == u64::MAX || shared == u64::MAX {
+        return None;
+    }
+    (count as u64).checked_mul(per)?.checked_add(shared)
 }
 
 /// Refuse, naming `what`, a batch the master could not hold: sizes that
-/// overflow, matrices larger than the wire protocol carries, or more
-/// memory than `available` (bytes; unknown means no limit).
-pub fn check_fits(m: usize, n: usize, available: Option<u64>, what: &str) -> Result<()> {
-    if u32::try_from(n).is_err() {
-        bail!(
-            "{what}: matrices of size {n} are larger than the protocol carries (at most {})",
-            u32::MAX
-        );
-    }
-    let Some(bytes) = master_bytes(m, n) else {
-        bail!("{what}: {m} products of size {n} are more values than can be counted");
+/// overflow, or more memory than `available` (bytes; unknown means no
+/// limit).
+pub fn check_fits(count: usize, form: &Form, available: Option<u64>, what: &str) -> Result<()> {
+    let Some(bytes) = master_bytes(count, form) else {
+        bail!("{what}: {count} products of {form} are more values than can be counted");
     };
     if let Some(avail) = available {
         if bytes > avail {
             bail!(
-                "{what}: {m} products of size {n} need {} in the master (A, B and C), more than the {} this machine has available",
+                "{what}: {count} products of {form} need {} in the master (A, B and C), more than the {} this machine has available",
                 human_bytes(bytes),
                 human_bytes(avail)
             );
@@ -64,59 +64,136 @@ pub fn human_bytes(b: u64) -> String {
 }
 
 impl Batch {
-    /// Random matrices in [-1, 1) from a seed.
-    pub fn random(m: usize, n: usize, seed: u64) -> Batch {
-        let mut a = vec![0.0; m * n * n];
-        let mut b = vec![0.0; m * n * n];
-        kernel::fill_random(&mut a, seed.wrapping_mul(2).wrapping_add(1));
-        kernel::fill_random(&mut b, seed.wrapping_mul(2).wrapping_add(2));
-        Batch {
-            n,
-            m,
+    /// A batch of `count` products of `form` from its matrices, refused,
+    /// naming what disagrees, when their type or length does not fit.
+    pub fn new(form: Form, count: usize, a: Values, b: Values) -> Result<Batch> {
+        let b_products = if form.shared_b { 1 } else { count as u64 };
+        for (name, v, per, products) in [
+            ("A", &a, form.shape.a_len(), count as u64),
+            ("B", &b, form.shape.b_len(), b_products),
+        ] {
+            if v.dtype() != form.dtype {
+                bail!("{name} holds {} values, not {}", v.dtype(), form.dtype);
+            }
+            if Some(v.len() as u64) != per.checked_mul(products) {
+                bail!(
+                    "{name} holds {} values, not the {products} × {per} of {count} products of {form}",
+                    v.len()
+                );
+            }
+        }
+        Ok(Batch {
+            form,
+            count,
             a: Arc::new(a),
             b: Arc::new(b),
+        })
+    }
+
+    /// `count` square float64 products of size `n`, random in [-1, 1) from a seed.
+    pub fn random(count: usize, n: usize, seed: u64) -> Batch {
+        Batch::random_form(Form::square(n as u32), count, seed).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// `count` products of `form`, random in [-1, 1) from a seed (float32
+    /// values rounded from the same draws).
+    pub fn random_form(form: Form, count: usize, seed: u64) -> Result<Batch> {
+        let b_len = match form.shared_b {
+            true => form.shape.b_len(),
+            false => form.shape.b_len().saturating_mul(count as u64),
+        };
+        let make = |len: u64, seed: u64| {
+            let mut v = Values::try_zeros(form.dtype, usize::try_from(len).unwrap_or(usize::MAX))
+                .ok_or_else(|| anyhow::anyhow!("no memory for {len} values of {}", form.dtype))?;
+            kernel::fill_random_values(&mut v, seed);
+            Ok::<_, anyhow::Error>(v)
+        };
+        let a = make(
+            form.shape.a_len().saturating_mul(count as u64),
+            seed.wrapping_mul(2).wrapping_add(1),
+        )?;
+        let b = make(b_len, seed.wrapping_mul(2).wrapping_add(2))?;
+        Batch::new(form, count, a, b)
+    }
+
+    pub fn dims(&self) -> Dims {
+        Dims::of(&self.form)
+    }
+
+    /// A_i and B_i, widened to f64.
+    pub fn a_of(&self, i: usize) -> Cow<'_, [f64]> {
+        let len = self.form.shape.a_len() as usize;
+        self.a.to_f64(i * len..(i + 1) * len)
+    }
+
+    pub fn b_of(&self, i: usize) -> Cow<'_, [f64]> {
+        let len = self.form.shape.b_len() as usize;
+        match self.form.shared_b {
+            true => self.b.to_f64(0..len),
+            false => self.b.to_f64(i * len..(i + 1) * len),
         }
+    }
+
+    /// Values of C for the whole batch.
+    pub fn c_len(&self) -> usize {
+        self.count * self.form.shape.c_len() as usize
     }
 }
 
+/// C_i of a batch's results, widened to f64.
+pub fn c_of<'a>(c: &'a Values, form: &Form, i: usize) -> Cow<'a, [f64]> {
+    let len = form.shape.c_len() as usize;
+    c.to_f64(i * len..(i + 1) * len)
+}
+
 /// Recompute `count` products chosen at random (from `seed`) and compare.
-/// The master recomputes them with the naive
-/// kernel. Returns how many were checked and the largest absolute error; fails
-/// when an error exceeds what rounding can explain.
-pub fn verify(batch: &Batch, c: &[f64], count: usize, seed: u64) -> Result<(usize, f64)> {
+/// The master recomputes them with the naive kernel, in float64. Returns
+/// how many were checked and the largest absolute error; fails when an
+/// error exceeds what rounding in the batch's type can explain.
+pub fn verify(batch: &Batch, c: &Values, count: usize, seed: u64) -> Result<(usize, f64)> {
     use rand::SeedableRng;
-    let count = count.min(batch.m);
+    let count = count.min(batch.count);
     if count == 0 {
         return Ok((0, 0.0));
     }
-    let n = batch.n;
-    let nn = n * n;
+    let d = batch.dims();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut picks = rand::seq::index::sample(&mut rng, batch.m, count).into_vec();
+    let mut picks = rand::seq::index::sample(&mut rng, batch.count, count).into_vec();
     picks.sort_unstable();
     let mut worst = 0.0f64;
+    let eps = 4.0 * (d.k as f64 + 2.0) * batch.form.dtype.epsilon();
+    let limit = match batch.form.dtype {
+        DType::F32 => f32::MAX as f64,
+        DType::F64 => f64::MAX,
+    };
     for i in picks {
         // The naive triple loop, not the workers' kernel: an independent
         // computation of the same product.
-        let want = kernel::naive(&batch.a[i * nn..(i + 1) * nn], &batch.b[i * nn..(i + 1) * nn], n);
-        let amax = finite_max(&batch.a[i * nn..(i + 1) * nn]);
-        let bmax = finite_max(&batch.b[i * nn..(i + 1) * nn]);
-        // Summation order may differ between kernels: allow n·ε per term.
-        let tol = 4.0 * f64::EPSILON * (n as f64) * (n as f64) * amax * bmax + f64::MIN_POSITIVE;
-        for (j, (&got, &want)) in c[i * nn..(i + 1) * nn].iter().zip(&want).enumerate() {
-            // NaN and infinities must be where the inputs put them.
-            if !check::agrees(got, want, tol) {
+        let (a, b) = (batch.a_of(i), batch.b_of(i));
+        let want = kernel::naive_dims(&a, &b, d);
+        let abs = |v: &[f64]| {
+            v.iter()
+                .map(|x| if x.is_finite() { x.abs() } else { 0.0 })
+                .collect::<Vec<_>>()
+        };
+        let scale = kernel::naive_dims(&abs(&a), &abs(&b), d);
+        for (j, (&got, &want)) in c_of(c, &batch.form, i).iter().zip(&want).enumerate() {
+            // Summation order may differ between kernels: (k + 2)·ε per term.
+            let tol = eps * scale[j] + f64::MIN_POSITIVE;
+            // NaN and infinities must be where the inputs put them; past the
+            // type's range a result may be infinite.
+            if !check::agrees_within(got, want, tol, limit) {
                 let why = match want.is_finite() {
                     true => format!("|error| {:.3e} > {tol:.3e}", (got - want).abs()),
                     false => "its inputs make it non-finite".into(),
                 };
                 bail!(
                     "product {i} is wrong at ({}, {}): got {got}, expected {want} ({why})",
-                    j / n,
-                    j % n
+                    j / d.m,
+                    j % d.m
                 );
             }
-            if want.is_finite() {
+            if want.is_finite() && got.is_finite() {
                 worst = worst.max((got - want).abs());
             }
         }
@@ -124,66 +201,120 @@ pub fn verify(batch: &Batch, c: &[f64], count: usize, seed: u64) -> Result<(usiz
     Ok((count, worst))
 }
 
-/// The largest finite magnitude (0 if none).
-fn finite_max(v: &[f64]) -> f64 {
-    v.iter().filter(|x| x.is_finite()).fold(0.0f64, |m, x| m.max(x.abs()))
-}
-
 #[cfg(test)]
 mod size_tests {
     use super::*;
+    use dls_protocol::Shape;
+
+    /// C of a batch from the naive kernel, rounded to the batch's type.
+    fn naive_c(batch: &Batch) -> Values {
+        let c: Vec<f64> = (0..batch.count)
+            .flat_map(|i| kernel::naive_dims(&batch.a_of(i), &batch.b_of(i), batch.dims()))
+            .collect();
+        match batch.form.dtype {
+            DType::F64 => Values::F64(c),
+            DType::F32 => Values::F32(c.iter().map(|&v| v as f32).collect()),
+        }
+    }
 
     #[test]
     fn verify_passes_right_results_with_nan_and_infinities_and_fails_wrong_ones() {
         let (m, n) = (4, 6);
         let mut batch = Batch::random(m, n, 9);
-        let (mut a, mut b) = ((*batch.a).clone(), (*batch.b).clone());
+        let (Values::F64(mut a), Values::F64(mut b)) = ((*batch.a).clone(), (*batch.b).clone()) else {
+            unreachable!("float64 batch")
+        };
         a[2] = f64::NAN; // product 0, row 0
         b[n * n + 7] = f64::INFINITY; // product 1, column 1
         a[2 * n * n + 3] = f64::NEG_INFINITY;
         b[2 * n * n + 3 * n] = 0.0; // 0 · ∞ in product 2
-        batch.a = Arc::new(a);
-        batch.b = Arc::new(b);
-        let mut c = Vec::new();
-        for i in 0..m {
-            let nn = n * n;
-            c.extend(kernel::naive(
-                &batch.a[i * nn..(i + 1) * nn],
-                &batch.b[i * nn..(i + 1) * nn],
-                n,
-            ));
-        }
+        batch.a = Arc::new(Values::F64(a));
+        batch.b = Arc::new(Values::F64(b));
+        let Values::F64(c) = naive_c(&batch) else {
+            unreachable!("float64")
+        };
         assert!(c.iter().any(|v| v.is_nan()) && c.iter().any(|v| v.is_infinite()));
         for seed in 0..4 {
-            verify(&batch, &c, m, seed).expect("right results with NaN pass");
+            verify(&batch, &Values::F64(c.clone()), m, seed).expect("right results with NaN pass");
         }
         let mut wrong = c.clone();
         wrong[n * n + 2] = 1.0; // product 1, column 2: finite and must stay so
         wrong[n * n + 1 + n] = 5.0; // product 1, column 1: must be non-finite
-        let e = format!("{:#}", verify(&batch, &wrong, m, 0).expect_err("wrong"));
+        let e = format!("{:#}", verify(&batch, &Values::F64(wrong), m, 0).expect_err("wrong"));
         assert!(e.contains("product 1"), "{e}");
+    }
+
+    #[test]
+    fn verify_holds_rectangular_float32_and_shared_b_to_their_rounding() {
+        let shape = Shape { n: 5, k: 40, m: 3 };
+        for (dtype, shared_b) in [(DType::F32, false), (DType::F32, true), (DType::F64, true)] {
+            let form = Form { shape, dtype, shared_b };
+            let batch = Batch::random_form(form, 6, 3).expect("memory");
+            let c = naive_c(&batch);
+            assert_eq!(verify(&batch, &c, 6, 1).expect("right").0, 6);
+            // One entry off by 0.05: the allowance here is about
+            // 4·42·ε·Σ|a||b| ≤ 2e-4 in float32 (|entries| < 1, k = 40).
+            let mut wrong = c.clone();
+            let (i, v) = (2 * 15 + 4, c.get(2 * 15 + 4));
+            let changed = v + 0.05;
+            match &mut wrong {
+                Values::F32(w) => w[i] = changed as f32,
+                Values::F64(w) => w[i] = changed,
+            }
+            let e = format!("{:#}", verify(&batch, &wrong, 6, 1).expect_err("wrong"));
+            assert!(e.contains("product 2 is wrong at (1, 1)"), "{form}: {e}");
+        }
+    }
+
+    #[test]
+    fn batches_whose_matrices_disagree_with_the_form_are_refused_by_name() {
+        let form = Form {
+            shape: Shape { n: 2, k: 3, m: 4 },
+            dtype: DType::F32,
+            shared_b: false,
+        };
+        let e = Batch::new(form, 2, Values::F32(vec![0.0; 12]), Values::F32(vec![0.0; 23]))
+            .expect_err("short B")
+            .to_string();
+        assert!(e.contains("B holds 23 values, not the 2 × 12"), "{e}");
+        let e = Batch::new(form, 2, Values::F64(vec![0.0; 12]), Values::F32(vec![0.0; 24]))
+            .expect_err("wrong type")
+            .to_string();
+        assert!(e.contains("A holds float64 values, not float32"), "{e}");
+        let shared = Form { shared_b: true, ..form };
+        Batch::new(shared, 2, Values::F32(vec![0.0; 12]), Values::F32(vec![0.0; 12])).expect("one B");
     }
 
     #[test]
     fn batches_the_master_cannot_hold_are_refused_by_name() {
         // 10 products of 100×100: 3 · 10 · 10⁴ · 8 = 2.4 MB.
-        assert_eq!(master_bytes(10, 100), Some(2_400_000));
-        check_fits(10, 100, Some(2_400_000), "x").expect("fits exactly");
-        let e = check_fits(10, 100, Some(2_399_999), "--batch 10 --size 100")
+        let f = Form::square(100);
+        assert_eq!(master_bytes(10, &f), Some(2_400_000));
+        // float32, one shared B: 10 · (A + C) + B = 10 · 2 · 4 · 10⁴ + 4 · 10⁴.
+        let shared = Form {
+            dtype: DType::F32,
+            shared_b: true,
+            ..f
+        };
+        assert_eq!(master_bytes(10, &shared), Some(840_000));
+        check_fits(10, &f, Some(2_400_000), "x").expect("fits exactly");
+        let e = check_fits(10, &f, Some(2_399_999), "--batch 10 --size 100")
             .expect_err("too big")
             .to_string();
         assert!(
             e.starts_with("--batch 10 --size 100:") && e.contains("need 2.4 MB") && e.contains("the 2.4 MB"),
             "{e}"
         );
-        let e = check_fits(usize::MAX, 1, None, "--batch")
+        let e = check_fits(usize::MAX, &Form::square(1), None, "--batch")
             .expect_err("overflows")
             .to_string();
         assert!(e.contains("more values than can be counted"), "{e}");
-        let e = check_fits(4, 4_294_967_297, None, "--size")
-            .expect_err("too wide")
-            .to_string();
-        assert!(e.contains("larger than the protocol carries"), "{e}");
-        check_fits(usize::MAX / 2, 0, None, "empty matrices overflow nothing").expect("fits");
+        check_fits(
+            usize::MAX / 2,
+            &Form::square(0),
+            None,
+            "empty matrices overflow nothing",
+        )
+        .expect("fits");
     }
 }

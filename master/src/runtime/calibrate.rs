@@ -13,7 +13,7 @@ use crate::runtime::link::{self, Link};
 use crate::runtime::pool::{LeftOut, Pool};
 use anyhow::{bail, Context, Result};
 use dls_lp::{Latency, Platform, Worker};
-use dls_protocol::{FromWorker, ToWorker};
+use dls_protocol::{DType, Form, FromWorker, ToWorker, Values};
 use std::time::{Duration, Instant};
 
 /// A least-squares line `seconds = intercept + slope · units`.
@@ -82,22 +82,23 @@ pub struct WorkerCalibration {
     pub ret: Fit,
     /// (units, send s, compute s, return s), medians per size.
     pub samples: Vec<(u64, f64, f64, f64)>,
-    /// Products of size n that fit in the worker's memory limit.
+    /// Products that fit in the worker's memory limit at once.
     pub max_load: u64,
     pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Calibration {
-    pub size: usize,
+    /// The products measured: one unit is one of them.
+    pub form: Form,
     pub workers: Vec<WorkerCalibration>,
 }
 
 /// What to probe.
 #[derive(Debug, Clone, Copy)]
 pub struct CalibrateOptions {
-    /// Matrix size n of a unit.
-    pub size: usize,
+    /// What one unit is: its shape, type, and whether B is shared.
+    pub form: Form,
     /// Largest probe, in bytes sent.
     pub max_probe_bytes: u64,
     /// Repetitions per size (the median is kept).
@@ -114,9 +115,14 @@ pub struct CalibrateOptions {
 }
 
 impl CalibrateOptions {
-    pub fn new(size: usize) -> Self {
+    /// Square float64 products of size `n`.
+    pub fn new(n: usize) -> Self {
+        Self::for_form(Form::square(n as u32))
+    }
+
+    pub fn for_form(form: Form) -> Self {
         CalibrateOptions {
-            size,
+            form,
             max_probe_bytes: 32 << 20,
             reps: 3,
             timeout: Duration::from_secs(60),
@@ -180,26 +186,29 @@ async fn answer(link: &mut Link, t: Duration, what: &str) -> Result<dls_protocol
 
 /// Probe one worker.
 pub async fn calibrate_worker(link: &mut Link, opts: &CalibrateOptions) -> Result<WorkerCalibration> {
-    let n = opts.size;
-    if n == 0 {
-        bail!("the matrix size must be at least 1");
+    let form = opts.form;
+    let s = form.shape;
+    if s.n == 0 || s.k == 0 || s.m == 0 {
+        bail!("every matrix dimension must be at least 1 (products of {form})");
     }
-    let nn = (n * n) as u64;
-    let max_load = link.caps.max_products(n as u32);
+    let max_load = link.caps.max_products(&form);
     if max_load == 0 {
         bail!(
-            "worker {:?}: its memory limit of {} bytes cannot hold one product of size {n}",
+            "worker {:?}: its memory limit of {} bytes cannot hold one product of {form}",
             link.name,
             link.caps.memory_limit
         );
     }
-    let by_bytes = (opts.max_probe_bytes / dls_protocol::ab_bytes(opts.size as u32, 1).max(1)).max(1);
+    // Probes carry the bytes of a unit's inputs and results as float64
+    // values (a unit of float32 products is rounded up to whole values).
+    let (unit_in, unit_out) = (form.in_bytes(1).div_ceil(8), form.out_bytes(1).div_ceil(8));
+    let by_bytes = (opts.max_probe_bytes / form.in_bytes(1).max(1)).max(1);
     let max_units = by_bytes.min(32).min(max_load / 2).max(1);
     let mut sizes = vec![1u64];
     while sizes[sizes.len() - 1] * 2 <= max_units {
         sizes.push(sizes[sizes.len() - 1] * 2);
     }
-    let buf = vec![0.0f64; (2 * nn * max_units) as usize];
+    let buf = Values::zeros(DType::F64, (unit_in * max_units) as usize);
     let reps = opts.reps.max(1);
     // Transfers first, for every size, then computing: a worker is idle when
     // it receives in a run, and so it is here. (Right after a compute probe
@@ -209,17 +218,17 @@ pub async fn calibrate_worker(link: &mut Link, opts: &CalibrateOptions) -> Resul
     for &k in &sizes {
         let (mut s, mut r) = (Vec::new(), Vec::new());
         for _ in 0..reps {
-            let len = 2 * nn * k;
+            let len = unit_in * k;
             let t0 = Instant::now();
             link.conn
-                .write_frame(&ToWorker::Echo { len }, &buf[..len as usize])
+                .write_frame(&ToWorker::Echo { len }, &buf.slice(0..len as usize))
                 .await
                 .with_context(|| format!("worker {:?}: sending a probe", link.name))?;
             match answer(link, opts.timeout, "send probe").await?.msg {
                 FromWorker::EchoAck { len: l } if l == len => s.push(t0.elapsed().as_secs_f64()),
                 other => bail!("worker {:?}: unexpected answer to a send probe: {other:?}", link.name),
             }
-            let len = nn * k;
+            let len = unit_out * k;
             let t0 = Instant::now();
             link.conn.send(&ToWorker::Pull { len }).await?;
             let f = answer(link, opts.timeout, "return probe").await?;
@@ -241,10 +250,7 @@ pub async fn calibrate_worker(link: &mut Link, opts: &CalibrateOptions) -> Resul
         let mut c = Vec::new();
         for _ in 0..reps {
             link.conn
-                .send(&ToWorker::ComputeProbe {
-                    n: n as u32,
-                    k: k as u32,
-                })
+                .send(&ToWorker::ComputeProbe { form, count: k as u32 })
                 .await?;
             match answer(link, opts.timeout, "compute probe").await?.msg {
                 FromWorker::ComputeDone { secs, .. } => c.push(secs),
@@ -300,7 +306,7 @@ pub async fn calibrate(links: &mut [Link], opts: &CalibrateOptions) -> Result<Ca
         return Err(e);
     }
     Ok(Calibration {
-        size: opts.size,
+        form: opts.form,
         workers,
     })
 }
@@ -384,7 +390,7 @@ pub async fn calibrate_available(pool: &mut Pool, opts: &CalibrateOptions) -> Re
     }
     Ok((
         Calibration {
-            size: opts.size,
+            form: opts.form,
             workers,
         },
         left,
@@ -417,11 +423,12 @@ impl Calibration {
     /// A platform file, with the fits as comments.
     pub fn to_toml(&self) -> Result<String> {
         let mut out = format!(
-            "# Written by `dls calibrate` for matrices of size {n}×{n}: one unit is one product\n\
-             # (A and B sent, C returned). c, w, d are the slopes (seconds per unit) of\n\
+            "# Written by `dls calibrate` for products of {form}: one unit is one product\n\
+             # ({sent} sent, C returned). c, w, d are the slopes (seconds per unit) of\n\
              # least-squares lines through the probes; their intercepts are the per-message\n\
              # latencies (send_latency, compute_latency, return_latency), used by `rounds`.\n",
-            n = self.size
+            form = self.form,
+            sent = if self.form.shared_b { "A" } else { "A and B" },
         );
         for w in &self.workers {
             out.push_str(&format!(
@@ -440,7 +447,7 @@ impl Calibration {
         }
         out.push('\n');
         let mut file = crate::config::platform_file::PlatformFile::from_platform(&self.platform()?);
-        file.size = Some(self.size);
+        file.set_form(&self.form);
         out.push_str(&toml::to_string(&file)?);
         Ok(out)
     }

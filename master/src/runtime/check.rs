@@ -1,20 +1,23 @@
 //! The master's check of every product it receives: Freivalds' test.
 //!
-//! For a product C = A·B of n×n matrices and a random vector x that the
-//! worker never sees, C·x must equal A·(B·x). Both sides cost O(n²), against
-//! O(n³) to recompute C. A wrong entry δ at (i, k) moves (C·x)ᵢ by δ·xₖ, and
+//! For a product C = A·B (A n×k, B k×m) and a random vector x that the
+//! worker never sees, C·x must equal A·(B·x). Both sides cost O(nk + km +
+//! nm), against O(nkm) to recompute C. A wrong entry δ at (i, k) moves (C·x)ᵢ by δ·xₖ, and
 //! |xₖ| ≥ ½, so any error larger than the rounding bound of its row is found
 //! (several wrong entries cancel only with probability zero).
 //!
-//! Floating point: the test allows, per row, `ROUNDING · (n + 2) · ε ·
-//! (|A|·|B|·|x|)ᵢ`, a bound on the rounding of C itself and of both sides.
+//! Floating point: the test allows, per row, `ROUNDING · (k + 2) · ε ·
+//! (|A|·|B|·|x|)ᵢ`, a bound on the rounding of C itself and of both sides,
+//! with ε the epsilon of the batch's type (float32 results are checked in
+//! float64 arithmetic, so their own rounding dominates).
 //!
 //! Non-finite inputs: C[i][k] is non-finite exactly when row i of A or
 //! column k of B holds a NaN or an infinity (a NaN or infinite term makes
 //! the sum non-finite, 0·∞ included). Those entries must be non-finite; the
 //! others are checked by Freivalds' test over the finite rows and columns.
-//! Rows whose bound overflows although their inputs are finite are
-//! recomputed (O(n²) each).
+//! Rows whose bound overflows (the type's largest value) although their
+//! inputs are finite are recomputed (O(km) each); there a result past the
+//! type's range may be infinite.
 
 /// Factor on n·ε·(|A|·|B|·|x|)ᵢ: the rounding of C's entries (γₙ each,
 /// weighted by |x|) and of the three dot products of the test (γₙ each).
@@ -33,6 +36,9 @@ impl std::fmt::Display for Mismatch {
         write!(f, "row {}: {}", self.row, self.what)
     }
 }
+
+use dls_protocol::DType;
+use dls_worker::kernel::Dims;
 
 /// A random vector for the test: entries of magnitude in [½, 1) with random
 /// signs, drawn from `rng`.
@@ -83,10 +89,10 @@ fn dot(row: &[f64], v: &[f64]) -> f64 {
     s[0] + s[1] + (s[2] + s[3]) + tail
 }
 
-/// Check `c` against `a`·`b` (n×n, row-major) with the probe `x` (see
-/// [`probe`]).
+/// Check `c` against `a`·`b` (n×n float64, row-major) with the probe `x`
+/// (see [`probe`]).
 pub fn freivalds(a: &[f64], b: &[f64], c: &[f64], n: usize, x: &[f64]) -> Result<(), Mismatch> {
-    Expected::new(a, b, n, x.to_vec()).check(a, b, c)
+    Expected::new(a, b, Dims::square(n), x.to_vec(), DType::F64).check(a, b, c)
 }
 
 /// What one product must satisfy, worked out from A and B alone (two
@@ -94,8 +100,12 @@ pub fn freivalds(a: &[f64], b: &[f64], c: &[f64], n: usize, x: &[f64]) -> Result
 /// checking C when it arrives is one pass over C.
 #[derive(Debug, Clone)]
 pub struct Expected {
-    n: usize,
-    /// The probe, 0 on the columns of B that hold a NaN or an infinity.
+    d: Dims,
+    /// The type's epsilon and largest value.
+    eps: f64,
+    limit: f64,
+    /// The probe (m values), 0 on the columns of B that hold a NaN or an
+    /// infinity.
     x: Vec<f64>,
     /// A·(B·x) per row, and the row's rounding allowance.
     z: Vec<f64>,
@@ -117,25 +127,33 @@ enum Row {
 }
 
 impl Expected {
-    /// The expectation for the product of `a` and `b` with the probe `x`.
-    pub fn new(a: &[f64], b: &[f64], n: usize, mut x: Vec<f64>) -> Expected {
-        debug_assert!(a.len() == n * n && b.len() == n * n && x.len() == n);
+    /// The expectation for the product of `a` (n×k) and `b` (k×m), values
+    /// of type `dtype` widened to f64, with the probe `x` (m values).
+    pub fn new(a: &[f64], b: &[f64], d: Dims, mut x: Vec<f64>, dtype: DType) -> Expected {
+        let Dims { n, k, m } = d;
+        debug_assert!(a.len() == n * k && b.len() == k * m && x.len() == m);
         let xabs: Vec<f64> = x.iter().map(|v| v.abs()).collect();
         // y = B·x and |B|·|x|, one pass over B.
-        let (mut y, mut yabs) = (vec![0.0; n], vec![0.0; n]);
-        for j in 0..n {
-            (y[j], yabs[j]) = dot2(&b[j * n..(j + 1) * n], &x, &xabs);
+        let (mut y, mut yabs) = (vec![0.0; k], vec![0.0; k]);
+        for j in 0..k {
+            (y[j], yabs[j]) = dot2(&b[j * m..(j + 1) * m], &x, &xabs);
         }
         let bad_cols = if yabs.iter().all(|v| v.is_finite()) {
             Vec::new()
         } else {
-            masked_b(b, n, &x, &mut y, &mut yabs)
+            masked_b(b, d, &x, &mut y, &mut yabs)
         };
-        for &k in &bad_cols {
-            x[k] = 0.0;
+        for &c in &bad_cols {
+            x[c] = 0.0;
         }
+        let limit = match dtype {
+            DType::F32 => f32::MAX as f64,
+            DType::F64 => f64::MAX,
+        };
         let mut e = Expected {
-            n,
+            d,
+            eps: dtype.epsilon(),
+            limit,
             x,
             z: vec![0.0; n],
             tol: vec![0.0; n],
@@ -147,18 +165,18 @@ impl Expected {
             e.rows = vec![Row::Recompute; n];
             return e;
         }
-        let eps = ROUNDING * (n as f64 + 2.0) * f64::EPSILON;
+        let eps = ROUNDING * (k as f64 + 2.0) * e.eps;
         for i in 0..n {
-            let ar = &a[i * n..(i + 1) * n];
+            let ar = &a[i * k..(i + 1) * k];
             let (z, zabs) = dot2(ar, &y, &yabs);
-            e.rows[i] = if zabs.is_finite() && zabs <= f64::MAX / 4.0 {
+            e.rows[i] = if zabs.is_finite() && zabs <= limit / 4.0 {
                 Row::Probed
             } else if ar.iter().all(|v| v.is_finite()) {
                 Row::Recompute
             } else {
                 Row::NonFinite
             };
-            (e.z[i], e.tol[i]) = (z, eps * zabs + n as f64 * f64::MIN_POSITIVE);
+            (e.z[i], e.tol[i]) = (z, eps * zabs + k as f64 * f64::MIN_POSITIVE);
         }
         e
     }
@@ -166,17 +184,17 @@ impl Expected {
     /// Check `c` (the same `a` and `b` are needed only for rows that must
     /// be recomputed).
     pub fn check(&self, a: &[f64], b: &[f64], c: &[f64]) -> Result<(), Mismatch> {
-        let n = self.n;
-        if c.len() != n * n {
+        let Dims { n, m, .. } = self.d;
+        if c.len() != n * m {
             return Err(Mismatch {
                 row: 0,
-                what: format!("{} values for a product of size {n}", c.len()),
+                what: format!("{} values for a product with {n}×{m} results", c.len()),
             });
         }
         for i in 0..n {
-            let cr = &c[i * n..(i + 1) * n];
+            let cr = &c[i * m..(i + 1) * m];
             match self.rows[i] {
-                Row::Recompute => recompute_rows(a, b, c, n, i..i + 1)?,
+                Row::Recompute => recompute_rows(a, b, c, self.d, self.eps, self.limit, i..i + 1)?,
                 Row::NonFinite => {
                     if let Some(k) = cr.iter().position(|v| v.is_finite()) {
                         return Err(non_finite_expected(i, k, cr[k], "row of A"));
@@ -226,50 +244,67 @@ fn non_finite_expected(i: usize, k: usize, got: f64, because: &str) -> Mismatch 
 
 /// B has non-finite entries: find their columns and recompute B·x and
 /// |B|·|x| without them. Returns the columns.
-fn masked_b(b: &[f64], n: usize, x: &[f64], y: &mut [f64], yabs: &mut [f64]) -> Vec<usize> {
-    let mut bad = vec![false; n];
-    for row in b.chunks_exact(n) {
-        for (k, v) in row.iter().enumerate() {
-            bad[k] |= !v.is_finite();
+fn masked_b(b: &[f64], d: Dims, x: &[f64], y: &mut [f64], yabs: &mut [f64]) -> Vec<usize> {
+    let mut bad = vec![false; d.m];
+    for row in b.chunks_exact(d.m.max(1)) {
+        for (c, v) in row.iter().enumerate() {
+            bad[c] |= !v.is_finite();
         }
     }
-    for j in 0..n {
-        let row = &b[j * n..(j + 1) * n];
+    for j in 0..d.k {
+        let row = &b[j * d.m..(j + 1) * d.m];
         let (mut s, mut t) = (0.0, 0.0);
-        for k in (0..n).filter(|&k| !bad[k]) {
-            s += row[k] * x[k];
-            t += row[k].abs() * x[k].abs();
+        for c in (0..d.m).filter(|&c| !bad[c]) {
+            s += row[c] * x[c];
+            t += row[c].abs() * x[c].abs();
         }
         (y[j], yabs[j]) = (s, t);
     }
-    (0..n).filter(|&k| bad[k]).collect()
+    (0..d.m).filter(|&c| bad[c]).collect()
 }
 
-/// Recompute rows of C (O(n²) each) and compare entry by entry.
-fn recompute_rows(a: &[f64], b: &[f64], c: &[f64], n: usize, rows: std::ops::Range<usize>) -> Result<(), Mismatch> {
-    let eps = ROUNDING * (n as f64 + 2.0) * f64::EPSILON;
+/// Recompute rows of C (O(km) each) and compare entry by entry; an entry
+/// whose value may lie past `limit` (the type's largest) may be infinite.
+fn recompute_rows(
+    a: &[f64],
+    b: &[f64],
+    c: &[f64],
+    d: Dims,
+    eps: f64,
+    limit: f64,
+    rows: std::ops::Range<usize>,
+) -> Result<(), Mismatch> {
+    let Dims { k, m, .. } = d;
+    let eps = ROUNDING * (k as f64 + 2.0) * eps;
     for i in rows {
         // The bound is summed already scaled by ε so that it cannot overflow
         // where the product does not.
-        let (mut want, mut tol) = (vec![0.0; n], vec![f64::MIN_POSITIVE; n]);
-        for j in 0..n {
-            let aij = a[i * n + j];
-            for k in 0..n {
-                want[k] += aij * b[j * n + k];
-                tol[k] += (eps * aij).abs() * b[j * n + k].abs();
+        let (mut want, mut tol) = (vec![0.0; m], vec![f64::MIN_POSITIVE; m]);
+        for j in 0..k {
+            let aij = a[i * k + j];
+            for col in 0..m {
+                want[col] += aij * b[j * m + col];
+                tol[col] += (eps * aij).abs() * b[j * m + col].abs();
             }
         }
-        for k in 0..n {
-            let got = c[i * n + k];
-            if !agrees(got, want[k], tol[k]) {
+        for col in 0..m {
+            let got = c[i * m + col];
+            if !agrees_within(got, want[col], tol[col], limit) {
                 return Err(Mismatch {
                     row: i,
-                    what: format!("column {k} is {got:e} but recomputed it is {:e}", want[k]),
+                    what: format!("column {col} is {got:e} but recomputed it is {:e}", want[col]),
                 });
             }
         }
     }
     Ok(())
+}
+
+/// As [`agrees`], for a result of a type whose largest value is `limit`:
+/// where the reference may lie past it, an infinite result agrees too.
+pub fn agrees_within(got: f64, want: f64, tol: f64, limit: f64) -> bool {
+    let may_overflow = want.abs() + tol > limit;
+    agrees(got, want, tol) || (may_overflow && got.is_infinite())
 }
 
 /// Whether a computed value agrees with a reference: both non-finite (a NaN

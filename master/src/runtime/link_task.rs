@@ -10,7 +10,7 @@
 use crate::runtime::batch::Batch;
 use crate::runtime::check::{self, Expected};
 use crate::runtime::link::Link;
-use dls_protocol::{ChunkId, Frame, FromWorker, JobId, ToWorker};
+use dls_protocol::{ChunkId, Frame, FromWorker, JobId, ToWorker, Values};
 use rand::SeedableRng;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,7 +31,7 @@ pub(crate) enum Cmd {
 pub(crate) enum Ev {
     Received(ChunkId, Instant),
     Ready(ChunkId, f64, Instant),
-    Results(ChunkId, Vec<f64>, Instant),
+    Results(ChunkId, Values, Instant),
     /// The task has ended: why.
     Failed(String),
 }
@@ -49,6 +49,8 @@ pub(crate) struct LinkTask {
     pub batch: Batch,
     pub job: JobId,
     pub watch: Watch,
+    /// Whether this worker has the job's shared B (sent before its first chunk).
+    pub has_b: bool,
 }
 
 /// What the results of a chunk sent must satisfy, being worked out.
@@ -59,25 +61,32 @@ struct Pending {
 
 /// Work out, off the async threads, what each product of a chunk must be.
 fn expect(batch: &Batch, products: Arc<[usize]>, rng: &mut rand::rngs::StdRng) -> Pending {
-    let n = batch.n;
-    let x = check::probe(n, rng);
-    let (a, b, ps) = (batch.a.clone(), batch.b.clone(), products.clone());
+    let x = check::probe(batch.dims().m, rng);
+    let (batch, ps) = (batch.clone(), products.clone());
     let expected = tokio::task::spawn_blocking(move || {
-        let nn = n * n;
         ps.iter()
-            .map(|&g| Expected::new(&a[g * nn..(g + 1) * nn], &b[g * nn..(g + 1) * nn], n, x.clone()))
+            .map(|&g| {
+                Expected::new(
+                    &batch.a_of(g),
+                    &batch.b_of(g),
+                    batch.dims(),
+                    x.clone(),
+                    batch.form.dtype,
+                )
+            })
             .collect()
     });
     Pending { products, expected }
 }
 
-/// Merge sorted product indices into contiguous ranges of values.
-fn ranges(products: &[usize], nn: usize) -> Vec<std::ops::Range<usize>> {
+/// Merge sorted product indices into contiguous ranges of values, `len`
+/// values a product.
+fn ranges(products: &[usize], len: usize) -> Vec<std::ops::Range<usize>> {
     let mut out: Vec<std::ops::Range<usize>> = Vec::new();
     for &i in products {
         match out.last_mut() {
-            Some(r) if r.end == i * nn => r.end += nn,
-            _ => out.push(i * nn..(i + 1) * nn),
+            Some(r) if r.end == i * len => r.end += len,
+            _ => out.push(i * len..(i + 1) * len),
         }
     }
     out
@@ -157,9 +166,10 @@ impl LinkTask {
     /// Results that arrived for `chunk`, checked against what was worked
     /// out when it was sent. Results of a chunk never sent, or of the wrong
     /// size, go on to the shell, which knows what was granted.
-    async fn checked(&self, pending: Option<Pending>, chunk: ChunkId, c: Vec<f64>, at: Instant) -> Ev {
-        let nn = self.batch.n * self.batch.n;
-        let Some(Pending { products, expected }) = pending.filter(|p| p.products.len() * nn == c.len()) else {
+    async fn checked(&self, pending: Option<Pending>, chunk: ChunkId, c: Values, at: Instant) -> Ev {
+        let form = &self.batch.form;
+        let c_len = form.shape.c_len() as usize;
+        let Some(Pending { products, expected }) = pending.filter(|p| p.products.len() * c_len == c.len()) else {
             return Ev::Results(chunk, c, at);
         };
         let expected = match expected.await {
@@ -167,8 +177,8 @@ impl LinkTask {
             Err(e) => return Ev::Failed(format!("internal error: checking chunk {}: {e}", chunk.0)),
         };
         for (j, (&g, e)) in products.iter().zip(&expected).enumerate() {
-            let (a, b) = (&self.batch.a[g * nn..(g + 1) * nn], &self.batch.b[g * nn..(g + 1) * nn]);
-            if let Err(m) = e.check(a, b, &c[j * nn..(j + 1) * nn]) {
+            let (a, b) = (self.batch.a_of(g), self.batch.b_of(g));
+            if let Err(m) = e.check(&a, &b, &crate::runtime::batch::c_of(&c, form, j)) {
                 return Ev::Failed(format!(
                     "returned a wrong result for product {g} (chunk {}): {m}",
                     chunk.0
@@ -186,15 +196,28 @@ impl LinkTask {
         reading: Duration,
         pulse: &mut Pulse,
     ) -> Option<Ev> {
-        let nn = self.batch.n * self.batch.n;
-        let rs = ranges(&products, nn);
-        let mut parts: Vec<&[f64]> = rs.iter().map(|r| &self.batch.a[r.clone()]).collect();
-        parts.extend(rs.iter().map(|r| &self.batch.b[r.clone()]));
+        let form = self.batch.form;
+        if form.shared_b && !self.has_b {
+            let msg = ToWorker::ShareB { job: self.job, form };
+            if let Err(e) = self.link.conn.write_frame(&msg, &self.batch.b).await {
+                return Some(Ev::Failed(format!("sending the shared B: {e}")));
+            }
+            self.has_b = true;
+        }
+        let (a_len, b_len) = (form.shape.a_len() as usize, form.shape.b_len() as usize);
+        let mut parts: Vec<_> = ranges(&products, a_len)
+            .into_iter()
+            .map(|r| self.batch.a.le_range(r))
+            .collect();
+        if !form.shared_b {
+            parts.extend(ranges(&products, b_len).into_iter().map(|r| self.batch.b.le_range(r)));
+        }
+        let parts: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
         let msg = ToWorker::Assign {
             job: self.job,
             chunk,
-            n: self.batch.n as u32,
-            k: products.len() as u32,
+            form,
+            count: products.len() as u32,
         };
         pulse.in_flight += 1;
         pulse.seen = (self.link.conn.bytes_read(), Instant::now());
@@ -258,11 +281,15 @@ impl LinkTask {
                 chunk,
                 compute_secs,
             } if j == job => Ev::Ready(chunk, compute_secs, Instant::now()),
-            FromWorker::Results { job: j, chunk, n, .. } if j == job && n as usize == self.batch.n => {
+            FromWorker::Results {
+                job: j, chunk, form, ..
+            } if j == job && form == self.batch.form => {
                 pulse.in_flight = pulse.in_flight.saturating_sub(1);
                 Ev::Results(chunk, f.payload, Instant::now())
             }
-            FromWorker::Results { n, .. } => Ev::Failed(format!("returned results of size {n}, not {}", self.batch.n)),
+            FromWorker::Results { form, .. } => {
+                Ev::Failed(format!("returned results of {form}, not {}", self.batch.form))
+            }
             FromWorker::HeartbeatAck { .. } => return None,
             FromWorker::Error { code, message } => Ev::Failed(format!("reported {code:?}: {message}")),
             FromWorker::Bye => Ev::Failed("is shutting down (the daemon was stopped; it said goodbye)".into()),

@@ -10,7 +10,7 @@ use crate::runtime::pool::Pool;
 use crate::runtime::record::Measured;
 use anyhow::{anyhow, bail, Result};
 use dls_lp::{Plan, Platform};
-use dls_protocol::{ChunkId, JobId};
+use dls_protocol::{ChunkId, JobId, Values};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -54,9 +54,10 @@ impl Default for RunOptions {
     }
 }
 
-/// The run's output: C in batch order, and the measurements.
+/// The run's output: C in batch order (n×m each, in the batch's type), and
+/// the measurements.
 pub struct Outcome {
-    pub c: Vec<f64>,
+    pub c: Values,
     pub measured: Measured,
 }
 
@@ -77,11 +78,22 @@ pub async fn execute(
     if plan.loads.len() != p || platform.len() != p {
         bail!("the plan has {} workers but {p} are connected", plan.loads.len());
     }
-    if plan.load as usize != batch.m {
-        bail!("the plan is for {} products but the batch has {}", plan.load, batch.m);
+    if plan.load as usize != batch.count {
+        bail!(
+            "the plan is for {} products but the batch has {}",
+            plan.load,
+            batch.count
+        );
     }
+    let c = Values::try_zeros(batch.form.dtype, batch.c_len()).ok_or_else(|| {
+        anyhow!(
+            "no memory for the results of {} products of {}",
+            batch.count,
+            batch.form
+        )
+    })?;
     let cfg = Config {
-        max_chunk: (opts.max_chunk_bytes / dls_protocol::ab_bytes(batch.n as u32, 1).max(1)).max(1) as usize,
+        max_chunk: (opts.max_chunk_bytes / batch.form.in_bytes(1).max(1)).max(1) as usize,
         straggler: opts.straggler,
         stall_timeout: opts.stall_timeout.as_secs_f64(),
         self_schedule: opts.self_schedule,
@@ -107,6 +119,7 @@ pub async fn execute(
             batch: batch.clone(),
             job,
             watch,
+            has_b: false,
         };
         tasks.push(tokio::spawn(task.run(rx, ev_tx.clone())));
     }
@@ -114,7 +127,7 @@ pub async fn execute(
     let mut shell = Shell {
         batch,
         senders,
-        c: vec![0.0; batch.m * batch.n * batch.n],
+        c,
         arrived: None,
         on_chunk,
     };
@@ -142,9 +155,9 @@ pub async fn execute(
 struct Shell<'a, F> {
     batch: &'a Batch,
     senders: Vec<Option<mpsc::Sender<Cmd>>>,
-    c: Vec<f64>,
+    c: Values,
     /// The payload of the results just handed to the machine.
-    arrived: Option<(ChunkId, Vec<f64>)>,
+    arrived: Option<(ChunkId, Values)>,
     on_chunk: F,
 }
 
@@ -189,17 +202,19 @@ impl<F: FnMut(usize)> Shell<'_, F> {
 
     /// Whether a chunk's results can be taken: granted and the right size
     /// (each product's value was checked by its link task).
-    fn check(&self, products: Option<&[usize]>, chunk: ChunkId, payload: &[f64]) -> Result<(), String> {
-        let nn = self.batch.n * self.batch.n;
+    fn check(&self, products: Option<&[usize]>, chunk: ChunkId, payload: &Values) -> Result<(), String> {
+        let c_len = self.batch.form.shape.c_len() as usize;
         let Some(products) = products else {
             return Err(format!("returned chunk {} it was not granted", chunk.0));
         };
-        if payload.len() != products.len() * nn {
+        if payload.len() != products.len() * c_len || payload.dtype() != self.batch.form.dtype {
             return Err(format!(
-                "returned {} values for chunk {} ({} expected)",
+                "returned {} {} values for chunk {} ({} {} expected)",
                 payload.len(),
+                payload.dtype(),
                 chunk.0,
-                products.len() * nn
+                products.len() * c_len,
+                self.batch.form.dtype
             ));
         }
         Ok(())
@@ -215,7 +230,7 @@ impl<F: FnMut(usize)> Shell<'_, F> {
             } => (worker, Cmd::Assign(chunk, products, Duration::from_secs_f64(reading))),
             Command::Grant { worker, chunk } => (worker, Cmd::Grant(chunk)),
             Command::Store { chunk, products, .. } => {
-                let nn = self.batch.n * self.batch.n;
+                let c_len = self.batch.form.shape.c_len() as usize;
                 let Some((_, payload)) = self.arrived.take().filter(|a| a.0 == chunk) else {
                     bail!(
                         "internal error: the results of chunk {} are not at hand to store",
@@ -223,7 +238,9 @@ impl<F: FnMut(usize)> Shell<'_, F> {
                     );
                 };
                 for (j, &g) in products.iter().enumerate() {
-                    self.c[g * nn..(g + 1) * nn].copy_from_slice(&payload[j * nn..(j + 1) * nn]);
+                    self.c
+                        .copy_in(g * c_len, &payload.slice(j * c_len..(j + 1) * c_len))
+                        .map_err(|e| anyhow!("internal error: storing chunk {}: {e}", chunk.0))?;
                 }
                 (self.on_chunk)(products.len());
                 return Ok(());

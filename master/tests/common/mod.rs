@@ -104,12 +104,41 @@ impl Drop for Workers {
     }
 }
 
-/// C = A·B by the textbook loop, for every product of a batch.
+/// C = A·B by the textbook loop in float64, for every product of a
+/// square float64 batch laid out back to back.
 pub fn naive_all(a: &[f64], b: &[f64], m: usize, n: usize) -> Vec<f64> {
     let nn = n * n;
     (0..m)
         .flat_map(|i| dls_worker::kernel::naive(&a[i * nn..(i + 1) * nn], &b[i * nn..(i + 1) * nn], n))
         .collect()
+}
+
+/// C of any batch by the textbook loop in float64, and Σ|A||B| of each
+/// entry (the scale of its rounding).
+pub fn naive_batch(batch: &dls_master::runtime::batch::Batch) -> (Vec<f64>, Vec<f64>) {
+    use dls_worker::kernel::naive_dims;
+    let d = batch.dims();
+    let abs = |v: &[f64]| v.iter().map(|x| x.abs()).collect::<Vec<f64>>();
+    let (mut c, mut scale) = (Vec::new(), Vec::new());
+    for i in 0..batch.count {
+        let (a, b) = (batch.a_of(i), batch.b_of(i));
+        c.extend(naive_dims(&a, &b, d));
+        scale.extend(naive_dims(&abs(&a), &abs(&b), d));
+    }
+    (c, scale)
+}
+
+/// Every entry of C within (k + 2)·ε of its type times Σ|A||B| of the
+/// naive product: the rounding any summation order may make.
+pub fn assert_batch_right(batch: &dls_master::runtime::batch::Batch, c: &dls_protocol::Values) {
+    assert_eq!(c.dtype(), batch.form.dtype, "C keeps the inputs' type");
+    let (want, scale) = naive_batch(batch);
+    assert_eq!(c.len(), want.len());
+    let eps = (batch.form.shape.k as f64 + 2.0) * batch.form.dtype.epsilon();
+    for (i, (y, s)) in want.iter().zip(&scale).enumerate() {
+        let x = c.get(i);
+        assert!((x - y).abs() <= eps * s, "{}: value {i}: {x} vs {y}", batch.form);
+    }
 }
 
 pub fn assert_close(got: &[f64], want: &[f64], n: usize) {

@@ -153,10 +153,10 @@ impl Sim {
                 let msg = ToWorker::Assign {
                     job: JOB,
                     chunk,
-                    n: 1,
-                    k: len as u32,
+                    form: dls_protocol::Form::square(1),
+                    count: len as u32,
                 };
-                wire(Frame::with_payload(msg, vec![1.0; 2 * len]));
+                wire(Frame::with_payload(msg, vec![1.0f64; 2 * len]));
                 self.lens.insert(chunk, len);
                 self.held[worker] += len;
                 self.max_held[worker] = self.max_held[worker].max(self.held[worker]);
@@ -222,10 +222,10 @@ impl Sim {
                 let msg = FromWorker::Results {
                     job: JOB,
                     chunk,
-                    n: 1,
-                    k: len as u32,
+                    form: dls_protocol::Form::square(1),
+                    count: len as u32,
                 };
-                wire(Frame::with_payload(msg, vec![0.5; len]));
+                wire(Frame::with_payload(msg, vec![0.5f64; len]));
                 let start = self.open.remove(&(worker, chunk, false)).expect("a return was open");
                 self.transfers.push((start, t, false, worker));
                 self.held[worker] -= len;

@@ -1,0 +1,369 @@
+//! What a product looks like on the wire: its shape ([`Shape`]), its
+//! element type ([`DType`]), whether one B serves every product
+//! ([`Form`]), and typed payloads ([`Values`]).
+
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+/// The element type of a batch's matrices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DType {
+    F32,
+    F64,
+}
+
+impl DType {
+    /// Bytes per value.
+    pub const fn size(self) -> u64 {
+        match self {
+            DType::F32 => 4,
+            DType::F64 => 8,
+        }
+    }
+
+    /// The name users write and read: `float32`, `float64`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+        }
+    }
+
+    /// The type from its name (`float32`, `f32`, `float64`, `f64`).
+    pub fn parse(s: &str) -> Option<DType> {
+        match s.to_ascii_lowercase().as_str() {
+            "float32" | "f32" | "single" => Some(DType::F32),
+            "float64" | "f64" | "double" => Some(DType::F64),
+            _ => None,
+        }
+    }
+
+    /// Machine epsilon of the type.
+    pub const fn epsilon(self) -> f64 {
+        match self {
+            DType::F32 => f32::EPSILON as f64,
+            DType::F64 => f64::EPSILON,
+        }
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The shape of one product C = A·B: A is n×k, B is k×m, C is n×m.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Shape {
+    pub n: u32,
+    pub k: u32,
+    pub m: u32,
+}
+
+impl Shape {
+    pub const fn square(n: u32) -> Shape {
+        Shape { n, k: n, m: n }
+    }
+
+    pub fn is_square(&self) -> bool {
+        self.n == self.k && self.k == self.m
+    }
+
+    /// Values of A, B and C (saturating: never overflows).
+    pub fn a_len(&self) -> u64 {
+        (self.n as u64).saturating_mul(self.k as u64)
+    }
+    pub fn b_len(&self) -> u64 {
+        (self.k as u64).saturating_mul(self.m as u64)
+    }
+    pub fn c_len(&self) -> u64 {
+        (self.n as u64).saturating_mul(self.m as u64)
+    }
+
+    /// Floating-point operations of one product (2·n·k·m).
+    pub fn flops(&self) -> f64 {
+        2.0 * self.n as f64 * self.k as f64 * self.m as f64
+    }
+}
+
+impl std::fmt::Display for Shape {
+    /// `256×256` for square products, `n×k·k×m` otherwise.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_square() {
+            write!(f, "{}×{}", self.n, self.n)
+        } else {
+            write!(f, "{}×{}·{}×{}", self.n, self.k, self.k, self.m)
+        }
+    }
+}
+
+/// Everything the bytes of a product depend on: its shape, its type, and
+/// whether a single B is shared by every product of the job (then chunks
+/// carry only A, and B travels once per worker in `ShareB`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Form {
+    pub shape: Shape,
+    pub dtype: DType,
+    pub shared_b: bool,
+}
+
+impl Form {
+    /// Square float64 products, one B each: what `dls` ran before shapes.
+    pub const fn square(n: u32) -> Form {
+        Form {
+            shape: Shape::square(n),
+            dtype: DType::F64,
+            shared_b: false,
+        }
+    }
+
+    fn bytes(&self, values: u64) -> u64 {
+        values.saturating_mul(self.dtype.size())
+    }
+
+    /// Bytes of one A, one B, one C.
+    pub fn a_bytes(&self) -> u64 {
+        self.bytes(self.shape.a_len())
+    }
+    pub fn b_bytes(&self) -> u64 {
+        self.bytes(self.shape.b_len())
+    }
+    pub fn c_bytes(&self) -> u64 {
+        self.bytes(self.shape.c_len())
+    }
+
+    /// Values a chunk of `count` products carries to a worker: the A's,
+    /// and the B's unless B is shared.
+    pub fn in_len(&self, count: u32) -> u64 {
+        let per = match self.shared_b {
+            true => self.shape.a_len(),
+            false => self.shape.a_len().saturating_add(self.shape.b_len()),
+        };
+        per.saturating_mul(count as u64)
+    }
+
+    /// Bytes a chunk of `count` products carries to a worker.
+    pub fn in_bytes(&self, count: u32) -> u64 {
+        self.bytes(self.in_len(count))
+    }
+
+    /// Bytes of the results of `count` products.
+    pub fn out_bytes(&self, count: u32) -> u64 {
+        self.c_bytes().saturating_mul(count as u64)
+    }
+
+    /// Bytes a worker holds for a chunk of `count` products (its inputs
+    /// and its results; a shared B is held once, apart).
+    pub fn held_bytes(&self, count: u32) -> u64 {
+        self.in_bytes(count).saturating_add(self.out_bytes(count))
+    }
+}
+
+impl std::fmt::Display for Form {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.shape, self.dtype)?;
+        if self.shared_b {
+            f.write_str(", one shared B")?;
+        }
+        Ok(())
+    }
+}
+
+/// A typed array of values: a payload, a batch's A or B, its C.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Values {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+impl Default for Values {
+    fn default() -> Self {
+        Values::F64(Vec::new())
+    }
+}
+
+impl Values {
+    /// `len` zeros of type `dtype`.
+    pub fn zeros(dtype: DType, len: usize) -> Values {
+        match dtype {
+            DType::F32 => Values::F32(vec![0.0; len]),
+            DType::F64 => Values::F64(vec![0.0; len]),
+        }
+    }
+
+    /// `len` zeros, or `None` when the memory cannot be had.
+    pub fn try_zeros(dtype: DType, len: usize) -> Option<Values> {
+        fn make<T: Clone + Default>(len: usize) -> Option<Vec<T>> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(len).ok()?;
+            v.resize(len, T::default());
+            Some(v)
+        }
+        Some(match dtype {
+            DType::F32 => Values::F32(make(len)?),
+            DType::F64 => Values::F64(make(len)?),
+        })
+    }
+
+    pub fn dtype(&self) -> DType {
+        match self {
+            Values::F32(_) => DType::F32,
+            Values::F64(_) => DType::F64,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Values::F32(v) => v.len(),
+            Values::F64(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The values in host order, as bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Values::F32(v) => bytemuck::cast_slice(v),
+            Values::F64(v) => bytemuck::cast_slice(v),
+        }
+    }
+
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Values::F32(v) => bytemuck::cast_slice_mut(v),
+            Values::F64(v) => bytemuck::cast_slice_mut(v),
+        }
+    }
+
+    /// The values as little-endian bytes: a view where the host is little-endian.
+    pub fn le_bytes(&self) -> Cow<'_, [u8]> {
+        match self {
+            Values::F32(v) => le_bytes(v),
+            Values::F64(v) => le_bytes(v),
+        }
+    }
+
+    /// Values `range` as little-endian bytes: a view where the host is little-endian.
+    pub fn le_range(&self, range: std::ops::Range<usize>) -> Cow<'_, [u8]> {
+        match self {
+            Values::F32(v) => le_bytes(&v[range]),
+            Values::F64(v) => le_bytes(&v[range]),
+        }
+    }
+
+    /// Values `range` as a new array of the same type.
+    pub fn slice(&self, range: std::ops::Range<usize>) -> Values {
+        match self {
+            Values::F32(v) => Values::F32(v[range].to_vec()),
+            Values::F64(v) => Values::F64(v[range].to_vec()),
+        }
+    }
+
+    /// Copy `src` (of the same type) into `self` from `at` on. Fails,
+    /// naming both, when the types differ or `src` does not fit.
+    pub fn copy_in(&mut self, at: usize, src: &Values) -> Result<(), String> {
+        let fits = at.checked_add(src.len()).is_some_and(|end| end <= self.len());
+        if !fits {
+            return Err(format!("{} values at {at} do not fit in {}", src.len(), self.len()));
+        }
+        match (self, src) {
+            (Values::F32(d), Values::F32(s)) => d[at..at + s.len()].copy_from_slice(s),
+            (Values::F64(d), Values::F64(s)) => d[at..at + s.len()].copy_from_slice(s),
+            (d, s) => return Err(format!("{} values into {} ones", s.dtype(), d.dtype())),
+        }
+        Ok(())
+    }
+
+    /// Value `i` widened to f64.
+    pub fn get(&self, i: usize) -> f64 {
+        match self {
+            Values::F32(v) => v[i] as f64,
+            Values::F64(v) => v[i],
+        }
+    }
+
+    /// Values `range` widened to f64 (exact for both types).
+    pub fn to_f64(&self, range: std::ops::Range<usize>) -> Cow<'_, [f64]> {
+        match self {
+            Values::F32(v) => Cow::Owned(v[range].iter().map(|&x| x as f64).collect()),
+            Values::F64(v) => Cow::Borrowed(&v[range]),
+        }
+    }
+
+    /// Turn little-endian values, already in place, into host order.
+    pub fn le_to_host(&mut self) {
+        if cfg!(target_endian = "big") {
+            match self {
+                Values::F32(v) => v.iter_mut().for_each(|x| *x = f32::from_le_bytes(x.to_ne_bytes())),
+                Values::F64(v) => v.iter_mut().for_each(|x| *x = f64::from_le_bytes(x.to_ne_bytes())),
+            }
+        }
+    }
+}
+
+impl From<Vec<f64>> for Values {
+    fn from(v: Vec<f64>) -> Self {
+        Values::F64(v)
+    }
+}
+
+impl From<Vec<f32>> for Values {
+    fn from(v: Vec<f32>) -> Self {
+        Values::F32(v)
+    }
+}
+
+/// Raw little-endian bytes of values: a view where the host is little-endian.
+pub fn le_bytes<T: bytemuck::Pod>(values: &[T]) -> Cow<'_, [u8]> {
+    if cfg!(target_endian = "little") {
+        Cow::Borrowed(bytemuck::cast_slice(values))
+    } else {
+        let size = std::mem::size_of::<T>();
+        Cow::Owned(
+            bytemuck::cast_slice::<T, u8>(values)
+                .chunks_exact(size)
+                .flat_map(|c| c.iter().rev().copied())
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_follow_shape_type_and_sharing() {
+        let f = Form {
+            shape: Shape { n: 3, k: 5, m: 2 },
+            dtype: DType::F32,
+            shared_b: false,
+        };
+        assert_eq!((f.a_bytes(), f.b_bytes(), f.c_bytes()), (60, 40, 24));
+        assert_eq!(f.in_bytes(4), 4 * 100);
+        assert_eq!(f.held_bytes(4), 4 * 124);
+        let shared = Form { shared_b: true, ..f };
+        assert_eq!(shared.in_len(4), 4 * 15);
+        assert_eq!(Form::square(4).in_bytes(3), 2 * 3 * 16 * 8);
+        let huge = Form::square(u32::MAX);
+        assert_eq!(huge.in_bytes(u32::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn values_copy_in_checks_type_and_room() {
+        let mut v = Values::zeros(DType::F32, 4);
+        v.copy_in(1, &Values::F32(vec![1.0, 2.0])).expect("fits");
+        assert_eq!(v, Values::F32(vec![0.0, 1.0, 2.0, 0.0]));
+        assert!(v.copy_in(3, &Values::F32(vec![1.0, 2.0])).is_err());
+        assert!(v.copy_in(0, &Values::F64(vec![1.0])).is_err());
+        assert_eq!(v.to_f64(1..3).into_owned(), vec![1.0, 2.0]);
+        assert_eq!(DType::parse("Float32"), Some(DType::F32));
+        assert_eq!(DType::parse("int8"), None);
+        assert_eq!(format!("{}", Shape { n: 2, k: 3, m: 4 }), "2×3·3×4");
+        assert_eq!(format!("{}", Form::square(8)), "8×8 float64");
+    }
+}
