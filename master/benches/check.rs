@@ -29,13 +29,27 @@ async fn transfer(ab: &Values, c: &[f64], n: u32) -> Duration {
         let mut w: Connection<_, ToWorker, FromWorker> = Connection::new(rx);
         w.set_max_frame(1 << 32);
         let f = w.read_frame().await.expect("valid").expect("a frame");
-        let ToWorker::Assign { job, chunk, form, count } = f.msg else {
+        let ToWorker::Assign {
+            job,
+            chunk,
+            form,
+            count,
+        } = f.msg
+        else {
             panic!("expected an Assign")
         };
         std::hint::black_box(f.payload);
-        w.write_frame(&FromWorker::Results { job, chunk, form, count }, &Values::F64(c))
-            .await
-            .expect("writes");
+        w.write_frame(
+            &FromWorker::Results {
+                job,
+                chunk,
+                form,
+                count,
+            },
+            &Values::F64(c),
+        )
+        .await
+        .expect("writes");
     });
     let mut m: Connection<_, FromWorker, ToWorker> = Connection::new(tx);
     m.set_max_frame(1 << 32);
