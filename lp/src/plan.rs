@@ -202,7 +202,10 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
         Strategy::Best => {
             let one = plan_one_round(platform, req)?;
             let rounds = rounds::plan_rounds(platform, req.ports, req.load, Some(&one))?;
-            if rounds.count == 1 && rounds.lag == 0 {
+            // The one-round plan's own prediction ignores latencies; rounds
+            // must beat it as reported, or `best` would predict worse than
+            // a one-round strategy planned on the same costs.
+            if rounds.count == 1 && rounds.lag == 0 || rounds.makespan >= one.makespan() {
                 return Ok(one);
             }
             let mut notes = one.notes.clone();

@@ -113,6 +113,51 @@ fn rounds_plans_are_sound_and_never_worse_than_one_round() {
     }
 }
 
+/// With per-message latencies (which the one-round predictions leave out),
+/// `best` still never predicts worse than the one-round strategies it
+/// weighs: a multi-round plan is taken only when its own prediction, with
+/// latencies, is below theirs.
+#[test]
+fn best_never_predicts_worse_than_fifo_or_lifo_with_latencies() {
+    for seed in 0..24u64 {
+        let mut rg = rng(7000 + seed);
+        // Few workers (every pair of orders is weighed) and more.
+        let p = [1, 2, 3, 6, 7, 9][seed as usize % 6];
+        let base = random_platform(
+            &mut rg,
+            p,
+            [Family::Bus, Family::Star(0.5), Family::MixedZ][seed as usize % 3],
+        );
+        // Latencies from none to several units' worth.
+        let scale = [0.0, 0.3, 3.0][seed as usize % 3];
+        let workers = base
+            .workers()
+            .iter()
+            .map(|w| Worker {
+                latency: Latency {
+                    send: scale * w.c,
+                    compute: scale * w.w,
+                    ret: scale * w.d,
+                },
+                ..w.clone()
+            })
+            .collect();
+        let platform = Platform::new(workers).expect("platform");
+        for load in [3u64, 400] {
+            let best = plan(&platform, &Request::new(load, Strategy::Best)).expect("plans");
+            for one in [Strategy::Fifo, Strategy::Lifo] {
+                let o = plan(&platform, &Request::new(load, one)).expect("plans");
+                assert!(
+                    best.makespan() <= o.makespan() * (1.0 + 1e-9),
+                    "seed {seed} M {load} latency ×{scale}: best {} > {one} {}",
+                    best.makespan(),
+                    o.makespan()
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn many_rounds_approach_the_bound_and_latencies_limit_them() {
     // Four unequal workers, a large batch: rounds gets close to load / ρ*.
