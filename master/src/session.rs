@@ -20,12 +20,13 @@
 use crate::output::report::RunReport;
 use crate::output::trace::Trace;
 use crate::runtime::batch::{self, Batch};
+use crate::runtime::data::{MemorySink, Sink};
 use crate::runtime::link::Link;
 use crate::runtime::pool::Pool;
-use crate::runtime::shell::{self, Outcome, RunOptions};
+use crate::runtime::shell::{self, Outcome, Results, RunOptions};
 use anyhow::{anyhow, bail, Result};
 use dls_lp::{Plan, Platform, Ports, Request, Rounding, Strategy, Worker};
-use dls_protocol::{Form, JobId};
+use dls_protocol::{Form, JobId, Values};
 
 /// How to plan and check a batch.
 #[derive(Debug, Clone, Copy)]
@@ -100,13 +101,42 @@ pub fn align(platform: &Platform, links: &[Link], form: &Form) -> Result<Platfor
     Ok(Platform::new(workers)?)
 }
 
-/// Plan `batch` on `platform` with `cfg`, run it, verify it.
+/// Plan `batch` on `platform` with `cfg`, run it, verify it; C comes
+/// back in memory (`outcome.c`).
 pub async fn run_batch(
     pool: &mut Pool,
     platform: &Platform,
     batch: &Batch,
     cfg: &RunConfig,
     job: u64,
+    on_chunk: impl FnMut(usize),
+) -> Result<BatchRun> {
+    let mut sink = memory_sink(batch)?;
+    let mut done = run_batch_into(pool, platform, batch, cfg, job, &mut sink, on_chunk).await?;
+    done.outcome.c = sink.0;
+    Ok(done)
+}
+
+fn memory_sink(batch: &Batch) -> Result<MemorySink> {
+    let c = Values::try_zeros(batch.form.dtype, batch.c_len()).ok_or_else(|| {
+        anyhow!(
+            "no memory for the results of {} products of {}",
+            batch.count,
+            batch.form
+        )
+    })?;
+    Ok(MemorySink(c))
+}
+
+/// As [`run_batch`], with every product's C given to `sink` as it arrives
+/// (an output file, say), so the master never holds the batch's results.
+pub async fn run_batch_into(
+    pool: &mut Pool,
+    platform: &Platform,
+    batch: &Batch,
+    cfg: &RunConfig,
+    job: u64,
+    sink: &mut dyn Sink,
     on_chunk: impl FnMut(usize),
 ) -> Result<BatchRun> {
     if batch.count == 0 {
@@ -120,12 +150,18 @@ pub async fn run_batch(
         rounding: cfg.rounding,
     };
     let plan = dls_lp::plan(&platform, &req).map_err(|e| anyhow!("planning {} products: {e}", batch.count))?;
-    run_plan(pool, platform, plan, batch, cfg, job, on_chunk).await
+    let mut on_chunk = on_chunk;
+    let results = Results {
+        sink,
+        keep: batch::picks(batch.count, cfg.verify, cfg.seed).into_iter().collect(),
+        on_chunk: &mut on_chunk,
+    };
+    run_plan_into(pool, platform, plan, batch, cfg, job, results).await
 }
 
 /// Run a plan made elsewhere (a baseline, say) on `platform` (already
 /// aligned with the pool's links, see [`align`]), verify it, report it.
-/// The port model is the plan's.
+/// The port model is the plan's. C comes back in memory.
 pub async fn run_plan(
     pool: &mut Pool,
     platform: Platform,
@@ -135,9 +171,30 @@ pub async fn run_plan(
     job: u64,
     on_chunk: impl FnMut(usize),
 ) -> Result<BatchRun> {
-    let outcome = shell::execute(pool, &platform, &plan, batch, JobId(job), &cfg.options, on_chunk).await?;
-    let verified =
-        batch::verify(batch, &outcome.c, cfg.verify, cfg.seed).map_err(|e| e.context("verification failed"))?;
+    let mut sink = memory_sink(batch)?;
+    let mut on_chunk = on_chunk;
+    let results = Results {
+        sink: &mut sink,
+        keep: batch::picks(batch.count, cfg.verify, cfg.seed).into_iter().collect(),
+        on_chunk: &mut on_chunk,
+    };
+    let mut done = run_plan_into(pool, platform, plan, batch, cfg, job, results).await?;
+    done.outcome.c = sink.0;
+    Ok(done)
+}
+
+/// Run `plan`, verify the products `results` keeps, report.
+async fn run_plan_into(
+    pool: &mut Pool,
+    platform: Platform,
+    plan: Plan,
+    batch: &Batch,
+    cfg: &RunConfig,
+    job: u64,
+    results: Results<'_>,
+) -> Result<BatchRun> {
+    let outcome = shell::execute(pool, &platform, &plan, batch, JobId(job), &cfg.options, results).await?;
+    let verified = batch::verify(batch, &outcome.kept).map_err(|e| e.context("verification failed"))?;
     let report = RunReport::from_outcome(&platform, &plan, &outcome, &batch.form, verified);
     let names: Vec<String> = platform.workers().iter().map(|w| w.name.clone()).collect();
     let mut trace = Trace::new(&names, &plan, &outcome.measured);

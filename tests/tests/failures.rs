@@ -93,7 +93,7 @@ fn run_with_victim(blow: Blow, max_chunk_bytes: u64) -> (RunReport, Vec<f64>, Ba
 fn check_complete(report: &RunReport, c: &[f64], batch: &Batch) {
     let nn = N * N;
     for i in 0..M {
-        let want = dls_worker::kernel::naive(&batch.a_of(i), &batch.b_of(i), N);
+        let want = dls_worker::kernel::naive(&batch.a_of(i).expect("A"), &batch.b_of(i).expect("B"), N);
         for (x, y) in c[i * nn..(i + 1) * nn].iter().zip(&want) {
             assert!((x - y).abs() <= 1e-12 * N as f64, "product {i}: {x} vs {y}");
         }
@@ -305,7 +305,7 @@ fn wrong_results_are_redone_elsewhere(lie: Lie) {
     );
     let nn = N * N;
     for i in 0..M {
-        let want = dls_worker::kernel::naive(&batch.a_of(i), &batch.b_of(i), N);
+        let want = dls_worker::kernel::naive(&batch.a_of(i).expect("A"), &batch.b_of(i).expect("B"), N);
         assert!(c[i * nn..(i + 1) * nn]
             .iter()
             .zip(&want)

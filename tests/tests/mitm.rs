@@ -59,7 +59,7 @@ fn all_right(batch: &Batch, c: &dls_protocol::Values) -> Result<(), String> {
     let nn = N * N;
     let c = c.to_f64(0..c.len());
     for p in 0..M {
-        let (a, b) = (&batch.a_of(p), &batch.b_of(p));
+        let (a, b) = (&batch.a_of(p).expect("A"), &batch.b_of(p).expect("B"));
         let want = dls_worker::kernel::naive(a, b, N);
         for i in 0..N {
             for k in 0..N {

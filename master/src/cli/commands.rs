@@ -147,7 +147,8 @@ fn batch_of(args: &RunArgs) -> Result<Batch> {
     }
     match &args.input {
         Some(files) => {
-            let b = crate::output::npy::read_batch(&files[0], &files[1], &args.products.expect()?)?;
+            // C goes to --output as it arrives, or nowhere: never held whole.
+            let b = crate::output::npy::read_batch(&files[0], &files[1], &args.products.expect()?, false)?;
             if let Some(m) = args.batch {
                 if m != b.count {
                     bail!(
@@ -174,7 +175,7 @@ fn batch_of(args: &RunArgs) -> Result<Batch> {
                 "--size" => format!("--batch {m} --size {}", form.shape.n),
                 _ => format!("--batch {m} --shape {},{},{}", form.shape.n, form.shape.k, form.shape.m),
             };
-            crate::runtime::batch::check_fits(m, &form, crate::runtime::batch::available_memory(), &what)?;
+            crate::runtime::batch::check_fits(m, &form, false, crate::runtime::batch::available_memory(), &what)?;
             Batch::random_form(form, m, args.seed)
         }
     }
@@ -328,6 +329,13 @@ pub fn run(args: &RunArgs) -> Result<()> {
     };
     let cfg = run_config(args)?;
     let mut model = model_of(args, &batch.form)?;
+    // C is written into --output in place as it arrives (renamed to its
+    // name once complete), or not kept at all.
+    let mut writer = match &args.output {
+        Some(p) => Some(crate::output::npy::NpyWriter::create(p, &batch.form, batch.count)?),
+        None => None,
+    };
+    let mut discard = crate::runtime::data::Discard;
     let done = runtime()?
         .block_on(async {
             let (mut pool, mut left) =
@@ -351,7 +359,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
                 .await?;
                 left.extend(l);
                 let bar = progress_bar(batch.count);
-                let done = session::run_batch(&mut pool, &platform, &batch, &cfg, 1, |k| bar.inc(k as u64)).await;
+                let sink: &mut dyn crate::runtime::data::Sink = match writer.as_mut() {
+                    Some(w) => w,
+                    None => &mut discard,
+                };
+                let done =
+                    session::run_batch_into(&mut pool, &platform, &batch, &cfg, 1, sink, |k| bar.inc(k as u64)).await;
                 bar.finish_and_clear();
                 done
             }
@@ -383,24 +396,23 @@ pub fn run(args: &RunArgs) -> Result<()> {
             first.round, first.at
         );
     }
-    write_outputs(args, &batch, done)
+    write_outputs(args, &batch, done, writer)
 }
 
 /// C, the trace, the chart and the summary of a finished run. Each is
 /// written even when an earlier one failed, and the summary always
 /// prints; the failures are reported together at the end.
-fn write_outputs(args: &RunArgs, batch: &Batch, done: BatchRun) -> Result<()> {
+fn write_outputs(
+    args: &RunArgs,
+    batch: &Batch,
+    done: BatchRun,
+    writer: Option<crate::output::npy::NpyWriter>,
+) -> Result<()> {
     let mut failed: Vec<String> = Vec::new();
-    if let Some(path) = &args.output {
-        let mats = crate::output::npy::Matrices {
-            count: Some(batch.count),
-            rows: batch.form.shape.n as usize,
-            cols: batch.form.shape.m as usize,
-            data: done.outcome.c,
-        };
-        match outputs::write_or_rescue(path, |p| crate::output::npy::write(p, &mats)) {
+    if let Some(w) = writer {
+        match w.finish() {
             Ok(p) => eprintln!("wrote C to {}", p.display()),
-            Err(e) => failed.push(format!("C: {e}")),
+            Err(e) => failed.push(format!("C: {e:#}")),
         }
     }
     if let Some(path) = &args.trace {

@@ -1,7 +1,8 @@
 //! The files `dls run` writes: checked before any work (so a bad path
-//! costs nothing), written atomically after it, and never lost: when C
-//! cannot be written where asked, it is saved elsewhere and the error says
-//! where; a failed trace or chart does not stop the summary.
+//! costs nothing), never partial under their final names (C is written in
+//! place under a temporary name and renamed once complete; when the rename
+//! fails, the error names the complete temporary file); a failed trace or
+//! chart does not stop the summary.
 
 use anyhow::{bail, Result};
 use std::path::{Path, PathBuf};
@@ -65,30 +66,6 @@ pub fn check_space(path: &Path, bytes: u64, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// Write with `write` to `path`; when that fails, to a file of the same
-/// name in the system's temporary directory. Returns where it went, or the
-/// error naming both attempts.
-pub fn write_or_rescue(path: &Path, write: impl Fn(&Path) -> Result<()>) -> Result<PathBuf, String> {
-    let first = match write(path) {
-        Ok(()) => return Ok(path.to_path_buf()),
-        Err(e) => format!("{e:#}"),
-    };
-    let name = path
-        .file_name()
-        .map_or_else(|| "C.npy".into(), |n| n.to_string_lossy().into_owned());
-    let rescue = std::env::temp_dir().join(format!("dls-rescued-{}-{name}", std::process::id()));
-    match write(&rescue) {
-        Ok(()) => Err(format!(
-            "{first}; the results were saved to {} instead",
-            rescue.display()
-        )),
-        Err(e) => Err(format!(
-            "{first}; saving them to {} failed too: {e:#}",
-            rescue.display()
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,20 +103,6 @@ mod tests {
         assert!(e.contains("is also an input"), "{e}");
         check_writable(&d.join("c.npy"), "--output", std::slice::from_ref(&a)).expect("fine");
         assert_eq!(std::fs::read_dir(&d).expect("lists").count(), 1, "no probe left behind");
-        std::fs::remove_dir_all(&d).expect("cleans up");
-    }
-
-    #[test]
-    fn results_that_cannot_go_where_asked_are_saved_elsewhere() {
-        let d = dir("rescue");
-        let wanted = d.join("missing-dir/c.npy");
-        let write = |p: &Path| -> Result<()> { Ok(std::fs::write(p, b"C")?) };
-        let msg = write_or_rescue(&wanted, write).expect_err("not where asked");
-        let rescued = std::env::temp_dir().join(format!("dls-rescued-{}-c.npy", std::process::id()));
-        assert!(msg.contains(&rescued.display().to_string()), "{msg}");
-        assert_eq!(std::fs::read(&rescued).expect("saved"), b"C");
-        std::fs::remove_file(&rescued).expect("cleans up");
-        assert_eq!(write_or_rescue(&d.join("c.npy"), write), Ok(d.join("c.npy")));
         std::fs::remove_dir_all(&d).expect("cleans up");
     }
 }

@@ -48,6 +48,60 @@ pub fn atomic_write(
     result
 }
 
+/// A file filled in place (at any offsets, in any order) under a temporary
+/// name beside `path`, and renamed to `path` only by [`Staged::commit`],
+/// once complete. Dropped uncommitted, the temporary file is removed.
+pub struct Staged {
+    pub file: File,
+    tmp: PathBuf,
+    path: PathBuf,
+    done: bool,
+}
+
+impl Staged {
+    /// A new, empty temporary file for `path`, sized to `len` bytes.
+    pub fn create(path: &Path, len: u64) -> std::io::Result<Staged> {
+        let tmp = temporary(path);
+        let file = File::options().read(true).write(true).create_new(true).open(&tmp)?;
+        let staged = Staged {
+            file,
+            tmp,
+            path: path.to_path_buf(),
+            done: false,
+        };
+        staged.file.set_len(len)?;
+        Ok(staged)
+    }
+
+    /// Flush to the disk and rename to the final name. When the rename
+    /// fails, the complete file stays under its temporary name, which the
+    /// error gives: nothing is lost.
+    pub fn commit(mut self) -> std::io::Result<PathBuf> {
+        self.file.sync_all()?;
+        self.done = true;
+        if let Err(e) = std::fs::rename(&self.tmp, &self.path) {
+            return Err(std::io::Error::new(
+                e.kind(),
+                format!("{e}; the complete file is {}", self.tmp.display()),
+            ));
+        }
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(self.path.clone())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

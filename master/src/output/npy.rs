@@ -6,10 +6,13 @@
 //! needs: a reader that names every mismatch and a writer.
 
 use crate::runtime::batch::Batch;
+use crate::runtime::data::{InputFile, Sink, Source};
 use anyhow::{bail, Context, Result};
 use dls_protocol::{DType, Form, Shape, Values};
 use std::io::{Read, Seek, Write};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::Arc;
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 
@@ -265,27 +268,36 @@ pub fn read(path: &Path) -> Result<Matrices> {
 /// `None` (format version 1.0, little-endian, C order).
 pub fn write(path: &Path, mats: &Matrices) -> Result<()> {
     let origin = path.display().to_string();
-    let descr = match mats.data.dtype() {
-        DType::F32 => "<f4",
-        DType::F64 => "<f8",
-    };
     let shape = match mats.count {
         Some(m) => format!("({m}, {}, {})", mats.rows, mats.cols),
         None => format!("({}, {})", mats.rows, mats.cols),
+    };
+    let header = header_bytes(mats.data.dtype(), &shape);
+    crate::output::atomic_write(path, |f| {
+        f.write_all(&header)?;
+        f.write_all(&mats.data.le_bytes())
+    })
+    .with_context(|| format!("writing {origin}"))
+}
+
+/// Magic, version 1.0, header length and header of a little-endian,
+/// C-ordered array of `dtype` and `shape` (as numpy writes it, e.g.
+/// "(3, 4, 5)"), padded so the values start at a multiple of 64 bytes.
+fn header_bytes(dtype: DType, shape: &str) -> Vec<u8> {
+    let descr = match dtype {
+        DType::F32 => "<f4",
+        DType::F64 => "<f8",
     };
     let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
     // Magic (6) + version (2) + length (2) + header + '\n' is a multiple of 64.
     let total = 10 + header.len() + 1;
     header.push_str(&" ".repeat((64 - total % 64) % 64));
     header.push('\n');
-    crate::output::atomic_write(path, |f| {
-        f.write_all(MAGIC)?;
-        f.write_all(&[1, 0])?;
-        f.write_all(&(header.len() as u16).to_le_bytes())?;
-        f.write_all(header.as_bytes())?;
-        f.write_all(&mats.data.le_bytes())
-    })
-    .with_context(|| format!("writing {origin}"))
+    let mut out = MAGIC.to_vec();
+    out.extend([1, 0]);
+    out.extend((header.len() as u16).to_le_bytes());
+    out.extend(header.as_bytes());
+    out
 }
 
 /// What the command line says of the products, each checked against the
@@ -376,17 +388,107 @@ pub fn form_of(a: (&Path, &Layout), b: (&Path, &Layout), want: &Expect) -> Resul
 
 /// A batch from two `.npy` files: A of shape (M, n, k) and B of shape (M,
 /// k, m), or (k, m) for one B shared by every product; float32 or float64,
-/// both the same. Both headers are checked, and the memory the batch needs,
-/// before any value is read.
-pub fn read_batch(a: &Path, b: &Path, want: &Expect) -> Result<Batch> {
+/// both the same. Both headers are checked before any value is read. C-ordered
+/// files are read chunk by chunk as the chunks are sent (the master holds
+/// the chunks in flight, not the batch); a Fortran-ordered one, and a
+/// shared B, are read whole. `with_c`: C will be held in memory too.
+pub fn read_batch(a: &Path, b: &Path, want: &Expect, with_c: bool) -> Result<Batch> {
     let (fa, la) = open(a)?;
     let (fb, lb) = open(b)?;
     let (form, count) = form_of((a, &la), (b, &lb), want)?;
-    let what = format!("{} and {}", a.display(), b.display());
-    crate::runtime::batch::check_fits(count, &form, crate::runtime::batch::available_memory(), &what)?;
-    let av = read_values(fa, &la, &a.display().to_string())?;
-    let bv = read_values(fb, &lb, &b.display().to_string())?;
-    Batch::new(form, count, av, bv)
+    // What must be held whole: Fortran-ordered inputs, a shared B, and C
+    // when it is not streamed to a file.
+    let whole = |l: &Layout| l.order.fortran || l.count.is_none();
+    let mut held = 0u64;
+    for l in [&la, &lb].into_iter().filter(|l| whole(l)) {
+        held = held.saturating_add(l.values() as u64 * l.dtype.size());
+    }
+    if with_c {
+        held = held.saturating_add(form.out_bytes(1).saturating_mul(count as u64));
+    }
+    if let Some(avail) = crate::runtime::batch::available_memory().filter(|&m| held > m) {
+        bail!(
+            "{} and {}: the master must hold {} of this batch (C without --output, Fortran-ordered inputs), more than the {} this machine has available",
+            a.display(),
+            b.display(),
+            crate::runtime::batch::human_bytes(held),
+            crate::runtime::batch::human_bytes(avail)
+        );
+    }
+    let source = |f: std::fs::File, l: &Layout, path: &Path| -> Result<Source> {
+        if whole(l) {
+            return Ok(Source::Memory(Arc::new(read_values(
+                f,
+                l,
+                &path.display().to_string(),
+            )?)));
+        }
+        Ok(Source::File(Arc::new(InputFile {
+            file: f,
+            path: path.to_path_buf(),
+            prefix: l.prefix,
+            dtype: l.dtype,
+            big_endian: l.order.big_endian,
+            len: l.values(),
+        })))
+    };
+    let (sa, sb) = (source(fa, &la, a)?, source(fb, &lb, b)?);
+    Batch::from_sources(form, count, sa, sb)
+}
+
+/// C written into a `.npy` file as the results arrive, each product in its
+/// place: the file is made at its full size under a temporary name beside
+/// the target, and renamed to it by [`NpyWriter::finish`] once every product
+/// is in (never a partial file under the final name).
+pub struct NpyWriter {
+    staged: crate::output::atomic::Staged,
+    prefix: u64,
+    /// Bytes of one C.
+    c_bytes: u64,
+}
+
+impl NpyWriter {
+    /// A file for the results of `count` products of `form`: shape (count,
+    /// n, m), the form's type, little-endian, C order.
+    pub fn create(path: &Path, form: &Form, count: usize) -> Result<NpyWriter> {
+        let header = header_bytes(form.dtype, &format!("({count}, {}, {})", form.shape.n, form.shape.m));
+        let c_bytes = form.c_bytes();
+        let len = c_bytes
+            .checked_mul(count as u64)
+            .and_then(|v| v.checked_add(header.len() as u64))
+            .with_context(|| format!("{}: {count} products of {form} are too large a file", path.display()))?;
+        let staged = crate::output::atomic::Staged::create(path, len)
+            .with_context(|| format!("creating the output file for {}", path.display()))?;
+        staged
+            .file
+            .write_all_at(&header, 0)
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(NpyWriter {
+            staged,
+            prefix: header.len() as u64,
+            c_bytes,
+        })
+    }
+
+    /// Every product is in: flush and give the file its name.
+    pub fn finish(self) -> Result<std::path::PathBuf> {
+        Ok(self.staged.commit()?)
+    }
+}
+
+impl Sink for NpyWriter {
+    fn store(&mut self, product: usize, c: &Values, range: std::ops::Range<usize>) -> std::io::Result<()> {
+        let bytes = c.le_range(range);
+        if bytes.len() as u64 != self.c_bytes {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{} bytes for one result of {}", bytes.len(), self.c_bytes),
+            ));
+        }
+        self.staged
+            .file
+            .write_all_at(&bytes, self.prefix + product as u64 * self.c_bytes)
+    }
 }
 
 #[cfg(test)]

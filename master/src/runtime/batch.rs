@@ -1,21 +1,71 @@
 //! The matrices of a batch and the master's own check of its results.
 
 use crate::runtime::check;
+use crate::runtime::data::{self, Slab, Source};
 use anyhow::{bail, Result};
 use dls_protocol::{DType, Form, Values};
 use dls_worker::kernel::{self, Dims};
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The matrices of a batch: `count` products of `form`, row-major, A_1..
 /// (n×k each) in `a`, B_1.. (k×m each) in `b`, or the one B every product
-/// shares when `form.shared_b`.
+/// shares when `form.shared_b`; each in memory or in a file read as it is
+/// sent.
 #[derive(Debug, Clone)]
 pub struct Batch {
     pub form: Form,
     pub count: usize,
-    pub a: Arc<Values>,
-    pub b: Arc<Values>,
+    pub a: Source,
+    pub b: Source,
+}
+
+/// The inputs of one chunk, read once: each run of consecutive products is
+/// one slab of A's (and one of B's unless B is shared).
+#[derive(Debug)]
+pub struct ChunkInputs {
+    form: Form,
+    runs: Vec<std::ops::Range<usize>>,
+    a: Vec<Slab>,
+    b: Vec<Slab>,
+}
+
+impl ChunkInputs {
+    /// What the chunk carries, as the wire wants it: the A's, then the B's
+    /// unless B is shared.
+    pub fn parts(&self) -> Vec<Cow<'_, [u8]>> {
+        let b: &[Slab] = if self.form.shared_b { &[] } else { &self.b };
+        self.a.iter().chain(b).map(Slab::le_bytes).collect()
+    }
+
+    /// The slab holding the chunk's `j`-th product, and the product's place in it.
+    fn locate(&self, j: usize) -> (usize, usize) {
+        let mut left = j;
+        for (r, run) in self.runs.iter().enumerate() {
+            if left < run.len() {
+                return (r, left);
+            }
+            left -= run.len();
+        }
+        (self.runs.len().saturating_sub(1), left)
+    }
+
+    /// A and B of the chunk's `j`-th product, widened to f64.
+    pub fn a_of(&self, j: usize) -> Cow<'_, [f64]> {
+        let (r, at) = self.locate(j);
+        let len = self.form.shape.a_len() as usize;
+        self.a[r].to_f64(at * len..(at + 1) * len)
+    }
+
+    pub fn b_of(&self, j: usize) -> Cow<'_, [f64]> {
+        let len = self.form.shape.b_len() as usize;
+        if self.form.shared_b {
+            return self.b[0].to_f64(0..len);
+        }
+        let (r, at) = self.locate(j);
+        self.b[r].to_f64(at * len..(at + 1) * len)
+    }
 }
 
 /// Memory this machine can still give a process (MemAvailable in
@@ -27,7 +77,13 @@ pub fn available_memory() -> Option<u64> {
 /// Bytes the master holds for `count` products of `form` (A, B and C),
 /// or `None` when that overflows.
 pub fn master_bytes(count: usize, form: &Form) -> Option<u64> {
-    let per = form.held_bytes(1);
+    inputs_bytes(count, form)?.checked_add(form.out_bytes(1).checked_mul(count as u64)?)
+}
+
+/// Bytes of the inputs (A and B) of `count` products of `form`, or `None`
+/// when that overflows.
+pub fn inputs_bytes(count: usize, form: &Form) -> Option<u64> {
+    let per = form.in_bytes(1);
     let shared = if form.shared_b { form.b_bytes() } else { 0 };
     if per == u64::MAX || shared == u64::MAX {
         return None;
@@ -37,15 +93,21 @@ pub fn master_bytes(count: usize, form: &Form) -> Option<u64> {
 
 /// Refuse, naming `what`, a batch the master could not hold: sizes that
 /// overflow, or more memory than `available` (bytes; unknown means no
-/// limit).
-pub fn check_fits(count: usize, form: &Form, available: Option<u64>, what: &str) -> Result<()> {
-    let Some(bytes) = master_bytes(count, form) else {
+/// limit). With `with_c`, C is held too (no output file to stream it to).
+pub fn check_fits(count: usize, form: &Form, with_c: bool, available: Option<u64>, what: &str) -> Result<()> {
+    let held = if with_c {
+        master_bytes(count, form)
+    } else {
+        inputs_bytes(count, form)
+    };
+    let Some(bytes) = held else {
         bail!("{what}: {count} products of {form} are more values than can be counted");
     };
+    let held = if with_c { "A, B and C" } else { "A and B" };
     if let Some(avail) = available {
         if bytes > avail {
             bail!(
-                "{what}: {count} products of {form} need {} in the master (A, B and C), more than the {} this machine has available",
+                "{what}: {count} products of {form} need {} in the master ({held}), more than the {} this machine has available",
                 human_bytes(bytes),
                 human_bytes(avail)
             );
@@ -67,6 +129,11 @@ impl Batch {
     /// A batch of `count` products of `form` from its matrices, refused,
     /// naming what disagrees, when their type or length does not fit.
     pub fn new(form: Form, count: usize, a: Values, b: Values) -> Result<Batch> {
+        Batch::from_sources(form, count, Source::Memory(Arc::new(a)), Source::Memory(Arc::new(b)))
+    }
+
+    /// A batch whose matrices are wherever `a` and `b` say (memory, files).
+    pub fn from_sources(form: Form, count: usize, a: Source, b: Source) -> Result<Batch> {
         let b_products = if form.shared_b { 1 } else { count as u64 };
         for (name, v, per, products) in [
             ("A", &a, form.shape.a_len(), count as u64),
@@ -82,12 +149,7 @@ impl Batch {
                 );
             }
         }
-        Ok(Batch {
-            form,
-            count,
-            a: Arc::new(a),
-            b: Arc::new(b),
-        })
+        Ok(Batch { form, count, a, b })
     }
 
     /// `count` square float64 products of size `n`, random in [-1, 1) from a seed.
@@ -120,18 +182,37 @@ impl Batch {
         Dims::of(&self.form)
     }
 
-    /// A_i and B_i, widened to f64.
-    pub fn a_of(&self, i: usize) -> Cow<'_, [f64]> {
-        let len = self.form.shape.a_len() as usize;
-        self.a.to_f64(i * len..(i + 1) * len)
+    /// The inputs of the products `products` (sorted): views of arrays in
+    /// memory, or read from the files.
+    pub fn read_chunk(&self, products: &[usize]) -> std::io::Result<ChunkInputs> {
+        let (a_len, b_len) = (self.form.shape.a_len() as usize, self.form.shape.b_len() as usize);
+        let runs = data::runs(products);
+        let a = runs
+            .iter()
+            .map(|r| self.a.read(r.start * a_len..r.end * a_len))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let b = match self.form.shared_b {
+            true => vec![self.b.read(0..b_len)?],
+            false => runs
+                .iter()
+                .map(|r| self.b.read(r.start * b_len..r.end * b_len))
+                .collect::<std::io::Result<Vec<_>>>()?,
+        };
+        Ok(ChunkInputs {
+            form: self.form,
+            runs,
+            a,
+            b,
+        })
     }
 
-    pub fn b_of(&self, i: usize) -> Cow<'_, [f64]> {
-        let len = self.form.shape.b_len() as usize;
-        match self.form.shared_b {
-            true => self.b.to_f64(0..len),
-            false => self.b.to_f64(i * len..(i + 1) * len),
-        }
+    /// A_i and B_i, widened to f64.
+    pub fn a_of(&self, i: usize) -> std::io::Result<Vec<f64>> {
+        Ok(self.read_chunk(&[i])?.a_of(0).into_owned())
+    }
+
+    pub fn b_of(&self, i: usize) -> std::io::Result<Vec<f64>> {
+        Ok(self.read_chunk(&[i])?.b_of(0).into_owned())
     }
 
     /// Values of C for the whole batch.
@@ -146,30 +227,34 @@ pub fn c_of<'a>(c: &'a Values, form: &Form, i: usize) -> Cow<'a, [f64]> {
     c.to_f64(i * len..(i + 1) * len)
 }
 
-/// Recompute `count` products chosen at random (from `seed`) and compare.
-/// The master recomputes them with the naive kernel, in float64. Returns
-/// how many were checked and the largest absolute error; fails when an
-/// error exceeds what rounding in the batch's type can explain.
-pub fn verify(batch: &Batch, c: &Values, count: usize, seed: u64) -> Result<(usize, f64)> {
+/// The `count` products the master recomputes, chosen at random from
+/// `seed`, in order.
+pub fn picks(products: usize, count: usize, seed: u64) -> Vec<usize> {
     use rand::SeedableRng;
-    let count = count.min(batch.count);
-    if count == 0 {
-        return Ok((0, 0.0));
-    }
-    let d = batch.dims();
+    let count = count.min(products);
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut picks = rand::seq::index::sample(&mut rng, batch.count, count).into_vec();
+    let mut picks = rand::seq::index::sample(&mut rng, products, count).into_vec();
     picks.sort_unstable();
+    picks
+}
+
+/// Recompute the products whose results were kept (`kept`: C of each, in
+/// f64) and compare. The master recomputes them with the naive kernel, in
+/// float64. Returns how many were checked and the largest absolute error;
+/// fails when an error exceeds what rounding in the batch's type can
+/// explain.
+pub fn verify(batch: &Batch, kept: &BTreeMap<usize, Vec<f64>>) -> Result<(usize, f64)> {
+    let d = batch.dims();
     let mut worst = 0.0f64;
     let eps = 4.0 * (d.k as f64 + 2.0) * batch.form.dtype.epsilon();
     let limit = match batch.form.dtype {
         DType::F32 => f32::MAX as f64,
         DType::F64 => f64::MAX,
     };
-    for i in picks {
+    for (&i, c) in kept {
         // The naive triple loop, not the workers' kernel: an independent
         // computation of the same product.
-        let (a, b) = (batch.a_of(i), batch.b_of(i));
+        let (a, b) = (batch.a_of(i)?, batch.b_of(i)?);
         let want = kernel::naive_dims(&a, &b, d);
         let abs = |v: &[f64]| {
             v.iter()
@@ -177,7 +262,10 @@ pub fn verify(batch: &Batch, c: &Values, count: usize, seed: u64) -> Result<(usi
                 .collect::<Vec<_>>()
         };
         let scale = kernel::naive_dims(&abs(&a), &abs(&b), d);
-        for (j, (&got, &want)) in c_of(c, &batch.form, i).iter().zip(&want).enumerate() {
+        if c.len() != want.len() {
+            bail!("product {i}: {} values kept, {} expected", c.len(), want.len());
+        }
+        for (j, (&got, &want)) in c.iter().zip(&want).enumerate() {
             // Summation order may differ between kernels: (k + 2)·ε per term.
             let tol = eps * scale[j] + f64::MIN_POSITIVE;
             // NaN and infinities must be where the inputs put them; past the
@@ -198,7 +286,7 @@ pub fn verify(batch: &Batch, c: &Values, count: usize, seed: u64) -> Result<(usi
             }
         }
     }
-    Ok((count, worst))
+    Ok((kept.len(), worst))
 }
 
 #[cfg(test)]
@@ -209,7 +297,7 @@ mod size_tests {
     /// C of a batch from the naive kernel, rounded to the batch's type.
     fn naive_c(batch: &Batch) -> Values {
         let c: Vec<f64> = (0..batch.count)
-            .flat_map(|i| kernel::naive_dims(&batch.a_of(i), &batch.b_of(i), batch.dims()))
+            .flat_map(|i| kernel::naive_dims(&batch.a_of(i).expect("A"), &batch.b_of(i).expect("B"), batch.dims()))
             .collect();
         match batch.form.dtype {
             DType::F64 => Values::F64(c),
@@ -217,31 +305,44 @@ mod size_tests {
         }
     }
 
+    /// What the shell keeps of `c` for the products `picks`.
+    fn kept(batch: &Batch, c: &Values, picks: &[usize]) -> BTreeMap<usize, Vec<f64>> {
+        picks
+            .iter()
+            .map(|&i| (i, c_of(c, &batch.form, i).into_owned()))
+            .collect()
+    }
+
     #[test]
     fn verify_passes_right_results_with_nan_and_infinities_and_fails_wrong_ones() {
         let (m, n) = (4, 6);
-        let mut batch = Batch::random(m, n, 9);
-        let (Values::F64(mut a), Values::F64(mut b)) = ((*batch.a).clone(), (*batch.b).clone()) else {
-            unreachable!("float64 batch")
-        };
+        let mut a = vec![0.0; m * n * n];
+        let mut b = vec![0.0; m * n * n];
+        kernel::fill_random(&mut a, 3);
+        kernel::fill_random(&mut b, 4);
         a[2] = f64::NAN; // product 0, row 0
         b[n * n + 7] = f64::INFINITY; // product 1, column 1
         a[2 * n * n + 3] = f64::NEG_INFINITY;
         b[2 * n * n + 3 * n] = 0.0; // 0 · ∞ in product 2
-        batch.a = Arc::new(Values::F64(a));
-        batch.b = Arc::new(Values::F64(b));
+        let batch = Batch::new(Form::square(n as u32), m, Values::F64(a), Values::F64(b)).expect("batch");
         let Values::F64(c) = naive_c(&batch) else {
             unreachable!("float64")
         };
         assert!(c.iter().any(|v| v.is_nan()) && c.iter().any(|v| v.is_infinite()));
+        let right = Values::F64(c.clone());
         for seed in 0..4 {
-            verify(&batch, &Values::F64(c.clone()), m, seed).expect("right results with NaN pass");
+            let k = kept(&batch, &right, &picks(m, m, seed));
+            verify(&batch, &k).expect("right results with NaN pass");
         }
         let mut wrong = c.clone();
         wrong[n * n + 2] = 1.0; // product 1, column 2: finite and must stay so
         wrong[n * n + 1 + n] = 5.0; // product 1, column 1: must be non-finite
-        let e = format!("{:#}", verify(&batch, &Values::F64(wrong), m, 0).expect_err("wrong"));
+        let k = kept(&batch, &Values::F64(wrong), &picks(m, m, 0));
+        let e = format!("{:#}", verify(&batch, &k).expect_err("wrong"));
         assert!(e.contains("product 1"), "{e}");
+        // The picks are the seed's, sorted, within the batch.
+        assert_eq!(picks(10, 3, 7), picks(10, 3, 7));
+        assert!(picks(10, 30, 7).windows(2).all(|w| w[0] < w[1]) && picks(10, 30, 7).len() == 10);
     }
 
     #[test]
@@ -251,7 +352,8 @@ mod size_tests {
             let form = Form { shape, dtype, shared_b };
             let batch = Batch::random_form(form, 6, 3).expect("memory");
             let c = naive_c(&batch);
-            assert_eq!(verify(&batch, &c, 6, 1).expect("right").0, 6);
+            let all: Vec<usize> = (0..6).collect();
+            assert_eq!(verify(&batch, &kept(&batch, &c, &all)).expect("right").0, 6);
             // One entry off by 0.05: the allowance here is about
             // 4·42·ε·Σ|a||b| ≤ 2e-4 in float32 (|entries| < 1, k = 40).
             let mut wrong = c.clone();
@@ -261,7 +363,7 @@ mod size_tests {
                 Values::F32(w) => w[i] = changed as f32,
                 Values::F64(w) => w[i] = changed,
             }
-            let e = format!("{:#}", verify(&batch, &wrong, 6, 1).expect_err("wrong"));
+            let e = format!("{:#}", verify(&batch, &kept(&batch, &wrong, &all)).expect_err("wrong"));
             assert!(e.contains("product 2 is wrong at (1, 1)"), "{form}: {e}");
         }
     }
@@ -297,21 +399,24 @@ mod size_tests {
             ..f
         };
         assert_eq!(master_bytes(10, &shared), Some(840_000));
-        check_fits(10, &f, Some(2_400_000), "x").expect("fits exactly");
-        let e = check_fits(10, &f, Some(2_399_999), "--batch 10 --size 100")
+        check_fits(10, &f, true, Some(2_400_000), "x").expect("fits exactly");
+        // Streaming C to a file: A and B only.
+        check_fits(10, &f, false, Some(1_600_000), "x").expect("fits exactly");
+        let e = check_fits(10, &f, true, Some(2_399_999), "--batch 10 --size 100")
             .expect_err("too big")
             .to_string();
         assert!(
             e.starts_with("--batch 10 --size 100:") && e.contains("need 2.4 MB") && e.contains("the 2.4 MB"),
             "{e}"
         );
-        let e = check_fits(usize::MAX, &Form::square(1), None, "--batch")
+        let e = check_fits(usize::MAX, &Form::square(1), true, None, "--batch")
             .expect_err("overflows")
             .to_string();
         assert!(e.contains("more values than can be counted"), "{e}");
         check_fits(
             usize::MAX / 2,
             &Form::square(0),
+            true,
             None,
             "empty matrices overflow nothing",
         )

@@ -181,8 +181,14 @@ impl Expected {
         e
     }
 
+    /// Whether [`Expected::check`] needs A and B again (rows whose bound
+    /// overflows are recomputed); when not, it may be given empty slices.
+    pub fn needs_inputs(&self) -> bool {
+        self.rows.contains(&Row::Recompute)
+    }
+
     /// Check `c` (the same `a` and `b` are needed only for rows that must
-    /// be recomputed).
+    /// be recomputed, see [`Expected::needs_inputs`]).
     pub fn check(&self, a: &[f64], b: &[f64], c: &[f64]) -> Result<(), Mismatch> {
         let Dims { n, m, .. } = self.d;
         if c.len() != n * m {

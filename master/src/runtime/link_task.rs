@@ -7,7 +7,7 @@
 //! blocking thread while the worker computes, so that only one pass over C
 //! remains when the results arrive.
 
-use crate::runtime::batch::Batch;
+use crate::runtime::batch::{Batch, ChunkInputs};
 use crate::runtime::check::{self, Expected};
 use crate::runtime::link::Link;
 use dls_protocol::{ChunkId, Frame, FromWorker, JobId, ToWorker, Values};
@@ -34,6 +34,9 @@ pub(crate) enum Ev {
     Results(ChunkId, Values, Instant),
     /// The task has ended: why.
     Failed(String),
+    /// The batch cannot go on, whoever computes it (its inputs cannot be
+    /// read): why.
+    Fatal(String),
 }
 
 /// How a link task watches its worker.
@@ -59,37 +62,36 @@ struct Pending {
     expected: tokio::task::JoinHandle<Vec<Expected>>,
 }
 
-/// Work out, off the async threads, what each product of a chunk must be.
-fn expect(batch: &Batch, products: Arc<[usize]>, rng: &mut rand::rngs::StdRng) -> Pending {
+/// Work out, off the async threads, what each product of a chunk must be
+/// (from its inputs, read once for sending; they are dropped once this is
+/// done, so the master holds a chunk's inputs only while it is in flight).
+fn expect(batch: &Batch, inputs: Arc<ChunkInputs>, products: Arc<[usize]>, rng: &mut rand::rngs::StdRng) -> Pending {
     let x = check::probe(batch.dims().m, rng);
-    let (batch, ps) = (batch.clone(), products.clone());
+    let (d, dtype, count) = (batch.dims(), batch.form.dtype, products.len());
     let expected = tokio::task::spawn_blocking(move || {
-        ps.iter()
-            .map(|&g| {
-                Expected::new(
-                    &batch.a_of(g),
-                    &batch.b_of(g),
-                    batch.dims(),
-                    x.clone(),
-                    batch.form.dtype,
-                )
-            })
+        (0..count)
+            .map(|j| Expected::new(&inputs.a_of(j), &inputs.b_of(j), d, x.clone(), dtype))
             .collect()
     });
     Pending { products, expected }
 }
 
-/// Merge sorted product indices into contiguous ranges of values, `len`
-/// values a product.
-fn ranges(products: &[usize], len: usize) -> Vec<std::ops::Range<usize>> {
-    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
-    for &i in products {
-        match out.last_mut() {
-            Some(r) if r.end == i * len => r.end += len,
-            _ => out.push(i * len..(i + 1) * len),
+/// The inputs of a chunk: views of arrays in memory, or read from the
+/// files off the async threads.
+async fn read_inputs(batch: &Batch, products: Arc<[usize]>) -> Result<Arc<ChunkInputs>, String> {
+    use crate::runtime::data::Source;
+    let read = match (&batch.a, &batch.b) {
+        (Source::Memory(_), Source::Memory(_)) => batch.read_chunk(&products),
+        _ => {
+            let b = batch.clone();
+            match tokio::task::spawn_blocking(move || b.read_chunk(&products)).await {
+                Ok(r) => r,
+                Err(e) => return Err(format!("internal error: reading inputs: {e}")),
+            }
         }
-    }
-    out
+    };
+    read.map(Arc::new)
+        .map_err(|e| format!("reading the batch's inputs: {e}"))
 }
 
 /// Liveness bookkeeping of one link.
@@ -142,11 +144,16 @@ impl LinkTask {
                     return self.link;
                 }
                 Step::Cmd(Some(Cmd::Assign(chunk, products, reading))) => {
-                    let ev = self.assign(chunk, products.clone(), reading, &mut pulse).await;
-                    if ev.is_none() {
-                        pending.insert(chunk, expect(&self.batch, products, &mut rng));
+                    match read_inputs(&self.batch, products.clone()).await {
+                        Err(why) => Some(Ev::Fatal(why)),
+                        Ok(inputs) => {
+                            let ev = self.assign(chunk, &inputs, products.len(), reading, &mut pulse).await;
+                            if ev.is_none() {
+                                pending.insert(chunk, expect(&self.batch, inputs, products, &mut rng));
+                            }
+                            ev
+                        }
                     }
-                    ev
                 }
                 Step::Cmd(Some(cmd)) => self.on_cmd(cmd).await,
                 Step::Tick => self.on_tick(&mut pulse).await,
@@ -156,7 +163,7 @@ impl LinkTask {
                 },
             };
             let Some(ev) = ev else { continue };
-            let failed = matches!(ev, Ev::Failed(_));
+            let failed = matches!(ev, Ev::Failed(_) | Ev::Fatal(_));
             if events.send((self.idx, ev)).await.is_err() || failed {
                 return self.link;
             }
@@ -177,7 +184,14 @@ impl LinkTask {
             Err(e) => return Ev::Failed(format!("internal error: checking chunk {}: {e}", chunk.0)),
         };
         for (j, (&g, e)) in products.iter().zip(&expected).enumerate() {
-            let (a, b) = (self.batch.a_of(g), self.batch.b_of(g));
+            // A and B again only for rows that must be recomputed (rare).
+            let (a, b) = match e.needs_inputs() {
+                false => (Vec::new(), Vec::new()),
+                true => match (self.batch.a_of(g), self.batch.b_of(g)) {
+                    (Ok(a), Ok(b)) => (a, b),
+                    (Err(e), _) | (_, Err(e)) => return Ev::Fatal(format!("reading the batch's inputs: {e}")),
+                },
+            };
             if let Err(m) = e.check(&a, &b, &crate::runtime::batch::c_of(&c, form, j)) {
                 return Ev::Failed(format!(
                     "returned a wrong result for product {g} (chunk {}): {m}",
@@ -188,36 +202,34 @@ impl LinkTask {
         Ev::Results(chunk, c, at)
     }
 
-    /// Send a chunk.
+    /// Send a chunk of `count` products.
     async fn assign(
         &mut self,
         chunk: ChunkId,
-        products: Arc<[usize]>,
+        inputs: &ChunkInputs,
+        count: usize,
         reading: Duration,
         pulse: &mut Pulse,
     ) -> Option<Ev> {
         let form = self.batch.form;
         if form.shared_b && !self.has_b {
             let msg = ToWorker::ShareB { job: self.job, form };
-            if let Err(e) = self.link.conn.write_frame(&msg, &self.batch.b).await {
+            let b = match self.batch.b.read(0..form.shape.b_len() as usize) {
+                Ok(b) => b,
+                Err(e) => return Some(Ev::Fatal(format!("reading the shared B: {e}"))),
+            };
+            if let Err(e) = self.link.conn.write_frame_parts(&msg, &[&b.le_bytes()]).await {
                 return Some(Ev::Failed(format!("sending the shared B: {e}")));
             }
             self.has_b = true;
         }
-        let (a_len, b_len) = (form.shape.a_len() as usize, form.shape.b_len() as usize);
-        let mut parts: Vec<_> = ranges(&products, a_len)
-            .into_iter()
-            .map(|r| self.batch.a.le_range(r))
-            .collect();
-        if !form.shared_b {
-            parts.extend(ranges(&products, b_len).into_iter().map(|r| self.batch.b.le_range(r)));
-        }
+        let parts = inputs.parts();
         let parts: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
         let msg = ToWorker::Assign {
             job: self.job,
             chunk,
             form,
-            count: products.len() as u32,
+            count: count as u32,
         };
         pulse.in_flight += 1;
         pulse.seen = (self.link.conn.bytes_read(), Instant::now());

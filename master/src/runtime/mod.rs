@@ -10,6 +10,7 @@ pub mod adapt;
 pub mod batch;
 pub mod calibrate;
 pub mod check;
+pub mod data;
 pub mod executor;
 pub mod link;
 mod link_task;

@@ -4,6 +4,7 @@
 //! decides what to send, grant or give up on: the machine does.
 
 use crate::runtime::batch::Batch;
+use crate::runtime::data::Sink;
 use crate::runtime::link_task::{Cmd, Ev, LinkTask, Watch};
 use crate::runtime::machine::{BatchMachine, Command, Config, Input, Status};
 use crate::runtime::pool::Pool;
@@ -11,6 +12,7 @@ use crate::runtime::record::Measured;
 use anyhow::{anyhow, bail, Result};
 use dls_lp::{Plan, Platform};
 use dls_protocol::{ChunkId, JobId, Values};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -54,17 +56,30 @@ impl Default for RunOptions {
     }
 }
 
-/// The run's output: C in batch order (n×m each, in the batch's type), and
-/// the measurements.
+/// The run's output: C in batch order (n×m each, in the batch's type) when
+/// it was kept in memory (empty when it went to another sink), the results
+/// of the products the master recomputes (widened to f64), and the
+/// measurements.
 pub struct Outcome {
     pub c: Values,
+    pub kept: BTreeMap<usize, Vec<f64>>,
     pub measured: Measured,
+}
+
+/// Where a run's results go: every product's C to `sink`, and the C of
+/// the products in `keep` also into the outcome (for the master's
+/// recomputation); `on_chunk` hears how many products were stored, each
+/// time some are.
+pub struct Results<'a> {
+    pub sink: &'a mut dyn Sink,
+    pub keep: BTreeSet<usize>,
+    pub on_chunk: &'a mut dyn FnMut(usize),
 }
 
 /// Run `plan` (made for `platform`, indexed like the pool's links). Workers
 /// that fail are given up on and their products redone over the survivors;
-/// the links go back to the pool whatever happens. `on_chunk` hears of
-/// every product stored.
+/// the links go back to the pool whatever happens. The outcome's `c` is
+/// empty: C went to the sink.
 pub async fn execute(
     pool: &mut Pool,
     platform: &Platform,
@@ -72,7 +87,7 @@ pub async fn execute(
     batch: &Batch,
     job: JobId,
     opts: &RunOptions,
-    on_chunk: impl FnMut(usize),
+    results: Results<'_>,
 ) -> Result<Outcome> {
     let p = pool.len();
     if plan.loads.len() != p || platform.len() != p {
@@ -85,13 +100,6 @@ pub async fn execute(
             batch.count
         );
     }
-    let c = Values::try_zeros(batch.form.dtype, batch.c_len()).ok_or_else(|| {
-        anyhow!(
-            "no memory for the results of {} products of {}",
-            batch.count,
-            batch.form
-        )
-    })?;
     let cfg = Config {
         max_chunk: (opts.max_chunk_bytes / batch.form.in_bytes(1).max(1)).max(1) as usize,
         straggler: opts.straggler,
@@ -127,9 +135,11 @@ pub async fn execute(
     let mut shell = Shell {
         batch,
         senders,
-        c,
+        sink: results.sink,
+        keep: results.keep,
+        kept: BTreeMap::new(),
         arrived: None,
-        on_chunk,
+        on_chunk: results.on_chunk,
     };
     let result = shell.drive(&mut machine, ev_rx).await;
     shell.senders.clear();
@@ -147,21 +157,24 @@ pub async fn execute(
     }
     result?;
     Ok(Outcome {
-        c: shell.c,
+        c: Values::default(),
+        kept: shell.kept,
         measured: machine.finish(),
     })
 }
 
-struct Shell<'a, F> {
+struct Shell<'a> {
     batch: &'a Batch,
     senders: Vec<Option<mpsc::Sender<Cmd>>>,
-    c: Values,
+    sink: &'a mut dyn Sink,
+    keep: BTreeSet<usize>,
+    kept: BTreeMap<usize, Vec<f64>>,
     /// The payload of the results just handed to the machine.
     arrived: Option<(ChunkId, Values)>,
-    on_chunk: F,
+    on_chunk: &'a mut dyn FnMut(usize),
 }
 
-impl<F: FnMut(usize)> Shell<'_, F> {
+impl Shell<'_> {
     async fn drive(&mut self, machine: &mut BatchMachine, mut events: mpsc::Receiver<(usize, Ev)>) -> Result<()> {
         let t0 = Instant::now();
         let secs = |t: Instant| t.duration_since(t0).as_secs_f64();
@@ -188,6 +201,7 @@ impl<F: FnMut(usize)> Shell<'_, F> {
                 Ev::Received(chunk, at) => (Input::Received(chunk), at),
                 Ev::Ready(chunk, s, at) => (Input::Ready(chunk, s), at),
                 Ev::Failed(why) => (Input::Lost(why), Instant::now()),
+                Ev::Fatal(why) => bail!(why),
                 Ev::Results(chunk, payload, at) => match self.check(machine.expected(worker, chunk), chunk, &payload) {
                     Ok(()) => {
                         self.arrived = Some((chunk, payload));
@@ -238,9 +252,13 @@ impl<F: FnMut(usize)> Shell<'_, F> {
                     );
                 };
                 for (j, &g) in products.iter().enumerate() {
-                    self.c
-                        .copy_in(g * c_len, &payload.slice(j * c_len..(j + 1) * c_len))
-                        .map_err(|e| anyhow!("internal error: storing chunk {}: {e}", chunk.0))?;
+                    let range = j * c_len..(j + 1) * c_len;
+                    if self.keep.contains(&g) {
+                        self.kept.insert(g, payload.to_f64(range.clone()).into_owned());
+                    }
+                    self.sink
+                        .store(g, &payload, range)
+                        .map_err(|e| anyhow!("storing the results of product {g}: {e}"))?;
                 }
                 (self.on_chunk)(products.len());
                 return Ok(());

@@ -121,7 +121,7 @@ pub fn naive_batch(batch: &dls_master::runtime::batch::Batch) -> (Vec<f64>, Vec<
     let abs = |v: &[f64]| v.iter().map(|x| x.abs()).collect::<Vec<f64>>();
     let (mut c, mut scale) = (Vec::new(), Vec::new());
     for i in 0..batch.count {
-        let (a, b) = (batch.a_of(i), batch.b_of(i));
+        let (a, b) = (batch.a_of(i).expect("A"), batch.b_of(i).expect("B"));
         c.extend(naive_dims(&a, &b, d));
         scale.extend(naive_dims(&abs(&a), &abs(&b), d));
     }

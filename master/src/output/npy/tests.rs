@@ -112,21 +112,27 @@ fn pair(
 #[test]
 fn a_batch_of_rectangular_or_shared_b_products_is_read_with_its_form() {
     let (a, b) = pair("rect", (Some(3), 2, 5), (Some(3), 5, 4), "<f8");
-    let batch = read_batch(&a, &b, &Expect::default()).expect("pairs up");
+    let batch = read_batch(&a, &b, &Expect::default(), false).expect("pairs up");
     assert_eq!((batch.form.shape, batch.count), (Shape { n: 2, k: 5, m: 4 }, 3));
     assert!(!batch.form.shared_b);
-    assert_eq!(batch.b_of(2)[..].first(), Some(&value(2, 0, 0)));
+    // C-ordered files are read where the values lie, chunk by chunk.
+    assert!(matches!((&batch.a, &batch.b), (Source::File(_), Source::File(_))));
+    assert_eq!(batch.b_of(2).expect("B").first(), Some(&value(2, 0, 0)));
+    assert_eq!(batch.a_of(1).expect("A")[7], value(1, 1, 2));
+    let chunk = batch.read_chunk(&[0, 2]).expect("reads");
+    assert_eq!(chunk.a_of(1)[0], value(2, 0, 0));
     let (a, b) = pair("shared", (Some(3), 2, 5), (None, 5, 4), "<f8");
-    let batch = read_batch(&a, &b, &Expect::default()).expect("one B");
+    let batch = read_batch(&a, &b, &Expect::default(), false).expect("one B");
     assert!(batch.form.shared_b);
-    assert_eq!(batch.b_of(2), batch.b_of(0));
+    assert!(matches!(batch.b, Source::Memory(_)), "a shared B is held");
+    assert_eq!(batch.b_of(2).expect("B"), batch.b_of(0).expect("B"));
     let want = Expect {
         shape: Some(Shape { n: 2, k: 5, m: 4 }),
         dtype: Some(DType::F64),
         shared_b: true,
         shape_flag: Some("--shape"),
     };
-    read_batch(&a, &b, &want).expect("what the flags say");
+    read_batch(&a, &b, &want, true).expect("what the flags say");
     for p in [a, b] {
         let _ = std::fs::remove_file(p);
     }
@@ -141,7 +147,7 @@ fn batch_fails(
     needles: &[&str],
 ) {
     let (pa, pb) = pair(name, a, b, descr_b);
-    let e = format!("{:#}", read_batch(&pa, &pb, want).expect_err("must fail"));
+    let e = format!("{:#}", read_batch(&pa, &pb, want, false).expect_err("must fail"));
     for n in needles {
         assert!(e.contains(n), "{e:?} should mention {n:?}");
     }
@@ -171,7 +177,14 @@ fn a_and_b_that_do_not_pair_up_name_both_files_and_the_dimension() {
     batch_fails("types", sq, sq, "<f4", &any, &["float64", "float32", "one type"]);
     batch_fails("a2", (None, 4, 4), sq, "<f8", &any, &["A is one 4×4 matrix"]);
     let shared = Expect { shared_b: true, ..any };
-    batch_fails("shared", sq, sq, "<f8", &shared, &["--shared-b", "holds 2 matrices"]);
+    batch_fails(
+        "shared-flag",
+        sq,
+        sq,
+        "<f8",
+        &shared,
+        &["--shared-b", "holds 2 matrices"],
+    );
     let size = Expect {
         shape: Some(Shape::square(3)),
         shape_flag: Some("--size"),
@@ -190,6 +203,55 @@ fn a_and_b_that_do_not_pair_up_name_both_files_and_the_dimension() {
         &dtype,
         &["float64 values but --dtype is float32"],
     );
+}
+
+#[test]
+fn fortran_ordered_inputs_are_held_and_read_right() {
+    let (pa, pb) = (tmp("fa.npy"), tmp("fb.npy"));
+    laid_out(&pa, Some(2), 3, 4, ">f4", true);
+    laid_out(&pb, Some(2), 4, 2, "<f4", false);
+    let batch = read_batch(&pa, &pb, &Expect::default(), false).expect("pairs up");
+    assert!(matches!((&batch.a, &batch.b), (Source::Memory(_), Source::File(_))));
+    assert_eq!(batch.a_of(1).expect("A")[4 + 3], value(1, 1, 3));
+    assert_eq!(batch.b_of(1).expect("B")[2 * 2 + 1], value(1, 2, 1));
+    let _ = (std::fs::remove_file(pa), std::fs::remove_file(pb));
+}
+
+/// Results stored in any order land in their places; the file appears
+/// under its name only once finished, and a writer dropped unfinished
+/// leaves nothing behind.
+#[test]
+fn results_are_written_in_place_and_named_when_complete() {
+    use crate::runtime::data::Sink;
+    let dir = tmp("writer");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("c.npy");
+    let form = Form {
+        shape: Shape { n: 2, k: 7, m: 3 },
+        dtype: DType::F32,
+        shared_b: false,
+    };
+    let mut w = NpyWriter::create(&path, &form, 4).expect("creates");
+    let chunk = Values::F32((0..12).map(|i| i as f32).collect());
+    // Products 3 and 1 arrive in one chunk, then 0 and 2.
+    w.store(3, &chunk, 0..6).expect("stores");
+    w.store(1, &chunk, 6..12).expect("stores");
+    assert!(!path.exists(), "no file under the final name before it is complete");
+    w.store(0, &chunk, 6..12).expect("stores");
+    w.store(2, &chunk, 0..6).expect("stores");
+    assert!(w.store(0, &chunk, 0..5).is_err(), "a result of the wrong size");
+    assert_eq!(w.finish().expect("finishes"), path);
+    let got = read(&path).expect("reads");
+    assert_eq!((got.count, got.rows, got.cols), (Some(4), 2, 3));
+    let want: Vec<f32> = [6..12, 6..12, 0..6, 0..6]
+        .into_iter()
+        .flat_map(|r| r.map(|i| i as f32))
+        .collect();
+    assert_eq!(got.data, Values::F32(want));
+    let other = dir.join("d.npy");
+    drop(NpyWriter::create(&other, &form, 4).expect("creates"));
+    assert_eq!(std::fs::read_dir(&dir).expect("lists").count(), 1, "only c.npy");
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]

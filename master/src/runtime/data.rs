@@ -1,0 +1,218 @@
+//! Where a batch's matrices come from and where its results go: arrays in
+//! memory, or files read and written in place, a chunk at a time, so that
+//! the master holds the chunks in flight and not the batch.
+
+use dls_protocol::{DType, Values};
+use std::borrow::Cow;
+use std::io;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Values of one type stored in a file from byte `prefix` on, row-major,
+/// back to back (a C-ordered `.npy` array), read where they lie.
+#[derive(Debug)]
+pub struct InputFile {
+    pub file: std::fs::File,
+    /// For messages.
+    pub path: PathBuf,
+    pub prefix: u64,
+    pub dtype: DType,
+    pub big_endian: bool,
+    /// Values in the file.
+    pub len: usize,
+}
+
+impl InputFile {
+    /// Values `range`, in host byte order.
+    pub fn read(&self, range: Range<usize>) -> io::Result<Values> {
+        if range.end > self.len || range.start > range.end {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: values {range:?} of {}", self.path.display(), self.len),
+            ));
+        }
+        let size = self.dtype.size();
+        let mut v = Values::try_zeros(self.dtype, range.len())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, format!("{} values", range.len())))?;
+        self.file
+            .read_exact_at(v.as_bytes_mut(), self.prefix + range.start as u64 * size)
+            .map_err(|e| io::Error::new(e.kind(), format!("reading {}: {e}", self.path.display())))?;
+        if self.big_endian != cfg!(target_endian = "big") {
+            swap_bytes(&mut v);
+        }
+        Ok(v)
+    }
+}
+
+fn swap_bytes(v: &mut Values) {
+    match v {
+        Values::F32(v) => v.iter_mut().for_each(|x| *x = f32::from_bits(x.to_bits().swap_bytes())),
+        Values::F64(v) => v.iter_mut().for_each(|x| *x = f64::from_bits(x.to_bits().swap_bytes())),
+    }
+}
+
+/// Where one of a batch's arrays (A, or B) is.
+#[derive(Debug, Clone)]
+pub enum Source {
+    Memory(Arc<Values>),
+    File(Arc<InputFile>),
+}
+
+impl Source {
+    pub fn dtype(&self) -> DType {
+        match self {
+            Source::Memory(v) => v.dtype(),
+            Source::File(f) => f.dtype,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Source::Memory(v) => v.len(),
+            Source::File(f) => f.len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Values `range`: a view of an array in memory, or read from the file.
+    pub fn read(&self, range: Range<usize>) -> io::Result<Slab> {
+        match self {
+            Source::Memory(v) if range.end <= v.len() && range.start <= range.end => Ok(Slab::View(v.clone(), range)),
+            Source::Memory(v) => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("values {range:?} of {}", v.len()),
+            )),
+            Source::File(f) => f.read(range).map(Slab::Owned),
+        }
+    }
+}
+
+/// Values of a chunk, read once: a view of an array in memory (nothing
+/// copied), or values read from a file.
+#[derive(Debug, Clone)]
+pub enum Slab {
+    View(Arc<Values>, Range<usize>),
+    Owned(Values),
+}
+
+impl Slab {
+    pub fn len(&self) -> usize {
+        match self {
+            Slab::View(_, r) => r.len(),
+            Slab::Owned(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The values as little-endian bytes, as the wire carries them.
+    pub fn le_bytes(&self) -> Cow<'_, [u8]> {
+        match self {
+            Slab::View(v, r) => v.le_range(r.clone()),
+            Slab::Owned(v) => v.le_bytes(),
+        }
+    }
+
+    /// Values `range` of the slab, widened to f64.
+    pub fn to_f64(&self, range: Range<usize>) -> Cow<'_, [f64]> {
+        match self {
+            Slab::View(v, r) => v.to_f64(r.start + range.start..r.start + range.end),
+            Slab::Owned(v) => v.to_f64(range),
+        }
+    }
+}
+
+/// Merge sorted product indices into contiguous runs of products.
+pub fn runs(products: &[usize]) -> Vec<Range<usize>> {
+    let mut out: Vec<Range<usize>> = Vec::new();
+    for &i in products {
+        match out.last_mut() {
+            Some(r) if r.end == i => r.end += 1,
+            _ => out.push(i..i + 1),
+        }
+    }
+    out
+}
+
+/// Where the results go, one product at a time, in batch order.
+pub trait Sink: Send {
+    /// Store C of product `product`: values `range` of `c` (n×m of them,
+    /// in the batch's type).
+    fn store(&mut self, product: usize, c: &Values, range: Range<usize>) -> io::Result<()>;
+}
+
+/// The results in memory: C of every product back to back.
+pub struct MemorySink(pub Values);
+
+impl Sink for MemorySink {
+    fn store(&mut self, product: usize, c: &Values, range: Range<usize>) -> io::Result<()> {
+        let len = range.len();
+        self.0
+            .copy_in(product * len, &c.slice(range))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+    }
+}
+
+/// Results not kept (those the master checks are kept apart, see the shell).
+pub struct Discard;
+
+impl Sink for Discard {
+    fn store(&mut self, _: usize, _: &Values, _: Range<usize>) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_are_read_where_the_values_lie_in_either_byte_order() {
+        let path = std::env::temp_dir().join(format!("dls-data-{}.bin", std::process::id()));
+        let values: Vec<f32> = (0..10).map(|i| i as f32 + 0.25).collect();
+        for big_endian in [false, true] {
+            let mut bytes = vec![7u8; 3];
+            for v in &values {
+                bytes.extend(if big_endian { v.to_be_bytes() } else { v.to_le_bytes() });
+            }
+            std::fs::write(&path, &bytes).expect("writes");
+            let f = InputFile {
+                file: std::fs::File::open(&path).expect("opens"),
+                path: path.clone(),
+                prefix: 3,
+                dtype: DType::F32,
+                big_endian,
+                len: 10,
+            };
+            let src = Source::File(Arc::new(f));
+            let slab = src.read(4..7).expect("reads");
+            assert_eq!(slab.to_f64(0..3).into_owned(), vec![4.25, 5.25, 6.25]);
+            assert_eq!(&slab.le_bytes()[..4], &4.25f32.to_le_bytes());
+            assert!(src.read(8..11).is_err(), "past the end");
+        }
+        let _ = std::fs::remove_file(path);
+        let mem = Source::Memory(Arc::new(Values::F64((0..6).map(f64::from).collect())));
+        let view = mem.read(2..5).expect("a view");
+        assert!(matches!(view, Slab::View(..)));
+        assert_eq!(view.to_f64(1..3).into_owned(), vec![3.0, 4.0]);
+        assert!(mem.read(5..7).is_err());
+        assert_eq!(runs(&[1, 2, 3, 7, 9, 10]), vec![1..4, 7..8, 9..11]);
+    }
+
+    #[test]
+    fn a_memory_sink_puts_each_product_in_its_place() {
+        let mut s = MemorySink(Values::zeros(DType::F64, 6));
+        let c = Values::F64(vec![1.0, 2.0, 3.0, 4.0]);
+        s.store(2, &c, 2..4).expect("fits");
+        s.store(0, &c, 0..2).expect("fits");
+        assert_eq!(s.0, Values::F64(vec![1.0, 2.0, 0.0, 0.0, 3.0, 4.0]));
+        assert!(s.store(3, &c, 0..2).is_err());
+    }
+}
