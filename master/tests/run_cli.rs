@@ -173,6 +173,38 @@ fn calibrate_writes_a_platform_that_plan_and_run_accept() {
         !ok && err.contains("16×16 float64") && err.contains("dls calibrate --size 32"),
         "{err}"
     );
+    // Calibrated at two sizes, the file carries a model of how costs follow
+    // the size and serves another one, saying so.
+    let scaled = tmp("scaled.toml");
+    let (ok, _, err) = dls(
+        &["calibrate", "--workers", &list, "--sizes", "8,16", "-o", s(&scaled)],
+        None,
+    );
+    assert!(ok, "{err}");
+    let text = std::fs::read_to_string(&scaled).expect("written");
+    assert!(text.contains("send_per_byte") && text.contains("speed = "), "{text}");
+    let (ok, out, err) = dls(
+        &[
+            "run",
+            "--workers",
+            &list,
+            "--platform",
+            s(&scaled),
+            "--batch",
+            "6",
+            "--size",
+            "12",
+            "--json",
+        ],
+        None,
+    );
+    assert!(ok && err.contains("rescaled to 12×12 float64"), "{err}");
+    assert!(out.contains("\"predicted_makespan\""), "{out}");
+    let (ok, _, err) = dls(
+        &["calibrate", "--workers", &list, "--sizes", "16,8", "-o", s(&scaled)],
+        None,
+    );
+    assert!(!ok && err.contains("increasing order"), "{err}");
 }
 
 fn fails(args: &[&str], token: Option<&str>, needle: &str) {
@@ -803,4 +835,42 @@ fn rectangular_float32_shared_b_files_run_through_the_cli() {
         (v["shape"].clone(), v["dtype"].as_str()),
         (serde_json::json!([3, 8, 2]), Some("float32"))
     );
+}
+
+/// `--learn`: the first run calibrates and records what it measured, per
+/// products; a second run of the same products plans from the model
+/// without calibrating; other products get a model of their own.
+#[test]
+fn a_second_learn_run_of_the_same_products_does_not_calibrate() {
+    let w = common::start(&[(None, 1.0), (None, 1.0)], None);
+    let list = w.list();
+    let model = tmp("learned.json");
+    let _ = std::fs::remove_file(&model);
+    let args = |size: &str| {
+        vec![
+            "run".to_string(),
+            "--workers".into(),
+            list.clone(),
+            "--batch".into(),
+            "20".into(),
+            "--size".into(),
+            size.into(),
+            "--learn".into(),
+            "--model".into(),
+            s(&model).into(),
+        ]
+    };
+    let run = |a: Vec<String>| {
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        dls(&a, None)
+    };
+    let (ok, _, err) = run(args("8"));
+    assert!(ok && err.contains("calibrating"), "{err}");
+    let (ok, _, err) = run(args("8"));
+    assert!(ok, "{err}");
+    assert!(!err.contains("calibrating"), "the second run calibrated again: {err}");
+    assert!(err.contains("costs learned from 1 earlier batch"), "{err}");
+    // The model is for 8×8 float64 products: others are refused by name.
+    let (ok, _, err) = run(args("16"));
+    assert!(!ok && err.contains("holds costs for products 8, not 16"), "{err}");
 }

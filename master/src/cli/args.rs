@@ -192,6 +192,12 @@ pub enum Command {
         /// What one unit (one product) is [default: --size 128, float64].
         #[command(flatten)]
         products: Products,
+        /// Calibrate at each of these square sizes (comma-separated, at
+        /// least two) and write a model of how costs follow the size, so the
+        /// file serves batches of any shape of the type; its own costs are
+        /// for the last size.
+        #[arg(long, value_delimiter = ',', conflicts_with_all = ["size", "shape"])]
+        sizes: Option<Vec<u32>>,
         /// Where to write the platform file.
         #[arg(short = 'o', long)]
         output: PathBuf,
@@ -386,11 +392,12 @@ pub struct RunArgs {
     /// runs taught (model next to the cluster file, or --model).
     #[arg(long)]
     pub learn: bool,
-    /// Model file to learn into and plan from [default: CLUSTER.model-N.json].
+    /// Model file to learn into and plan from [default: CLUSTER.model-KEY.json, KEY naming the products: 256, 64x48x32-float32, ...].
     #[arg(long)]
     pub model: Option<PathBuf>,
-    /// Largest chunk sent at once, in MiB of A and B (at least 1).
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    /// Largest chunk sent at once, in MiB of A and B (at least 1): the
+    /// master holds about one chunk's inputs and one chunk's results at a time.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub chunk_mb: u64,
     /// Print the summary as JSON on stdout.
     #[arg(long)]

@@ -20,17 +20,66 @@ use dls_protocol::{Form, Token};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-pub fn calibrate(workers: &Workers, products: &Products, output: &Path, json: bool, require_all: bool) -> Result<()> {
+pub fn calibrate(
+    workers: &Workers,
+    products: &Products,
+    sizes: Option<&[u32]>,
+    output: &Path,
+    json: bool,
+    require_all: bool,
+) -> Result<()> {
     let form = products.form(Some(128))?;
+    let forms: Vec<Form> = match sizes {
+        None => vec![form],
+        Some(list) => {
+            if list.len() < 2 || list.contains(&0) || list.windows(2).any(|w| w[0] >= w[1]) {
+                bail!("--sizes takes at least two sizes, each at least 1, in increasing order (as 64,128,256)");
+            }
+            list.iter()
+                .map(|&n| Form {
+                    shape: dls_protocol::Shape::square(n),
+                    ..form
+                })
+                .collect()
+        }
+    };
     let cluster = cluster_of(workers)?;
     let token = token_of(workers.token_file.as_deref(), Some(&cluster))?;
     runtime()?.block_on(async {
         let (mut pool, _) = connect(&cluster, token.as_ref(), require_all, workers.encrypt).await?;
-        eprintln!("calibrating {} worker(s) with products of {form} ...", pool.len());
-        let cal = calibrate_pool(&mut pool, form, require_all).await;
+        let mut cals = Vec::new();
+        for f in &forms {
+            eprintln!("calibrating {} worker(s) with products of {f} ...", pool.len());
+            match calibrate_pool(&mut pool, *f, require_all).await {
+                Ok((cal, _)) => cals.push(cal),
+                Err(e) => {
+                    pool.close().await;
+                    return Err(e);
+                }
+            }
+        }
         pool.close().await;
-        let (cal, _) = cal?;
-        std::fs::write(output, cal.to_toml()?).with_context(|| format!("writing {}", output.display()))?;
+        let scaling = match cals.len() {
+            1 => None,
+            _ => Some(calibrate::scaling(&cals)?),
+        };
+        let Some(cal) = cals.pop() else {
+            bail!("internal error: no calibration");
+        };
+        std::fs::write(output, cal.to_toml_with(scaling.as_deref())?)
+            .with_context(|| format!("writing {}", output.display()))?;
+        if let Some(s) = &scaling {
+            for (w, s) in cal.workers.iter().zip(s) {
+                let speeds: Vec<String> = s.speed.iter().map(|(n, v)| format!("{v:.3e} flop/s at {n}")).collect();
+                eprintln!(
+                    "{}: {:.3e} s/byte out, {:.3e} s/byte back; {}",
+                    w.name,
+                    s.send_per_byte,
+                    s.return_per_byte,
+                    speeds.join(", ")
+                );
+            }
+        }
         for w in &cal.workers {
             eprintln!(
                 "{}: c = {:.3e} s (R² {:.3}, latency {:.2e} s), w = {:.3e} s (R² {:.3}), d = {:.3e} s (R² {:.3}, latency {:.2e} s)",
@@ -324,7 +373,13 @@ pub fn run(args: &RunArgs) -> Result<()> {
         outputs::check_space(p, bytes, "--output")?;
     }
     let given = match &args.platform {
-        Some(p) => Some(PlatformFile::load_for(p, &batch.form)?),
+        Some(p) => {
+            let (platform, note) = PlatformFile::load_for(p, &batch.form)?;
+            if let Some(n) = note {
+                eprintln!("note: {n}");
+            }
+            Some(platform)
+        }
         None => cluster.known_platform().transpose()?,
     };
     let cfg = run_config(args)?;

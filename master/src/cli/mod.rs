@@ -36,10 +36,11 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Calibrate {
             workers,
             products,
+            sizes,
             output,
             json,
             require_all,
-        } => commands::calibrate(&workers, &products, &output, json, require_all),
+        } => commands::calibrate(&workers, &products, sizes.as_deref(), &output, json, require_all),
         Command::Run(args) => commands::run(&args),
         Command::Partition {
             speeds,

@@ -3,3 +3,4 @@
 
 pub mod cluster;
 pub mod platform_file;
+pub mod scaling;

@@ -11,8 +11,13 @@
 //! send_latency = 0.0001
 //! compute_latency = 0.00002
 //! return_latency = 0.0001
+//! # optional (`dls calibrate --sizes`): costs for products of other sizes
+//! send_per_byte = 1.2e-9
+//! return_per_byte = 1.1e-9
+//! speed = [[64.0, 9.5e9], [256.0, 2.1e10]]   # [equivalent n, flop/s]
 //! ```
 
+use crate::config::scaling::Scaling;
 use anyhow::{bail, Context, Result};
 use dls_lp::{Latency, Platform, Worker};
 use dls_protocol::{DType, Form, Shape};
@@ -35,6 +40,42 @@ pub struct WorkerEntry {
     pub compute_latency: f64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub return_latency: f64,
+    /// The scaling model (`dls calibrate --sizes`): seconds per byte each
+    /// way and computing speed by size; see [`crate::config::scaling`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_per_byte: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_per_byte: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<Vec<[f64; 2]>>,
+}
+
+impl WorkerEntry {
+    /// The worker's scaling model, when the file has one for it.
+    pub fn scaling(&self) -> Result<Option<Scaling>> {
+        let (Some(s), Some(r), Some(speed)) = (self.send_per_byte, self.return_per_byte, &self.speed) else {
+            if self.send_per_byte.is_some() || self.return_per_byte.is_some() || self.speed.is_some() {
+                bail!(
+                    "worker {:?}: send_per_byte, return_per_byte and speed go together (`dls calibrate --sizes` writes them)",
+                    self.name
+                );
+            }
+            return Ok(None);
+        };
+        let scaling = Scaling {
+            send_per_byte: s,
+            return_per_byte: r,
+            speed: speed.iter().map(|p| (p[0], p[1])).collect(),
+        };
+        scaling.validate(&self.name)?;
+        Ok(Some(scaling))
+    }
+
+    pub fn set_scaling(&mut self, s: &Scaling) {
+        self.send_per_byte = Some(s.send_per_byte);
+        self.return_per_byte = Some(s.return_per_byte);
+        self.speed = Some(s.speed.iter().map(|&(n, v)| [n, v]).collect());
+    }
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -123,21 +164,59 @@ impl PlatformFile {
         Self::parse_sized(&text, &path.display().to_string())
     }
 
-    /// The platform of `path` for a batch of `form`: refused, with the
-    /// command that measures it again, when the file says it was measured
-    /// for other products (costs do not scale simply with the size: caches
-    /// change the speed). A file that names no products is taken as it is.
-    pub fn load_for(path: &Path, form: &Form) -> Result<Platform> {
-        let (p, measured) = Self::load_sized(path)?;
-        match measured {
-            Some(m) if m != *form => bail!(
-                "{} holds costs measured for products of {m}, but this batch is {form}; measure them again with `dls calibrate {} -o {}` (or leave out --platform to calibrate now)",
-                path.display(),
+    /// The platform of `path` for a batch of `form`, and a note when its
+    /// costs were rescaled. A file measured for other products serves only
+    /// through its scaling model (`dls calibrate --sizes`), and for the
+    /// same type; otherwise it is refused, with the command that measures
+    /// it again (costs do not scale simply with the size: caches change
+    /// the speed). A file that names no products is taken as it is.
+    pub fn load_for(path: &Path, form: &Form) -> Result<(Platform, Option<String>)> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading platform file {}", path.display()))?;
+        let origin = path.display().to_string();
+        let (p, measured) = Self::parse_sized(&text, &origin)?;
+        let Some(m) = measured.filter(|m| m != form) else {
+            return Ok((p, None));
+        };
+        let again = || {
+            format!(
+                "measure them again with `dls calibrate {} -o {}`, or at several sizes with `--sizes` (or leave out --platform to calibrate now)",
                 calibrate_flags(form),
                 path.display()
-            ),
-            _ => Ok(p),
+            )
+        };
+        let file: PlatformFile =
+            toml::from_str(&text).with_context(|| format!("{origin}: not a valid platform file"))?;
+        let models = file
+            .worker
+            .iter()
+            .map(|w| w.scaling())
+            .collect::<Result<Vec<_>>>()
+            .with_context(|| origin.clone())?;
+        if m.dtype != form.dtype {
+            bail!(
+                "{origin} holds costs measured for {} products, but this batch is {}: {}",
+                m.dtype,
+                form.dtype,
+                again()
+            );
         }
+        if models.iter().any(Option::is_none) {
+            bail!(
+                "{origin} holds costs measured for products of {m}, but this batch is {form}, and the file has no model of how costs follow the size: {}",
+                again()
+            );
+        }
+        let workers = p
+            .workers()
+            .iter()
+            .zip(models.iter().flatten())
+            .map(|(w, s)| s.worker_for(w, form))
+            .collect();
+        let note = format!(
+            "{origin} was measured for products of {m}: costs rescaled to {form} (bytes by the links' rates, flops by each worker's speed at that size)"
+        );
+        Ok((Platform::new(workers)?, Some(note)))
     }
 
     pub fn into_platform(self) -> Result<Platform> {
@@ -178,6 +257,9 @@ impl PlatformFile {
                     send_latency: w.latency.send,
                     compute_latency: w.latency.compute,
                     return_latency: w.latency.ret,
+                    send_per_byte: None,
+                    return_per_byte: None,
+                    speed: None,
                 })
                 .collect(),
         }
@@ -216,6 +298,10 @@ mod tests {
         let text = "size = 128\n\n[[worker]]\nname = \"a\"\nc = 0.002\nw = 0.01\nd = 0.001\n";
         std::fs::write(&sized, text).expect("writes");
         PlatformFile::load_for(&sized, &Form::square(128)).expect("the size it was measured for");
+        assert!(PlatformFile::load_for(&sized, &Form::square(128))
+            .expect("same")
+            .1
+            .is_none());
         let e = format!(
             "{:#}",
             PlatformFile::load_for(&sized, &Form::square(256)).expect_err("another size")
@@ -231,13 +317,43 @@ mod tests {
         };
         let e = format!("{:#}", PlatformFile::load_for(&sized, &rect).expect_err("another form"));
         assert!(
-            e.contains("this batch is 128×64·64×128 float32, one shared B")
+            e.contains("float64 products, but this batch is float32")
                 && e.contains("dls calibrate --shape 128,64,128 --dtype float32 --shared-b"),
             "{e}"
         );
         let plain = dir.join("plain.toml");
         std::fs::write(&plain, text.replace("size = 128\n", "")).expect("writes");
         PlatformFile::load_for(&plain, &Form::square(256)).expect("a file that names no size");
+        // With a scaling model, another size of the same type is served,
+        // with costs recomputed from bytes and the speed at that size.
+        let scaled = dir.join("scaled.toml");
+        let model = "send_per_byte = 1e-9\nreturn_per_byte = 2e-9\nspeed = [[64.0, 1e9], [256.0, 4e9]]\n";
+        std::fs::write(&scaled, format!("{text}send_latency = 0.001\n{model}")).expect("writes");
+        let (p, note) = PlatformFile::load_for(&sized, &Form::square(128)).expect("same size");
+        assert!(note.is_none() && p.workers()[0].c == 0.002);
+        let (p, note) = PlatformFile::load_for(&scaled, &Form::square(256)).expect("rescaled");
+        assert!(note.expect("says so").contains("rescaled to 256×256 float64"));
+        let w = &p.workers()[0];
+        assert!((w.c - 2.0 * 256.0 * 256.0 * 8.0 * 1e-9).abs() < 1e-15, "{}", w.c);
+        assert!((w.d - 256.0 * 256.0 * 8.0 * 2e-9).abs() < 1e-15, "{}", w.d);
+        assert!((w.w - 2.0 * 256f64.powi(3) / 4e9).abs() < 1e-12, "{}", w.w);
+        assert_eq!(w.latency.send, 0.001, "latencies are kept");
+        // Not across types, and not with half a model.
+        let f32_form = Form {
+            dtype: DType::F32,
+            ..Form::square(256)
+        };
+        let e = format!(
+            "{:#}",
+            PlatformFile::load_for(&scaled, &f32_form).expect_err("another type")
+        );
+        assert!(e.contains("--dtype float32"), "{e}");
+        std::fs::write(&scaled, format!("{text}send_per_byte = 1e-9\n")).expect("writes");
+        let e = format!(
+            "{:#}",
+            PlatformFile::load_for(&scaled, &Form::square(256)).expect_err("half")
+        );
+        assert!(e.contains("go together"), "{e}");
         // What calibration writes says its products and reads back the same.
         let mut f = PlatformFile::from_platform(&PlatformFile::load(&sized).expect("loads"));
         f.set_form(&rect);
@@ -266,7 +382,9 @@ mod tests {
     #[test]
     fn errors_name_file_and_field() {
         assert!(err("[[worker]]\nname = \"a\"\nw = 1\nd = 1\n").contains("missing field `c`"));
-        assert!(err("[[worker]]\nname = \"a\"\nc = 1\nw = 1\nd = 1\nspeed = 3\n").contains("unknown field `speed`"));
+        assert!(
+            err("[[worker]]\nname = \"a\"\nc = 1\nw = 1\nd = 1\nvelocity = 3\n").contains("unknown field `velocity`")
+        );
         assert!(err("[[worker]]\nname = \"a\"\nc = -1\nw = 1\nd = 1\n").contains("`c` = -1"));
         assert!(err("").contains("no [[worker]]"));
         assert!(err("[[worker]\n").contains("p.toml"));

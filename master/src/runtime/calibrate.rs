@@ -9,6 +9,7 @@
 //! master's port serves one transfer at a time; each worker's transfers
 //! are probed before its computing (as in a run, it receives while idle).
 
+use crate::config::scaling::Scaling;
 use crate::runtime::link::{self, Link};
 use crate::runtime::pool::{LeftOut, Pool};
 use anyhow::{bail, Context, Result};
@@ -422,6 +423,12 @@ impl Calibration {
 
     /// A platform file, with the fits as comments.
     pub fn to_toml(&self) -> Result<String> {
+        self.to_toml_with(None)
+    }
+
+    /// A platform file with, for each worker, its scaling model (from
+    /// [`scaling`], in the same order).
+    pub fn to_toml_with(&self, scaling: Option<&[Scaling]>) -> Result<String> {
         let mut out = format!(
             "# Written by `dls calibrate` for products of {form}: one unit is one product\n\
              # ({sent} sent, C returned). c, w, d are the slopes (seconds per unit) of\n\
@@ -448,14 +455,121 @@ impl Calibration {
         out.push('\n');
         let mut file = crate::config::platform_file::PlatformFile::from_platform(&self.platform()?);
         file.set_form(&self.form);
+        if let Some(models) = scaling {
+            for (entry, s) in file.worker.iter_mut().zip(models) {
+                entry.set_scaling(s);
+            }
+        }
         out.push_str(&toml::to_string(&file)?);
         Ok(out)
     }
 }
 
+/// Each worker's scaling model (in the order of the last calibration's
+/// workers) from calibrations at several sizes of one type: transfers by
+/// the byte (a least-squares line through every probe of every size, its
+/// intercept the latency), computing speed at each size (flops of a product
+/// over its measured cost). See [`crate::config::scaling`].
+pub fn scaling(cals: &[Calibration]) -> Result<Vec<Scaling>> {
+    let Some(last) = cals.last() else {
+        bail!("no calibration to fit a scaling model to");
+    };
+    let mut out = Vec::new();
+    for w in &last.workers {
+        let (mut send, mut ret, mut speed) = (Vec::new(), Vec::new(), Vec::new());
+        for cal in cals {
+            let Some(at) = cal.workers.iter().find(|x| x.name == w.name) else {
+                continue;
+            };
+            let (bytes_in, bytes_out) = (cal.form.in_bytes(1) as f64, cal.form.out_bytes(1) as f64);
+            for &(units, s, _, r) in &at.samples {
+                send.push((units as f64 * bytes_in, s));
+                ret.push((units as f64 * bytes_out, r));
+            }
+            let n = crate::config::scaling::equivalent_size(&cal.form);
+            speed.push((n, cal.form.shape.flops() / at.compute.slope.max(MIN_COST)));
+        }
+        speed.sort_by(|a, b| a.0.total_cmp(&b.0));
+        speed.dedup_by(|a, b| a.0 == b.0);
+        let s = Scaling {
+            send_per_byte: fit(&send).slope.max(MIN_COST / 1e9),
+            return_per_byte: fit(&ret).slope.max(MIN_COST / 1e9),
+            speed,
+        };
+        s.validate(&w.name)?;
+        out.push(s);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A worker measured exactly: sends at `per_byte` plus `latency`,
+    /// returns at twice the rate, computing at `flops_per_s`.
+    fn measured(form: Form, per_byte: f64, latency: f64, flops_per_s: f64) -> Calibration {
+        let w = form.shape.flops() / flops_per_s;
+        let samples: Vec<(u64, f64, f64, f64)> = [1u64, 2, 4, 8]
+            .iter()
+            .map(|&k| {
+                let k_f = k as f64;
+                let s = latency + k_f * form.in_bytes(1) as f64 * per_byte;
+                let r = latency + k_f * form.out_bytes(1) as f64 * 2.0 * per_byte;
+                (k, s, k_f * w, r)
+            })
+            .collect();
+        let line = |i: usize| {
+            fit(&samples
+                .iter()
+                .map(|p| (p.0 as f64, [p.1, p.2, p.3][i]))
+                .collect::<Vec<_>>())
+        };
+        Calibration {
+            form,
+            workers: vec![WorkerCalibration {
+                name: "w".into(),
+                send: line(0),
+                compute: line(1),
+                ret: line(2),
+                samples,
+                max_load: 100,
+                warnings: Vec::new(),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_scaling_model_is_fitted_from_calibrations_at_several_sizes() {
+        let cals = [
+            measured(Form::square(64), 1e-9, 1e-4, 5e9),
+            measured(Form::square(256), 1e-9, 1e-4, 2e10),
+        ];
+        let s = scaling(&cals).expect("fits");
+        assert_eq!(s.len(), 1);
+        assert!((s[0].send_per_byte - 1e-9).abs() < 1e-15, "{}", s[0].send_per_byte);
+        assert!((s[0].return_per_byte - 2e-9).abs() < 1e-15, "{}", s[0].return_per_byte);
+        assert_eq!(s[0].speed.len(), 2);
+        assert!((s[0].speed[0].0 - 64.0).abs() < 1e-9 && (s[0].speed[0].1 - 5e9).abs() < 1.0);
+        assert!((s[0].speed[1].0 - 256.0).abs() < 1e-9 && (s[0].speed[1].1 - 2e10).abs() < 1.0);
+        // The file written says so, and serves 128×128 with the costs the
+        // model implies: bytes at the fitted rates, flops at the speed
+        // halfway in log size (1.25e10 flop/s).
+        let text = cals[1].to_toml_with(Some(&s)).expect("toml");
+        let dir = std::env::temp_dir().join(format!("dls-scaling-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("p.toml");
+        std::fs::write(&path, text).expect("writes");
+        let (p, note) =
+            crate::config::platform_file::PlatformFile::load_for(&path, &Form::square(128)).expect("serves 128");
+        assert!(note.is_some());
+        let w = &p.workers()[0];
+        let (bin, bout) = (2.0 * 128.0 * 128.0 * 8.0, 128.0 * 128.0 * 8.0);
+        assert!((w.c / (bin * 1e-9) - 1.0).abs() < 1e-6, "{}", w.c);
+        assert!((w.d / (bout * 2e-9) - 1.0).abs() < 1e-6, "{}", w.d);
+        assert!((w.w / (2.0 * 128f64.powi(3) / 1.25e10) - 1.0).abs() < 1e-6, "{}", w.w);
+        let _ = std::fs::remove_dir_all(dir);
+    }
 
     #[test]
     fn least_squares_against_closed_forms() {

@@ -45,7 +45,9 @@ pub struct RunOptions {
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
-            max_chunk_bytes: 256 << 20,
+            // The master holds about one chunk's inputs and one chunk's
+            // results at a time; 64 MiB chunks still move at full speed.
+            max_chunk_bytes: 64 << 20,
             liveness: Duration::from_millis(1500),
             heartbeat: Duration::from_millis(250),
             straggler: None,
