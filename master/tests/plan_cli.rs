@@ -263,3 +263,30 @@ fn plan_reports_the_steady_state_bound() {
     let (ok, out, _) = dls(&["plan", "--platform", f.path(), "--load", "100"]);
     assert!(ok && out.contains("steady-state bound 20.000000 s"), "{out}");
 }
+
+/// `--size`/`--shape` plan for other products than the file's: rescaled by
+/// its model (a single worker, so the makespan is c + w + d per unit, from
+/// closed forms), refused without one.
+#[test]
+fn other_products_are_planned_through_the_files_model_or_refused() {
+    let model = "size = 64\n[[worker]]\nname = \"a\"\nc = 1\nw = 1\nd = 1\n\
+                 send_per_byte = 1e-9\nreturn_per_byte = 1e-9\nspeed = [[64.0, 1e9], [256.0, 4e9]]\n";
+    let f = platform_file(model);
+    let (ok, out, err) = dls(&["plan", "--platform", f.path(), "--load", "1", "--size", "128", "--json"]);
+    assert!(ok && err.contains("rescaled to 128×128 float64"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    // 128: A and B 262144 bytes out, C 131072 back at 1 ns; 2·128³ flops at
+    // 2.5e9 flop/s (halfway from 1e9 to 4e9 in log size).
+    let want = 262144e-9 + 2.0 * 128f64.powi(3) / 2.5e9 + 131072e-9;
+    let got = v["makespan"].as_f64().expect("makespan");
+    assert!((got - want).abs() < 1e-9 * want.max(1.0), "{got} vs {want}");
+    let plain = platform_file("size = 64\n[[worker]]\nname = \"a\"\nc = 1\nw = 1\nd = 1\n");
+    let (ok, _, err) = dls(&["plan", "--platform", plain.path(), "--load", "1", "--shape", "8,4,2"]);
+    assert!(
+        !ok && err.contains("no model") && err.contains("dls calibrate --shape 8,4,2"),
+        "{err}"
+    );
+    // The file's own products plan as they are.
+    let (ok, _, err) = dls(&["plan", "--platform", plain.path(), "--load", "1", "--size", "64"]);
+    assert!(ok, "{err}");
+}

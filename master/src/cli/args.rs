@@ -171,6 +171,11 @@ pub enum Command {
         /// Number of load units (matrix products) to plan.
         #[arg(long)]
         load: u64,
+        /// The products planned for, when the platform file was measured for
+        /// others: its costs are rescaled by its model (`dls calibrate
+        /// --sizes`), or it is refused [default: the file's own].
+        #[command(flatten)]
+        products: Products,
         /// Which schedule: fifo, lifo, inc-c, inc-w (one round, sends in that order),
         /// best (every one-round family and rounds, the fastest predicted), rounds (multi-round).
         #[arg(long, value_enum, default_value = "fifo")]

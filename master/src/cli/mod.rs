@@ -54,12 +54,31 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Plan {
             platform,
             load,
+            products,
             strategy,
             ports,
             rounding,
             json,
         } => {
-            let plat = PlatformFile::load(&platform)?;
+            let given = products.shape()?.is_some() || products.dtype.is_some() || products.shared_b;
+            let plat = match given {
+                false => PlatformFile::load(&platform)?,
+                true => {
+                    let (_, measured) = PlatformFile::load_sized(&platform)?;
+                    // Unsaid parts of the products are the file's own.
+                    let base = measured.unwrap_or(dls_protocol::Form::square(128));
+                    let form = dls_protocol::Form {
+                        shape: products.shape()?.map_or(base.shape, |s| s.0),
+                        dtype: products.dtype.unwrap_or(base.dtype),
+                        shared_b: products.shared_b || base.shared_b,
+                    };
+                    let (p, note) = PlatformFile::load_for(&platform, &form)?;
+                    if let Some(n) = note {
+                        eprintln!("note: {n}");
+                    }
+                    p
+                }
+            };
             let req = Request {
                 load,
                 strategy: strategy.into(),
