@@ -23,25 +23,11 @@ cleanup() {
   [[ -n "${KEEP_DIR:-}" ]] || rm -rf "$DIR"
 }
 trap cleanup EXIT
-# link rate (MB/s, 0 = unthrottled) and slowdown of each worker
-SPECS=("200 2" "0 1" "100 3" "400 1.5")
-ADDRS=()
-for i in "${!SPECS[@]}"; do
-  read -r rate slow <<<"${SPECS[$i]}"
-  args=(--listen 127.0.0.1:0 --threads 1 --slowdown "$slow")
-  [[ $rate != 0 ]] && args+=(--link-rate "$rate")
-  target/release/dls-worker "${args[@]}" >"$DIR/w$i.log" 2>&1 &
-  PIDS+=($!)
-done
-for i in "${!SPECS[@]}"; do
-  for _ in $(seq 100); do
-    a=$(grep -o 'listening on [0-9.:]*' "$DIR/w$i.log" | awk '{print $3}' || true)
-    [[ -n "$a" ]] && break
-    sleep 0.1
-  done
-  ADDRS+=("$a")
-done
-W=$(IFS=,; echo "${ADDRS[*]}")
+# each worker's link rate (MB/s) and slowdown
+source scripts/local-workers.sh
+start_workers "$DIR" "--threads 1 --link-rate 200 --slowdown 2" "--threads 1" \
+  "--threads 1 --link-rate 100 --slowdown 3" "--threads 1 --link-rate 400 --slowdown 1.5"
+W=$WORKERS
 timeout 600 target/release/dls calibrate --workers "$W" --sizes "$SIZES" -o "$DIR/scaled.toml" 2>"$DIR/cal1.err"
 timeout 600 target/release/dls calibrate --workers "$W" --size "$N" -o "$DIR/direct.toml" 2>"$DIR/cal2.err"
 for r in $(seq "$REPS"); do

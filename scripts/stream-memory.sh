@@ -48,21 +48,8 @@ for name in ("a", "b"):
             f.write(block)
 EOF
 
-ADDRS=()
-for i in 0 1; do
-  target/release/dls-worker --listen 127.0.0.1:0 --threads 1 >"$DIR/w$i.log" 2>&1 &
-  PIDS+=($!)
-done
-for i in 0 1; do
-  for _ in $(seq 100); do
-    a=$(grep -o 'listening on [0-9.:]*' "$DIR/w$i.log" | awk '{print $3}' || true)
-    [[ -n "$a" ]] && break
-    sleep 0.1
-  done
-  ADDRS+=("$a")
-done
-WORKERS=$(IFS=,; echo "${ADDRS[*]}")
-
+source scripts/local-workers.sh
+start_workers "$DIR" "--threads 1" "--threads 1"
 timeout 1200 /usr/bin/time -v target/release/dls run --workers "$WORKERS" \
   --input "$DIR/a.npy" "$DIR/b.npy" --output "$DIR/c.npy" --verify 3 --json \
   >"$DIR/run.json" 2>"$DIR/run.err" || { cat "$DIR/run.err" >&2; exit 1; }

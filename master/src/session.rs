@@ -151,12 +151,16 @@ pub async fn run_batch_into(
     };
     let plan = dls_lp::plan(&platform, &req).map_err(|e| anyhow!("planning {} products: {e}", batch.count))?;
     let mut on_chunk = on_chunk;
-    let results = Results {
-        sink,
-        keep: batch::picks(batch.count, cfg.verify, cfg.seed).into_iter().collect(),
-        on_chunk: &mut on_chunk,
-    };
-    run_plan_into(pool, platform, plan, batch, cfg, job, results).await
+    run_plan_into(
+        pool,
+        platform,
+        plan,
+        batch,
+        cfg,
+        job,
+        results(batch, cfg, sink, &mut on_chunk),
+    )
+    .await
 }
 
 /// Run a plan made elsewhere (a baseline, say) on `platform` (already
@@ -173,14 +177,24 @@ pub async fn run_plan(
 ) -> Result<BatchRun> {
     let mut sink = memory_sink(batch)?;
     let mut on_chunk = on_chunk;
-    let results = Results {
-        sink: &mut sink,
-        keep: batch::picks(batch.count, cfg.verify, cfg.seed).into_iter().collect(),
-        on_chunk: &mut on_chunk,
-    };
-    let mut done = run_plan_into(pool, platform, plan, batch, cfg, job, results).await?;
+    let into = results(batch, cfg, &mut sink, &mut on_chunk);
+    let mut done = run_plan_into(pool, platform, plan, batch, cfg, job, into).await?;
     done.outcome.c = sink.0;
     Ok(done)
+}
+
+/// Where a run's results go: `sink`, and the products `cfg` verifies kept.
+fn results<'a>(
+    batch: &Batch,
+    cfg: &RunConfig,
+    sink: &'a mut dyn Sink,
+    on_chunk: &'a mut dyn FnMut(usize),
+) -> Results<'a> {
+    Results {
+        sink,
+        keep: batch::picks(batch.count, cfg.verify, cfg.seed).into_iter().collect(),
+        on_chunk,
+    }
 }
 
 /// Run `plan`, verify the products `results` keeps, report.
