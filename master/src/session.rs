@@ -109,7 +109,7 @@ pub async fn run_batch(
     batch: &Batch,
     cfg: &RunConfig,
     job: u64,
-    on_chunk: impl FnMut(usize),
+    on_chunk: impl FnMut(usize) + Send,
 ) -> Result<BatchRun> {
     let mut sink = memory_sink(batch)?;
     let mut done = run_batch_into(pool, platform, batch, cfg, job, &mut sink, on_chunk).await?;
@@ -137,7 +137,7 @@ pub async fn run_batch_into(
     cfg: &RunConfig,
     job: u64,
     sink: &mut dyn Sink,
-    on_chunk: impl FnMut(usize),
+    on_chunk: impl FnMut(usize) + Send,
 ) -> Result<BatchRun> {
     if batch.count == 0 {
         bail!("the batch is empty: give at least one product");
@@ -173,7 +173,7 @@ pub async fn run_plan(
     batch: &Batch,
     cfg: &RunConfig,
     job: u64,
-    on_chunk: impl FnMut(usize),
+    on_chunk: impl FnMut(usize) + Send,
 ) -> Result<BatchRun> {
     let mut sink = memory_sink(batch)?;
     let mut on_chunk = on_chunk;
@@ -188,7 +188,7 @@ fn results<'a>(
     batch: &Batch,
     cfg: &RunConfig,
     sink: &'a mut dyn Sink,
-    on_chunk: &'a mut dyn FnMut(usize),
+    on_chunk: &'a mut (dyn FnMut(usize) + Send),
 ) -> Results<'a> {
     Results {
         sink,
@@ -220,4 +220,105 @@ async fn run_plan_into(
         report,
         trace,
     })
+}
+
+/// The shared token: `flag` (a file), else `DLS_TOKEN`, else the cluster
+/// file's `token_file`, else none.
+pub fn token(
+    flag: Option<&std::path::Path>,
+    cluster: Option<&crate::config::cluster::Cluster>,
+) -> Result<Option<dls_protocol::Token>> {
+    let env_set = std::env::var_os("DLS_TOKEN").is_some_and(|v| !v.is_empty());
+    match (flag, cluster.and_then(|c| c.token_file.as_deref())) {
+        (None, Some(file)) if !env_set => crate::runtime::link::load_token(Some(file)),
+        (flag, _) => crate::runtime::link::load_token(flag),
+    }
+}
+
+/// The host names of this Slurm job's nodes (`scontrol show hostnames
+/// $SLURM_JOB_NODELIST`).
+pub fn slurm_hosts() -> Result<Vec<String>> {
+    use anyhow::Context;
+    let Some(list) = std::env::var_os("SLURM_JOB_NODELIST").filter(|v| !v.is_empty()) else {
+        bail!("--slurm: SLURM_JOB_NODELIST is not set; run inside a Slurm allocation (sbatch, salloc)");
+    };
+    let out = std::process::Command::new("scontrol")
+        .args(["show", "hostnames"])
+        .arg(&list)
+        .output()
+        .context("--slurm: cannot run scontrol (is Slurm installed here?)")?;
+    if !out.status.success() {
+        bail!(
+            "--slurm: scontrol show hostnames {:?} failed: {}",
+            list,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let hosts: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect();
+    if hosts.is_empty() {
+        bail!("--slurm: scontrol lists no host for {list:?}");
+    }
+    Ok(hosts)
+}
+
+/// Why [`run_on`] failed: the workers could not be reached or measured,
+/// or the batch itself failed.
+#[derive(Debug)]
+pub enum RunOnError {
+    Workers(anyhow::Error),
+    Batch(anyhow::Error),
+}
+
+impl std::fmt::Display for RunOnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunOnError::Workers(e) | RunOnError::Batch(e) => write!(f, "{e:#}"),
+        }
+    }
+}
+
+impl std::error::Error for RunOnError {}
+
+/// A batch run start to end, as `dls run` runs it: connect to the cluster's
+/// workers that answer (those that do not are left out and returned),
+/// calibrate them for the batch's products unless `platform` gives their
+/// costs, plan with `cfg`, run with every product's C going to `sink`,
+/// verify, and close the connections whatever happens.
+pub async fn run_on(
+    cluster: &crate::config::cluster::Cluster,
+    token: Option<&dls_protocol::Token>,
+    platform: Option<Platform>,
+    batch: &Batch,
+    cfg: &RunConfig,
+    sink: &mut dyn Sink,
+    on_chunk: impl FnMut(usize) + Send,
+) -> std::result::Result<(BatchRun, Vec<crate::runtime::pool::LeftOut>), RunOnError> {
+    use crate::runtime::{calibrate, link, pool::Pool};
+    let (mut pool, mut left) = Pool::connect_available(cluster, token, link::ConnectOptions::default())
+        .await
+        .map_err(RunOnError::Workers)?;
+    let done = async {
+        let platform = match platform {
+            Some(p) => p,
+            None => {
+                let opts = calibrate::CalibrateOptions::for_form(batch.form);
+                let (cal, l) = calibrate::calibrate_available(&mut pool, &opts)
+                    .await
+                    .map_err(RunOnError::Workers)?;
+                left.extend(l);
+                cal.platform().map_err(RunOnError::Workers)?
+            }
+        };
+        run_batch_into(&mut pool, &platform, batch, cfg, 1, sink, on_chunk)
+            .await
+            .map_err(RunOnError::Batch)
+    }
+    .await;
+    pool.close().await;
+    Ok((done?, left))
 }

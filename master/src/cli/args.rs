@@ -419,41 +419,7 @@ pub(crate) fn token_of(
     flag: Option<&std::path::Path>,
     cluster: Option<&crate::config::cluster::Cluster>,
 ) -> Result<Option<dls_protocol::Token>> {
-    let env_set = std::env::var_os("DLS_TOKEN").is_some_and(|v| !v.is_empty());
-    match (flag, cluster.and_then(|c| c.token_file.as_deref())) {
-        (None, Some(file)) if !env_set => crate::runtime::link::load_token(Some(file)),
-        (flag, _) => crate::runtime::link::load_token(flag),
-    }
-}
-
-/// The host names of this Slurm job's nodes.
-fn slurm_hosts() -> Result<Vec<String>> {
-    use anyhow::{bail, Context};
-    let Some(list) = std::env::var_os("SLURM_JOB_NODELIST").filter(|v| !v.is_empty()) else {
-        bail!("--slurm: SLURM_JOB_NODELIST is not set; run inside a Slurm allocation (sbatch, salloc)");
-    };
-    let out = std::process::Command::new("scontrol")
-        .args(["show", "hostnames"])
-        .arg(&list)
-        .output()
-        .context("--slurm: cannot run scontrol (is Slurm installed here?)")?;
-    if !out.status.success() {
-        bail!(
-            "--slurm: scontrol show hostnames {:?} failed: {}",
-            list,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    let hosts: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(String::from)
-        .collect();
-    if hosts.is_empty() {
-        bail!("--slurm: scontrol lists no host for {list:?}");
-    }
-    Ok(hosts)
+    crate::session::token(flag, cluster)
 }
 
 pub(crate) fn cluster_of(w: &Workers) -> Result<crate::config::cluster::Cluster> {
@@ -464,7 +430,7 @@ pub(crate) fn cluster_of(w: &Workers) -> Result<crate::config::cluster::Cluster>
         (Some(path), _) => crate::config::cluster::Cluster::load(path)?,
         (None, Some(list)) => crate::config::cluster::Cluster::from_list(list)?,
         (None, None) if w.slurm => {
-            crate::config::cluster::Cluster::from_hosts(&slurm_hosts()?, w.worker_port.unwrap_or(7070))?
+            crate::config::cluster::Cluster::from_hosts(&crate::session::slurm_hosts()?, w.worker_port.unwrap_or(7070))?
         }
         (None, None) => anyhow::bail!("give the workers with --cluster FILE, --workers host:port,... or --slurm"),
     };

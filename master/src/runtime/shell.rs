@@ -75,7 +75,7 @@ pub struct Outcome {
 pub struct Results<'a> {
     pub sink: &'a mut dyn Sink,
     pub keep: BTreeSet<usize>,
-    pub on_chunk: &'a mut dyn FnMut(usize),
+    pub on_chunk: &'a mut (dyn FnMut(usize) + Send),
 }
 
 /// Run `plan` (made for `platform`, indexed like the pool's links). Workers
@@ -173,7 +173,7 @@ struct Shell<'a> {
     kept: BTreeMap<usize, Vec<f64>>,
     /// The payload of the results just handed to the machine.
     arrived: Option<(ChunkId, Values)>,
-    on_chunk: &'a mut dyn FnMut(usize),
+    on_chunk: &'a mut (dyn FnMut(usize) + Send),
 }
 
 impl Shell<'_> {

@@ -1,0 +1,227 @@
+"""Batches of NumPy matrix products on a star of unequal machines.
+
+``dls`` sends each worker its share of the products, collects the results
+in the order its plan says, checks every one, and hands back ``C`` with
+``C[i] = A[i] @ B[i]``. The workers are ``dls-worker`` daemons (started on
+the cluster's nodes, or in this process with :class:`LocalCluster`).
+
+>>> import numpy as np, dls
+>>> with dls.LocalCluster(n=2) as cluster:
+...     c = dls.matmul(np.ones((4, 3, 5)), np.ones((4, 5, 2)), workers=cluster.workers)
+>>> c.shape, float(c[0, 0, 0])
+((4, 3, 2), 5.0)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _native
+from ._native import ConnectError, Error, InputError, RunError
+
+__all__ = [
+    "matmul",
+    "run",
+    "plan",
+    "calibrate",
+    "Run",
+    "LocalCluster",
+    "Error",
+    "InputError",
+    "ConnectError",
+    "RunError",
+]
+
+Workers = Union[str, Sequence[str], None]
+PathLike = Union[str, "os.PathLike[str]", None]
+
+
+def _workers(workers: Workers) -> Optional[str]:
+    if workers is None or isinstance(workers, str):
+        return workers
+    return ",".join(workers)
+
+
+def _path(p: PathLike) -> Optional[str]:
+    return None if p is None else os.fspath(p)
+
+
+def _arrays(a: Any, b: Any) -> Tuple[np.ndarray, np.ndarray]:
+    """A and B as C-contiguous arrays of one floating type (copied only
+    when their layout or type asks for it)."""
+    a, b = np.asarray(a), np.asarray(b)
+    for name, x in (("A", a), ("B", b)):
+        if x.dtype not in (np.float32, np.float64):
+            raise InputError(f"{name} holds {x.dtype} values; dls multiplies float32 or float64")
+    if a.dtype != b.dtype:
+        raise InputError(f"A holds {a.dtype} values but B holds {b.dtype}: both must have one type")
+    return np.ascontiguousarray(a), np.ascontiguousarray(b)
+
+
+class Run:
+    """A finished batch: ``c`` (shape (M, n, m), the inputs' type), its
+    ``summary`` (what ``dls run --json`` prints, as a dict), and its trace
+    and Gantt chart, written on request."""
+
+    def __init__(self, native: Any) -> None:
+        self.c: np.ndarray = native.c
+        self.summary: Dict[str, Any] = json.loads(native.summary)
+        self._trace: str = native.trace
+        self._gantt: str = native.gantt
+
+    def write_trace(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Write the Chrome trace-event JSON (open it in Perfetto)."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self._trace)
+
+    def write_gantt(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Write the SVG Gantt chart, measured above predicted."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self._gantt)
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return (
+            f"<dls.Run {s['load']} products of {s['shape']} {s['dtype']}, {s['strategy']}: "
+            f"predicted {s['predicted_makespan']:.3f} s, measured {s['measured_makespan']:.3f} s>"
+        )
+
+
+def run(
+    a: Any,
+    b: Any,
+    *,
+    workers: Workers = None,
+    cluster: PathLike = None,
+    slurm: bool = False,
+    worker_port: int = 7070,
+    token_file: PathLike = None,
+    strategy: str = "best",
+    platform: PathLike = None,
+    verify: int = 3,
+    seed: int = 0,
+    trace: PathLike = None,
+    gantt: PathLike = None,
+) -> Run:
+    """Run the batch C[i] = A[i] @ B[i] on the workers and return a :class:`Run`.
+
+    ``a`` has shape (M, n, k); ``b`` has shape (M, k, m), or (k, m) for one
+    B shared by every product (sent once to each worker). Both float32 or
+    both float64; C has their type. The workers are given by ``workers``
+    ("host:port,..." or a list of them), ``cluster`` (a cluster file) or
+    ``slurm=True`` (this Slurm job's nodes at ``worker_port``). They are
+    calibrated for these products unless ``platform`` (a platform file)
+    gives their costs. ``strategy``: fifo, lifo, inc-c, inc-w, rounds or
+    best. ``verify`` products are recomputed by the master (every product is
+    checked with Freivalds' test anyway). The GIL is released while the
+    batch runs; Ctrl-C stops it and frees the workers. Errors raise
+    :class:`InputError`, :class:`ConnectError` or :class:`RunError`, all
+    :class:`Error`.
+    """
+    a, b = _arrays(a, b)
+    native = _native.run(
+        a,
+        b,
+        workers=_workers(workers),
+        cluster=_path(cluster),
+        slurm=slurm,
+        worker_port=worker_port,
+        token_file=_path(token_file),
+        strategy=strategy,
+        platform=_path(platform),
+        verify=verify,
+        seed=seed,
+    )
+    done = Run(native)
+    if trace is not None:
+        done.write_trace(trace)
+    if gantt is not None:
+        done.write_gantt(gantt)
+    return done
+
+
+def matmul(
+    a: Any,
+    b: Any,
+    *,
+    workers: Workers = None,
+    cluster: PathLike = None,
+    slurm: bool = False,
+    token_file: PathLike = None,
+    strategy: str = "best",
+    platform: PathLike = None,
+) -> np.ndarray:
+    """The batch of products A[i] @ B[i] computed on the workers, C in batch
+    order: what :func:`run` returns as ``c``, with the same arguments."""
+    return run(
+        a,
+        b,
+        workers=workers,
+        cluster=cluster,
+        slurm=slurm,
+        token_file=token_file,
+        strategy=strategy,
+        platform=platform,
+    ).c
+
+
+def plan(platform: Union[str, "os.PathLike[str]"], load: int, strategy: str = "fifo", ports: int = 1) -> Dict[str, Any]:
+    """The plan for ``load`` products on the workers of a platform file:
+    what ``dls plan --json`` prints, as a dict."""
+    return json.loads(_native.plan(os.fspath(platform), load, strategy, ports))
+
+
+def calibrate(
+    shape: Union[int, Tuple[int, int, int]],
+    *,
+    workers: Workers = None,
+    cluster: PathLike = None,
+    slurm: bool = False,
+    token_file: PathLike = None,
+    dtype: str = "float64",
+    shared_b: bool = False,
+) -> Dict[str, Any]:
+    """Measure the workers for products of ``shape`` (n, or (n, k, m)):
+    per worker, the fits of sending, computing and returning one product."""
+    if isinstance(shape, int):
+        shape = (shape, shape, shape)
+    return json.loads(
+        _native.calibrate(
+            tuple(shape),
+            workers=_workers(workers),
+            cluster=_path(cluster),
+            slurm=slurm,
+            token_file=_path(token_file),
+            dtype=dtype,
+            shared_b=shared_b,
+        )
+    )
+
+
+class LocalCluster:
+    """Worker daemons inside this process on loopback, to try everything on
+    one machine (as ``dls demo`` does). ``emulate``: per worker, (link rate
+    in MB/s or None, slowdown ≥ 1), to make them unequal; by default ``n``
+    plain workers. Use it as a context manager; :attr:`workers` is what
+    ``workers=`` takes."""
+
+    def __init__(self, n: int = 4, emulate: Optional[Iterable[Tuple[Optional[float], float]]] = None) -> None:
+        specs: List[Tuple[Optional[float], float]] = (
+            [(None, 1.0)] * n if emulate is None else [(r, float(s)) for r, s in emulate]
+        )
+        self._native = _native.NativeLocalCluster(specs)
+        self.workers: List[str] = list(self._native.addresses)
+
+    def close(self) -> None:
+        """Stop the daemons."""
+        self._native.close()
+
+    def __enter__(self) -> "LocalCluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

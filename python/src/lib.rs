@@ -1,0 +1,361 @@
+//! `dls._native`: the master's Rust API for Python. Batches run on a tokio
+//! runtime of their own with the GIL released; the calling thread waits in
+//! slices of 100 ms and checks for signals between them, so Ctrl-C stops
+//! a batch: the runtime is shut down, which closes every connection, and
+//! the workers are free at once. The Python package `dls` wraps this
+//! module (`dls/__init__.py`); no protocol is implemented here.
+
+use dls_master::config::cluster::Cluster;
+use dls_master::config::platform_file::PlatformFile;
+use dls_master::runtime::batch::Batch;
+use dls_master::runtime::calibrate::{self as calibration, CalibrateOptions};
+use dls_master::runtime::data::MemorySink;
+use dls_master::runtime::local::{self, Emulated, LocalWorkers};
+use dls_master::runtime::{link, pool::Pool};
+use dls_master::session::{self, RunConfig};
+use dls_protocol::{DType, Form, Shape, Values};
+use numpy::{IntoPyArray, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use std::path::PathBuf;
+use std::time::Duration;
+
+create_exception!(_native, Error, PyException, "Anything dls refuses or fails at.");
+create_exception!(
+    _native,
+    InputError,
+    Error,
+    "The arrays, shapes, types or arguments are not what dls takes."
+);
+create_exception!(
+    _native,
+    ConnectError,
+    Error,
+    "No worker could be reached, or none calibrated."
+);
+create_exception!(_native, RunError, Error, "The batch did not complete.");
+
+fn input(e: impl std::fmt::Display) -> PyErr {
+    InputError::new_err(e.to_string())
+}
+
+/// The message of an error with its causes, as the command line prints it.
+fn chain(e: &anyhow::Error) -> String {
+    format!("{e:#}")
+}
+
+fn runtime() -> PyResult<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::new_err(format!("starting the async runtime: {e}")))
+}
+
+/// Run `fut` to its end with the GIL released, checking for signals every
+/// 100 ms. On a signal (Ctrl-C raises KeyboardInterrupt) the runtime is
+/// shut down, dropping the batch and closing its connections, and the
+/// signal's exception is raised.
+fn wait<T: Send + 'static>(
+    py: Python<'_>,
+    fut: impl std::future::Future<Output = anyhow::Result<T>> + Send + 'static,
+) -> PyResult<anyhow::Result<T>> {
+    let rt = runtime()?;
+    let (tx, mut rx) = std::sync::mpsc::channel();
+    rt.spawn(async move {
+        let _ = tx.send(fut.await);
+    });
+    loop {
+        let rx = &mut rx;
+        let got = py.detach(move || rx.recv_timeout(Duration::from_millis(100)));
+        match got {
+            Ok(result) => return Ok(result),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(RunError::new_err("the batch's task ended without an answer"))
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(e) = py.check_signals() {
+                    py.detach(|| rt.shutdown_timeout(Duration::from_secs(2)));
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// The workers: a "host:port,..." list, a cluster file, or this Slurm
+/// job's nodes at `port`; exactly one.
+fn cluster_of(workers: Option<String>, cluster: Option<PathBuf>, slurm: bool, port: u16) -> PyResult<Cluster> {
+    let c = match (workers, cluster, slurm) {
+        (Some(w), None, false) => Cluster::from_list(&w),
+        (None, Some(p), false) => Cluster::load(&p),
+        (None, None, true) => session::slurm_hosts().and_then(|h| Cluster::from_hosts(&h, port)),
+        (None, None, false) => return Err(input("give the workers: workers=, cluster= or slurm=True")),
+        _ => return Err(input("give the workers one way only: workers=, cluster= or slurm=True")),
+    };
+    let c = c.map_err(|e| input(chain(&e)))?;
+    c.check_distinct().map_err(|e| input(chain(&e)))?;
+    Ok(c)
+}
+
+/// A batch from NumPy arrays: A of shape (M, n, k) and B of shape (M, k, m)
+/// or (k, m), both C-contiguous, both float32 or both float64 (the
+/// Python side makes them so). Their values are copied once.
+fn batch_of(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<Batch> {
+    fn values<T: numpy::Element + Copy>(x: &PyReadonlyArrayDyn<'_, T>, what: &str) -> PyResult<Vec<T>> {
+        x.as_slice()
+            .map(<[T]>::to_vec)
+            .map_err(|_| input(format!("{what} is not C-contiguous")))
+    }
+    let (av, bv, sa, sb) = if let (Ok(a), Ok(b)) = (
+        a.extract::<PyReadonlyArrayDyn<'_, f64>>(),
+        b.extract::<PyReadonlyArrayDyn<'_, f64>>(),
+    ) {
+        let (sa, sb) = (a.shape().to_vec(), b.shape().to_vec());
+        (Values::F64(values(&a, "A")?), Values::F64(values(&b, "B")?), sa, sb)
+    } else if let (Ok(a), Ok(b)) = (
+        a.extract::<PyReadonlyArrayDyn<'_, f32>>(),
+        b.extract::<PyReadonlyArrayDyn<'_, f32>>(),
+    ) {
+        let (sa, sb) = (a.shape().to_vec(), b.shape().to_vec());
+        (Values::F32(values(&a, "A")?), Values::F32(values(&b, "B")?), sa, sb)
+    } else {
+        return Err(input("A and B must be NumPy arrays, both float32 or both float64"));
+    };
+    let dim = |v: usize, what: &str| u32::try_from(v).map_err(|_| input(format!("{what} = {v} is too large")));
+    let [count, n, k] = sa[..] else {
+        return Err(input(format!("A has shape {sa:?}; it must be (M, n, k)")));
+    };
+    let (shared_b, bk, m) = match sb[..] {
+        [mb, bk, m] if mb == count => (false, bk, m),
+        [mb, _, _] => {
+            return Err(input(format!(
+                "A holds {count} matrices but B holds {mb}: they must pair up"
+            )))
+        }
+        [bk, m] => (true, bk, m),
+        _ => return Err(input(format!("B has shape {sb:?}; it must be (M, k, m) or (k, m)"))),
+    };
+    if bk != k {
+        return Err(input(format!(
+            "A's matrices are {n}×{k} but B's are {bk}×{m}: B needs {k} rows (A is n×k, B k×m)"
+        )));
+    }
+    let form = Form {
+        shape: Shape {
+            n: dim(n, "n")?,
+            k: dim(k, "k")?,
+            m: dim(m, "m")?,
+        },
+        dtype: av.dtype(),
+        shared_b,
+    };
+    Batch::new(form, count, av, bv).map_err(|e| input(chain(&e)))
+}
+
+fn strategy_of(s: &str) -> PyResult<dls_lp::Strategy> {
+    s.parse().map_err(input)
+}
+
+/// What a finished batch left: C, the summary (JSON), the trace (JSON)
+/// and its Gantt chart (SVG).
+#[pyclass(module = "dls._native")]
+struct NativeRun {
+    #[pyo3(get)]
+    c: Py<PyAny>,
+    #[pyo3(get)]
+    summary: String,
+    #[pyo3(get)]
+    trace: String,
+    #[pyo3(get)]
+    gantt: String,
+}
+
+/// Run a batch of products: see `dls.run`.
+#[pyfunction]
+#[pyo3(signature = (a, b, *, workers=None, cluster=None, slurm=false, worker_port=7070, token_file=None, strategy="best", platform=None, verify=3, seed=0))]
+#[allow(clippy::too_many_arguments)]
+fn run(
+    py: Python<'_>,
+    a: &Bound<'_, PyAny>,
+    b: &Bound<'_, PyAny>,
+    workers: Option<String>,
+    cluster: Option<PathBuf>,
+    slurm: bool,
+    worker_port: u16,
+    token_file: Option<PathBuf>,
+    strategy: &str,
+    platform: Option<PathBuf>,
+    verify: usize,
+    seed: u64,
+) -> PyResult<NativeRun> {
+    let batch = batch_of(a, b)?;
+    if batch.count == 0 {
+        return Err(input("the batch is empty: A holds no matrix"));
+    }
+    let cluster = cluster_of(workers, cluster, slurm, worker_port)?;
+    let token = session::token(token_file.as_deref(), Some(&cluster)).map_err(|e| input(chain(&e)))?;
+    let given = match &platform {
+        Some(p) => Some(PlatformFile::load_for(p, &batch.form).map_err(|e| input(chain(&e)))?.0),
+        None => cluster.known_platform().transpose().map_err(|e| input(chain(&e)))?,
+    };
+    let cfg = RunConfig {
+        strategy: strategy_of(strategy)?,
+        verify,
+        seed,
+        ..RunConfig::default()
+    };
+    let c = Values::try_zeros(batch.form.dtype, batch.c_len())
+        .ok_or_else(|| input(format!("no memory for the results of {} products", batch.count)))?;
+    let form = batch.form;
+    let done = wait(py, async move {
+        let mut sink = MemorySink(c);
+        let (done, _left) = session::run_on(&cluster, token.as_ref(), given, &batch, &cfg, &mut sink, |_| {}).await?;
+        Ok((done, sink.0))
+    })?;
+    let (done, c) = done.map_err(|e| match e.downcast_ref::<session::RunOnError>() {
+        Some(session::RunOnError::Workers(_)) => ConnectError::new_err(chain(&e)),
+        _ => RunError::new_err(chain(&e)),
+    })?;
+    let shape = [done.report.load as usize, form.shape.n as usize, form.shape.m as usize];
+    let c: Py<PyAny> = match c {
+        Values::F64(v) => v.into_pyarray(py).reshape(shape)?.into_any().unbind(),
+        Values::F32(v) => v.into_pyarray(py).reshape(shape)?.into_any().unbind(),
+    };
+    let title = format!("{} products of {form}, {}", done.report.load, done.plan.strategy);
+    Ok(NativeRun {
+        c,
+        summary: serde_json::to_string(&done.report).map_err(|e| Error::new_err(e.to_string()))?,
+        trace: done.trace.to_json().to_string(),
+        gantt: dls_master::output::gantt::svg(&done.trace, &title),
+    })
+}
+
+/// Plan `load` products on the platform file's workers: see `dls.plan`.
+#[pyfunction]
+#[pyo3(signature = (platform, load, strategy="fifo", ports=1))]
+fn plan(platform: PathBuf, load: u64, strategy: &str, ports: u8) -> PyResult<String> {
+    let plat = PlatformFile::load(&platform).map_err(|e| input(chain(&e)))?;
+    let ports = match ports {
+        1 => dls_lp::Ports::One,
+        2 => dls_lp::Ports::Two,
+        p => return Err(input(format!("ports = {p}: 1 (one port) or 2"))),
+    };
+    let req = dls_lp::Request {
+        ports,
+        ..dls_lp::Request::new(load, strategy_of(strategy)?)
+    };
+    let plan = dls_lp::plan(&plat, &req).map_err(|e| input(format!("planning {load} units: {e}")))?;
+    serde_json::to_string(&dls_master::output::plan_report::PlanJson::new(&plat, &plan))
+        .map_err(|e| Error::new_err(e.to_string()))
+}
+
+/// Calibrate the workers for products of `shape`: see `dls.calibrate`.
+#[pyfunction]
+#[pyo3(signature = (shape, *, workers=None, cluster=None, slurm=false, worker_port=7070, token_file=None, dtype="float64", shared_b=false))]
+#[allow(clippy::too_many_arguments)]
+fn calibrate(
+    py: Python<'_>,
+    shape: (u32, u32, u32),
+    workers: Option<String>,
+    cluster: Option<PathBuf>,
+    slurm: bool,
+    worker_port: u16,
+    token_file: Option<PathBuf>,
+    dtype: &str,
+    shared_b: bool,
+) -> PyResult<String> {
+    let (n, k, m) = shape;
+    if n == 0 || k == 0 || m == 0 {
+        return Err(input(format!("shape {shape:?}: every dimension must be at least 1")));
+    }
+    let dtype = DType::parse(dtype).ok_or_else(|| input(format!("dtype {dtype:?}: float32 or float64")))?;
+    let form = Form {
+        shape: Shape { n, k, m },
+        dtype,
+        shared_b,
+    };
+    let cluster = cluster_of(workers, cluster, slurm, worker_port)?;
+    let token = session::token(token_file.as_deref(), Some(&cluster)).map_err(|e| input(chain(&e)))?;
+    let cal = wait(py, async move {
+        let (mut pool, _) = Pool::connect_available(&cluster, token.as_ref(), link::ConnectOptions::default()).await?;
+        let cal = calibration::calibrate_available(&mut pool, &CalibrateOptions::for_form(form)).await;
+        pool.close().await;
+        Ok(cal?.0)
+    })?
+    .map_err(|e| ConnectError::new_err(chain(&e)))?;
+    serde_json::to_string(&cal).map_err(|e| Error::new_err(e.to_string()))
+}
+
+/// Worker daemons in this process on loopback: see `dls.LocalCluster`.
+#[pyclass(module = "dls._native")]
+struct NativeLocalCluster {
+    rt: Option<tokio::runtime::Runtime>,
+    workers: Option<LocalWorkers>,
+    #[pyo3(get)]
+    addresses: Vec<String>,
+}
+
+#[pymethods]
+impl NativeLocalCluster {
+    /// `emulate`: per worker, (link rate in MB/s or None, slowdown ≥ 1).
+    #[new]
+    fn new(py: Python<'_>, emulate: Vec<(Option<f64>, f64)>) -> PyResult<Self> {
+        if emulate.is_empty() {
+            return Err(input("a local cluster needs at least one worker"));
+        }
+        for &(rate, slow) in &emulate {
+            if rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) || !(slow.is_finite() && slow >= 1.0) {
+                return Err(input(format!(
+                    "emulation ({rate:?}, {slow}): a link rate is a positive number of MB/s, a slowdown at least 1"
+                )));
+            }
+        }
+        let specs: Vec<Emulated> = emulate
+            .iter()
+            .enumerate()
+            .map(|(i, &(link_rate, slowdown))| Emulated {
+                name: format!("w{i}"),
+                link_rate,
+                slowdown,
+                speed_change: None,
+            })
+            .collect();
+        let rt = runtime()?;
+        let workers = py
+            .detach(|| rt.block_on(local::start(&specs)))
+            .map_err(|e| Error::new_err(chain(&e)))?;
+        let addresses = workers.cluster.worker.iter().map(|w| w.address.clone()).collect();
+        Ok(NativeLocalCluster {
+            rt: Some(rt),
+            workers: Some(workers),
+            addresses,
+        })
+    }
+
+    /// Stop the daemons (idempotent).
+    fn close(&mut self, py: Python<'_>) {
+        if let (Some(rt), Some(w)) = (self.rt.take(), self.workers.take()) {
+            py.detach(|| {
+                rt.block_on(w.stop());
+                rt.shutdown_timeout(Duration::from_secs(2));
+            });
+        }
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("Error", py.get_type::<Error>())?;
+    m.add("InputError", py.get_type::<InputError>())?;
+    m.add("ConnectError", py.get_type::<ConnectError>())?;
+    m.add("RunError", py.get_type::<RunError>())?;
+    m.add_class::<NativeRun>()?;
+    m.add_class::<NativeLocalCluster>()?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(plan, m)?)?;
+    m.add_function(wrap_pyfunction!(calibrate, m)?)?;
+    Ok(())
+}

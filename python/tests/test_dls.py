@@ -1,0 +1,191 @@
+"""The Python package against NumPy: every shape and type, in-process and
+separately started workers, errors, and Ctrl-C. Worker processes come from
+the repository's build (``target/debug`` or ``target/release``, or the
+``DLS_WORKER`` environment variable); each is killed at the end."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dls
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def worker_binary() -> str:
+    if os.environ.get("DLS_WORKER"):
+        return os.environ["DLS_WORKER"]
+    for profile in ("debug", "release"):
+        p = ROOT / "target" / profile / "dls-worker"
+        if p.exists():
+            return str(p)
+    pytest.skip("no dls-worker binary: build it with `cargo build --bin dls-worker` or set DLS_WORKER")
+
+
+class Daemons:
+    """`dls-worker` processes on 127.0.0.1, stopped by `stop`."""
+
+    def __init__(self, count, extra=(), token_file=None):
+        self.procs, self.addresses = [], []
+        for _ in range(count):
+            args = [worker_binary(), "--listen", "127.0.0.1:0", "--threads", "1", *extra]
+            if token_file:
+                args += ["--token-file", str(token_file)]
+            p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            self.procs.append(p)
+            line = p.stdout.readline()
+            m = re.search(r"listening on (\S+)", line)
+            assert m, f"the worker said {line!r}"
+            self.addresses.append(m.group(1))
+
+    def stop(self):
+        for p in self.procs:
+            p.kill()
+            p.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with dls.LocalCluster(n=3, emulate=[(None, 1.0), (200.0, 2.0), (None, 1.5)]) as c:
+        yield c
+
+
+def expected(a, b):
+    """C in float64, and the rounding any summation order may make in the
+    inputs' type: (k + 2)·ε·(|A|·|B|) entry by entry."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    c = np.matmul(a64, b64)
+    k = a.shape[-1]
+    tol = (k + 2) * np.finfo(a.dtype).eps * np.matmul(np.abs(a64), np.abs(b64))
+    return c, tol
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "m,n,k,mm,shared",
+    [(30, 8, 8, 8, False), (25, 7, 30, 3, False), (12, 1, 50, 9, False), (20, 16, 4, 11, True), (5, 3, 3, 3, True)],
+)
+def test_products_match_numpy_for_every_shape_and_type(cluster, dtype, m, n, k, mm, shared):
+    rng = np.random.default_rng(m * 1000 + n * 100 + k)
+    a = rng.uniform(-1, 1, (m, n, k)).astype(dtype)
+    b = rng.uniform(-1, 1, (k, mm) if shared else (m, k, mm)).astype(dtype)
+    c = dls.matmul(a, b, workers=cluster.workers)
+    assert c.shape == (m, n, mm) and c.dtype == dtype
+    want, tol = expected(a, b)
+    assert np.all(np.abs(c.astype(np.float64) - want) <= tol)
+
+
+def test_non_contiguous_and_fortran_inputs_are_taken(cluster):
+    rng = np.random.default_rng(5)
+    a = np.asfortranarray(rng.uniform(-1, 1, (6, 5, 4)))
+    b = rng.uniform(-1, 1, (6, 8, 3))[:, ::2, :]  # a strided view
+    c = dls.matmul(a, b, workers=cluster.workers)
+    want, tol = expected(a, b)
+    assert np.all(np.abs(c - want) <= tol)
+
+
+def test_a_run_reports_and_writes_its_trace_and_chart(cluster, tmp_path):
+    rng = np.random.default_rng(7)
+    a, b = rng.uniform(-1, 1, (40, 16, 16)), rng.uniform(-1, 1, (40, 16, 16))
+    r = dls.run(a, b, workers=cluster.workers, strategy="rounds", trace=tmp_path / "t.json")
+    r.write_gantt(tmp_path / "g.svg")
+    assert r.summary["load"] == 40 and r.summary["strategy"] == "rounds"
+    assert r.summary["shape"] == [16, 16, 16] and r.summary["dtype"] == "float64"
+    assert r.summary["measured_makespan"] > 0 and r.summary["verified"] == 3
+    assert (tmp_path / "t.json").read_text().startswith("{")
+    assert (tmp_path / "g.svg").read_text().startswith("<svg")
+    want, tol = expected(a, b)
+    assert np.all(np.abs(r.c - want) <= tol)
+
+
+def test_plan_and_calibrate_return_what_the_cli_prints(cluster, tmp_path):
+    cal = dls.calibrate((8, 4, 2), workers=cluster.workers, dtype="float32")
+    assert [w["name"] for w in cal["workers"]] == cluster.workers
+    assert all(w["compute"]["slope"] > 0 for w in cal["workers"])
+    p = tmp_path / "p.toml"
+    p.write_text('[[worker]]\nname = "a"\nc = 1\nw = 2\nd = 1\n')
+    plan = dls.plan(p, 10)
+    # One worker, one round: send, compute, return 10 units in a row.
+    assert abs(plan["makespan"] - 40.0) < 1e-9
+
+
+def test_workers_started_apart_with_a_token(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("python-test-token-0123456789")
+    token.chmod(0o600)
+    d = Daemons(2, token_file=token)
+    try:
+        a, b = np.ones((8, 4, 3)), np.ones((8, 3, 2))
+        c = dls.matmul(a, b, workers=d.addresses, token_file=token)
+        assert np.array_equal(c, np.full((8, 4, 2), 3.0))
+        # Without the token every worker refuses the master.
+        with pytest.raises(dls.ConnectError):
+            dls.matmul(a, b, workers=d.addresses)
+    finally:
+        d.stop()
+
+
+def test_bad_input_raises_the_right_error(cluster):
+    a, b = np.ones((4, 3, 5)), np.ones((4, 5, 2))
+    with pytest.raises(dls.InputError, match="int64"):
+        dls.matmul(np.ones((4, 3, 5), dtype=np.int64), b, workers=cluster.workers)
+    with pytest.raises(dls.InputError, match="one type"):
+        dls.matmul(a.astype(np.float32), b, workers=cluster.workers)
+    with pytest.raises(dls.InputError, match="B needs 5 rows"):
+        dls.matmul(a, np.ones((4, 4, 2)), workers=cluster.workers)
+    with pytest.raises(dls.InputError, match="pair up"):
+        dls.matmul(a, np.ones((3, 5, 2)), workers=cluster.workers)
+    with pytest.raises(dls.InputError, match="give the workers"):
+        dls.matmul(a, b)
+    with pytest.raises(dls.InputError, match="unknown strategy"):
+        dls.matmul(a, b, workers=cluster.workers, strategy="fastest")
+    with pytest.raises(dls.ConnectError):
+        dls.matmul(a, b, workers="127.0.0.1:9")
+    assert issubclass(dls.InputError, dls.Error) and issubclass(dls.RunError, dls.Error)
+
+
+def test_ctrl_c_ends_a_batch_and_frees_the_workers(tmp_path):
+    d = Daemons(2, extra=["--slowdown", "200"])
+    try:
+        script = textwrap.dedent(
+            f"""
+            import numpy as np, dls, sys
+            a = np.ones((3000, 64, 64))  # about 7 s at this slowdown
+            print("starting", flush=True)
+            dls.matmul(a, a, workers={d.addresses!r}, strategy="fifo")
+            print("finished", flush=True)
+            """
+        )
+        child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert child.stdout.readline().strip() == "starting"
+        time.sleep(2.0)  # calibrated and well into the batch
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=20)
+        assert child.returncode != 0 and "KeyboardInterrupt" in err, (child.returncode, out, err)
+        assert "finished" not in out
+        # The workers took the interrupted master's connection back at once:
+        # another master gets them (a busy worker would refuse it).
+        t0 = time.monotonic()
+        platform = tmp_path / "p.toml"
+        platform.write_text("".join(f'[[worker]]\nname = "{a}"\nc = 0.001\nw = 0.01\nd = 0.001\n' for a in d.addresses))
+        c = dls.matmul(np.ones((4, 2, 2)), np.ones((4, 2, 2)), workers=d.addresses, platform=platform)
+        assert np.array_equal(c, np.full((4, 2, 2), 2.0))
+        assert time.monotonic() - t0 < 15
+    finally:
+        d.stop()
+
+
+def test_the_readme_example_runs():
+    text = (ROOT / "python" / "README.md").read_text()
+    block = re.search(r"```python\n(.*?)```", text, re.S)
+    assert block, "python/README.md has a python example"
+    scope = {}
+    exec(compile(block.group(1), "README.md", "exec"), scope)
