@@ -106,6 +106,7 @@ def run(
     seed: int = 0,
     trace: PathLike = None,
     gantt: PathLike = None,
+    progress: bool = False,
 ) -> Run:
     """Run the batch C[i] = A[i] @ B[i] on the workers and return a :class:`Run`.
 
@@ -120,7 +121,8 @@ def run(
     checked with Freivalds' test anyway). The GIL is released while the
     batch runs; Ctrl-C stops it and frees the workers. Errors raise
     :class:`InputError`, :class:`ConnectError` or :class:`RunError`, all
-    :class:`Error`.
+    :class:`Error`. ``progress=True`` shows how many products are back on
+    ``sys.stderr`` (a terminal or a notebook).
     """
     a, b = _arrays(a, b)
     native = _native.run(
@@ -135,6 +137,7 @@ def run(
         platform=_path(platform),
         verify=verify,
         seed=seed,
+        progress=progress,
     )
     done = Run(native)
     if trace is not None:
@@ -154,6 +157,7 @@ def matmul(
     token_file: PathLike = None,
     strategy: str = "best",
     platform: PathLike = None,
+    progress: bool = False,
 ) -> np.ndarray:
     """The batch of products A[i] @ B[i] computed on the workers, C in batch
     order: what :func:`run` returns as ``c``, with the same arguments."""
@@ -166,6 +170,7 @@ def matmul(
         token_file=token_file,
         strategy=strategy,
         platform=platform,
+        progress=progress,
     ).c
 
 

@@ -32,6 +32,7 @@ def run(
     platform: Optional[str] = None,
     verify: int = 3,
     seed: int = 0,
+    progress: bool = False,
 ) -> NativeRun: ...
 def plan(platform: str, load: int, strategy: str = "fifo", ports: int = 1) -> str: ...
 def calibrate(

@@ -53,13 +53,14 @@ fn runtime() -> PyResult<tokio::runtime::Runtime> {
         .map_err(|e| Error::new_err(format!("starting the async runtime: {e}")))
 }
 
-/// Run `fut` to its end with the GIL released, checking for signals every
-/// 100 ms. On a signal (Ctrl-C raises KeyboardInterrupt) the runtime is
-/// shut down, dropping the batch and closing its connections, and the
-/// signal's exception is raised.
+/// Run `fut` to its end with the GIL released, checking for signals (and
+/// calling `tick`) every 100 ms. On a signal (Ctrl-C raises
+/// KeyboardInterrupt) the runtime is shut down, dropping the batch and
+/// closing its connections, and the signal's exception is raised.
 fn wait<T: Send + 'static>(
     py: Python<'_>,
     fut: impl std::future::Future<Output = anyhow::Result<T>> + Send + 'static,
+    mut tick: impl FnMut(Python<'_>) -> PyResult<()>,
 ) -> PyResult<anyhow::Result<T>> {
     let rt = runtime()?;
     let (tx, mut rx) = std::sync::mpsc::channel();
@@ -75,7 +76,7 @@ fn wait<T: Send + 'static>(
                 return Err(RunError::new_err("the batch's task ended without an answer"))
             }
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                if let Err(e) = py.check_signals() {
+                if let Err(e) = py.check_signals().and_then(|()| tick(py)) {
                     py.detach(|| rt.shutdown_timeout(Duration::from_secs(2)));
                     return Err(e);
                 }
@@ -174,7 +175,7 @@ struct NativeRun {
 
 /// Run a batch of products: see `dls.run`.
 #[pyfunction]
-#[pyo3(signature = (a, b, *, workers=None, cluster=None, slurm=false, worker_port=7070, token_file=None, strategy="best", platform=None, verify=3, seed=0))]
+#[pyo3(signature = (a, b, *, workers=None, cluster=None, slurm=false, worker_port=7070, token_file=None, strategy="best", platform=None, verify=3, seed=0, progress=false))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -189,6 +190,7 @@ fn run(
     platform: Option<PathBuf>,
     verify: usize,
     seed: u64,
+    progress: bool,
 ) -> PyResult<NativeRun> {
     let batch = batch_of(a, b)?;
     if batch.count == 0 {
@@ -208,12 +210,33 @@ fn run(
     };
     let c = Values::try_zeros(batch.form.dtype, batch.c_len())
         .ok_or_else(|| input(format!("no memory for the results of {} products", batch.count)))?;
-    let form = batch.form;
-    let done = wait(py, async move {
+    let (form, total) = (batch.form, batch.count);
+    let stored = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = stored.clone();
+    let fut = async move {
         let mut sink = MemorySink(c);
-        let (done, _left) = session::run_on(&cluster, token.as_ref(), given, &batch, &cfg, &mut sink, |_| {}).await?;
+        let on_chunk = move |k: usize| {
+            counter.fetch_add(k, std::sync::atomic::Ordering::Relaxed);
+        };
+        let (done, _left) = session::run_on(&cluster, token.as_ref(), given, &batch, &cfg, &mut sink, on_chunk).await?;
         Ok((done, sink.0))
-    })?;
+    };
+    // The progress line goes to Python's sys.stderr (a terminal or a notebook).
+    let mut shown = usize::MAX;
+    let mut tick = |py: Python<'_>| -> PyResult<()> {
+        let now = stored.load(std::sync::atomic::Ordering::Relaxed);
+        if progress && now != shown {
+            shown = now;
+            let line = format!("\rdls: {now}/{total} products returned");
+            py.import("sys")?.getattr("stderr")?.call_method1("write", (line,))?;
+        }
+        Ok(())
+    };
+    let done = wait(py, fut, &mut tick)?;
+    if progress {
+        tick(py)?;
+        py.import("sys")?.getattr("stderr")?.call_method1("write", ("\n",))?;
+    }
     let (done, c) = done.map_err(|e| match e.downcast_ref::<session::RunOnError>() {
         Some(session::RunOnError::Workers(_)) => ConnectError::new_err(chain(&e)),
         _ => RunError::new_err(chain(&e)),
@@ -278,13 +301,13 @@ fn calibrate(
     };
     let cluster = cluster_of(workers, cluster, slurm, worker_port)?;
     let token = session::token(token_file.as_deref(), Some(&cluster)).map_err(|e| input(chain(&e)))?;
-    let cal = wait(py, async move {
+    let fut = async move {
         let (mut pool, _) = Pool::connect_available(&cluster, token.as_ref(), link::ConnectOptions::default()).await?;
         let cal = calibration::calibrate_available(&mut pool, &CalibrateOptions::for_form(form)).await;
         pool.close().await;
         Ok(cal?.0)
-    })?
-    .map_err(|e| ConnectError::new_err(chain(&e)))?;
+    };
+    let cal = wait(py, fut, |_| Ok(()))?.map_err(|e| ConnectError::new_err(chain(&e)))?;
     serde_json::to_string(&cal).map_err(|e| Error::new_err(e.to_string()))
 }
 

@@ -106,6 +106,14 @@ def test_a_run_reports_and_writes_its_trace_and_chart(cluster, tmp_path):
     assert np.all(np.abs(r.c - want) <= tol)
 
 
+def test_progress_is_shown_on_request_only(cluster, capsys):
+    a = np.ones((30, 8, 8))
+    dls.matmul(a, a, workers=cluster.workers)
+    assert "products returned" not in capsys.readouterr().err
+    dls.matmul(a, a, workers=cluster.workers, progress=True)
+    assert "30/30 products returned" in capsys.readouterr().err
+
+
 def test_plan_and_calibrate_return_what_the_cli_prints(cluster, tmp_path):
     cal = dls.calibrate((8, 4, 2), workers=cluster.workers, dtype="float32")
     assert [w["name"] for w in cal["workers"]] == cluster.workers
