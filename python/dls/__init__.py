@@ -119,7 +119,8 @@ def run(
     gives their costs. ``strategy``: fifo, lifo, inc-c, inc-w, rounds or
     best. ``verify`` products are recomputed by the master (every product is
     checked with Freivalds' test anyway). The GIL is released while the
-    batch runs; Ctrl-C stops it and frees the workers. Errors raise
+    batch runs (do not write into ``a`` or ``b`` meanwhile: they are read
+    in place); Ctrl-C stops it and frees the workers. Errors raise
     :class:`InputError`, :class:`ConnectError` or :class:`RunError`, all
     :class:`Error`. ``progress=True`` shows how many products are back on
     ``sys.stderr`` (a terminal or a notebook).

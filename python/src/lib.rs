@@ -3,13 +3,15 @@
 //! slices of 100 ms and checks for signals between them, so Ctrl-C stops
 //! a batch: the runtime is shut down, which closes every connection, and
 //! the workers are free at once. The Python package `dls` wraps this
-//! module (`dls/__init__.py`); no protocol is implemented here.
+//! module (`dls/__init__.py`); no protocol is implemented here. NumPy
+//! inputs are read in place, a chunk at a time (`NumpyArray`, the one
+//! unsafe block of the crate), and C is handed to NumPy without a copy.
 
 use dls_master::config::cluster::Cluster;
 use dls_master::config::platform_file::PlatformFile;
 use dls_master::runtime::batch::Batch;
 use dls_master::runtime::calibrate::{self as calibration, CalibrateOptions};
-use dls_master::runtime::data::MemorySink;
+use dls_master::runtime::data::{External, MemorySink, Source};
 use dls_master::runtime::local::{self, Emulated, LocalWorkers};
 use dls_master::runtime::{link, pool::Pool};
 use dls_master::session::{self, RunConfig};
@@ -19,6 +21,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 create_exception!(_native, Error, PyException, "Anything dls refuses or fails at.");
@@ -100,27 +103,107 @@ fn cluster_of(workers: Option<String>, cluster: Option<PathBuf>, slurm: bool, po
     Ok(c)
 }
 
+/// A C-contiguous NumPy array read where its values lie, a chunk at a time
+/// as the chunks are sent: the batch is never copied whole.
+#[derive(Debug)]
+struct NumpyArray {
+    /// Keeps the array, and so its memory, alive; holding a reference also
+    /// keeps NumPy from resizing it (`ndarray.resize` checks references).
+    _owner: Py<PyAny>,
+    /// Address of the first value; `len` values of `dtype` from there.
+    addr: usize,
+    len: usize,
+    dtype: DType,
+}
+
+impl External for NumpyArray {
+    fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn read(&self, range: std::ops::Range<usize>) -> std::io::Result<Values> {
+        if range.end > self.len || range.start > range.end {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("values {range:?} of {}", self.len),
+            ));
+        }
+        let mut v = Values::try_zeros(self.dtype, range.len())
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::OutOfMemory, "a chunk of the inputs"))?;
+        if range.is_empty() {
+            return Ok(v);
+        }
+        let size = self.dtype.size() as usize;
+        let dst = v.as_bytes_mut();
+        // SAFETY: `addr` is the first of `len` contiguous values of `dtype`
+        // (checked by `as_slice` when the array was taken) in memory owned
+        // by the array `_owner` keeps alive, which NumPy neither frees nor
+        // moves while we hold it; `range` lies within `len` (checked
+        // above), so the source is readable for `range.len() * size` bytes;
+        // `dst` is a fresh buffer of exactly that size, so the two do not
+        // overlap. As with any extension that releases the GIL over its
+        // inputs, the caller must not write into the arrays while the batch
+        // runs (the docs say so).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (self.addr as *const u8).add(range.start * size),
+                dst.as_mut_ptr(),
+                range.len() * size,
+            );
+        }
+        Ok(v)
+    }
+}
+
+/// The source of a C-contiguous array (an error naming `what` otherwise).
+fn source_of<T: numpy::Element>(
+    owner: &Bound<'_, PyAny>,
+    x: &PyReadonlyArrayDyn<'_, T>,
+    dtype: DType,
+    what: &str,
+) -> PyResult<Source> {
+    let values = x.as_slice().map_err(|_| input(format!("{what} is not C-contiguous")))?;
+    Ok(Source::External(Arc::new(NumpyArray {
+        _owner: owner.clone().unbind(),
+        addr: values.as_ptr() as usize,
+        len: values.len(),
+        dtype,
+    })))
+}
+
 /// A batch from NumPy arrays: A of shape (M, n, k) and B of shape (M, k, m)
 /// or (k, m), both C-contiguous, both float32 or both float64 (the
-/// Python side makes them so). Their values are copied once.
+/// Python side makes them so). Their values are read in place, a chunk at
+/// a time, as the chunks are sent.
 fn batch_of(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<Batch> {
-    fn values<T: numpy::Element + Copy>(x: &PyReadonlyArrayDyn<'_, T>, what: &str) -> PyResult<Vec<T>> {
-        x.as_slice()
-            .map(<[T]>::to_vec)
-            .map_err(|_| input(format!("{what} is not C-contiguous")))
-    }
-    let (av, bv, sa, sb) = if let (Ok(a), Ok(b)) = (
+    let (sa, sb, src_a, src_b, dtype) = if let (Ok(x), Ok(y)) = (
         a.extract::<PyReadonlyArrayDyn<'_, f64>>(),
         b.extract::<PyReadonlyArrayDyn<'_, f64>>(),
     ) {
-        let (sa, sb) = (a.shape().to_vec(), b.shape().to_vec());
-        (Values::F64(values(&a, "A")?), Values::F64(values(&b, "B")?), sa, sb)
-    } else if let (Ok(a), Ok(b)) = (
+        let (sa, sb) = (x.shape().to_vec(), y.shape().to_vec());
+        (
+            sa,
+            sb,
+            source_of(a, &x, DType::F64, "A")?,
+            source_of(b, &y, DType::F64, "B")?,
+            DType::F64,
+        )
+    } else if let (Ok(x), Ok(y)) = (
         a.extract::<PyReadonlyArrayDyn<'_, f32>>(),
         b.extract::<PyReadonlyArrayDyn<'_, f32>>(),
     ) {
-        let (sa, sb) = (a.shape().to_vec(), b.shape().to_vec());
-        (Values::F32(values(&a, "A")?), Values::F32(values(&b, "B")?), sa, sb)
+        let (sa, sb) = (x.shape().to_vec(), y.shape().to_vec());
+        (
+            sa,
+            sb,
+            source_of(a, &x, DType::F32, "A")?,
+            source_of(b, &y, DType::F32, "B")?,
+            DType::F32,
+        )
     } else {
         return Err(input("A and B must be NumPy arrays, both float32 or both float64"));
     };
@@ -149,10 +232,10 @@ fn batch_of(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<Batch> {
             k: dim(k, "k")?,
             m: dim(m, "m")?,
         },
-        dtype: av.dtype(),
+        dtype,
         shared_b,
     };
-    Batch::new(form, count, av, bv).map_err(|e| input(chain(&e)))
+    Batch::from_sources(form, count, src_a, src_b).map_err(|e| input(chain(&e)))
 }
 
 fn strategy_of(s: &str) -> PyResult<dls_lp::Strategy> {

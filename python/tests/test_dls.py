@@ -141,6 +141,32 @@ def test_workers_started_apart_with_a_token(tmp_path):
         d.stop()
 
 
+def test_inputs_are_read_in_place_not_copied_whole():
+    """The master copies A and B a chunk at a time as it sends them: its
+    peak memory grows by C (which it returns) and a few chunks, not by a
+    copy of A and B (800 MB here)."""
+    d = Daemons(2)
+    try:
+        script = textwrap.dedent(
+            f"""
+            import numpy as np, dls, resource
+            a = np.ones((800, 256, 256))
+            b = np.ones((800, 256, 256))
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            c = dls.matmul(a, b, workers={d.addresses!r}, strategy="fifo")
+            after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            assert float(c[799, 255, 255]) == 256.0
+            print(after - before, a.nbytes + b.nbytes, c.nbytes)
+            """
+        )
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        grown, inputs, c = map(int, out.stdout.split())
+        assert grown < c + inputs / 2, f"peak grew by {grown / 1e6:.0f} MB for {inputs / 1e6:.0f} MB of inputs"
+    finally:
+        d.stop()
+
+
 def test_bad_input_raises_the_right_error(cluster):
     a, b = np.ones((4, 3, 5)), np.ones((4, 5, 2))
     with pytest.raises(dls.InputError, match="int64"):

@@ -53,11 +53,25 @@ fn swap_bytes(v: &mut Values) {
     }
 }
 
+/// An array that lives elsewhere (a NumPy array of the Python package, say)
+/// and is copied from a chunk at a time as the chunks are sent, never whole.
+pub trait External: Send + Sync + std::fmt::Debug {
+    fn dtype(&self) -> DType;
+    /// Values in the array.
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// A copy of values `range` (within `len`), in host byte order.
+    fn read(&self, range: Range<usize>) -> io::Result<Values>;
+}
+
 /// Where one of a batch's arrays (A, or B) is.
 #[derive(Debug, Clone)]
 pub enum Source {
     Memory(Arc<Values>),
     File(Arc<InputFile>),
+    External(Arc<dyn External>),
 }
 
 impl Source {
@@ -65,6 +79,7 @@ impl Source {
         match self {
             Source::Memory(v) => v.dtype(),
             Source::File(f) => f.dtype,
+            Source::External(x) => x.dtype(),
         }
     }
 
@@ -72,6 +87,7 @@ impl Source {
         match self {
             Source::Memory(v) => v.len(),
             Source::File(f) => f.len,
+            Source::External(x) => x.len(),
         }
     }
 
@@ -88,6 +104,11 @@ impl Source {
                 format!("values {range:?} of {}", v.len()),
             )),
             Source::File(f) => f.read(range).map(Slab::Owned),
+            Source::External(x) if range.end <= x.len() && range.start <= range.end => x.read(range).map(Slab::Owned),
+            Source::External(x) => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("values {range:?} of {}", x.len()),
+            )),
         }
     }
 }
