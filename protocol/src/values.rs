@@ -266,13 +266,24 @@ impl Values {
     /// Copy `src` (of the same type) into `self` from `at` on. Fails,
     /// naming both, when the types differ or `src` does not fit.
     pub fn copy_in(&mut self, at: usize, src: &Values) -> Result<(), String> {
-        let fits = at.checked_add(src.len()).is_some_and(|end| end <= self.len());
+        self.copy_range_in(at, src, 0..src.len())
+    }
+
+    /// Copy values `range` of `src` (of the same type) into `self` from
+    /// `at` on, without an intermediate copy.
+    pub fn copy_range_in(&mut self, at: usize, src: &Values, range: std::ops::Range<usize>) -> Result<(), String> {
+        let len = range.len();
+        let fits = range.end <= src.len() && at.checked_add(len).is_some_and(|end| end <= self.len());
         if !fits {
-            return Err(format!("{} values at {at} do not fit in {}", src.len(), self.len()));
+            return Err(format!(
+                "values {range:?} of {} at {at} do not fit in {}",
+                src.len(),
+                self.len()
+            ));
         }
         match (self, src) {
-            (Values::F32(d), Values::F32(s)) => d[at..at + s.len()].copy_from_slice(s),
-            (Values::F64(d), Values::F64(s)) => d[at..at + s.len()].copy_from_slice(s),
+            (Values::F32(d), Values::F32(s)) => d[at..at + len].copy_from_slice(&s[range]),
+            (Values::F64(d), Values::F64(s)) => d[at..at + len].copy_from_slice(&s[range]),
             (d, s) => return Err(format!("{} values into {} ones", s.dtype(), d.dtype())),
         }
         Ok(())

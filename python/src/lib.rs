@@ -175,36 +175,50 @@ fn source_of<T: numpy::Element>(
     })))
 }
 
+/// A and B taken from NumPy: their shapes and where their values are.
+struct Arrays {
+    a_shape: Vec<usize>,
+    b_shape: Vec<usize>,
+    a: Source,
+    b: Source,
+    dtype: DType,
+}
+
+/// A and B as arrays of `T` (of type `dtype`), or `None` when they are
+/// not both arrays of `T`.
+fn arrays_of<T: numpy::Element>(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, dtype: DType) -> PyResult<Option<Arrays>> {
+    let (Ok(x), Ok(y)) = (
+        a.extract::<PyReadonlyArrayDyn<'_, T>>(),
+        b.extract::<PyReadonlyArrayDyn<'_, T>>(),
+    ) else {
+        return Ok(None);
+    };
+    Ok(Some(Arrays {
+        a_shape: x.shape().to_vec(),
+        b_shape: y.shape().to_vec(),
+        a: source_of(a, &x, dtype, "A")?,
+        b: source_of(b, &y, dtype, "B")?,
+        dtype,
+    }))
+}
+
 /// A batch from NumPy arrays: A of shape (M, n, k) and B of shape (M, k, m)
 /// or (k, m), both C-contiguous, both float32 or both float64 (the
 /// Python side makes them so). Their values are read in place, a chunk at
 /// a time, as the chunks are sent.
 fn batch_of(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<Batch> {
-    let (sa, sb, src_a, src_b, dtype) = if let (Ok(x), Ok(y)) = (
-        a.extract::<PyReadonlyArrayDyn<'_, f64>>(),
-        b.extract::<PyReadonlyArrayDyn<'_, f64>>(),
-    ) {
-        let (sa, sb) = (x.shape().to_vec(), y.shape().to_vec());
-        (
-            sa,
-            sb,
-            source_of(a, &x, DType::F64, "A")?,
-            source_of(b, &y, DType::F64, "B")?,
-            DType::F64,
-        )
-    } else if let (Ok(x), Ok(y)) = (
-        a.extract::<PyReadonlyArrayDyn<'_, f32>>(),
-        b.extract::<PyReadonlyArrayDyn<'_, f32>>(),
-    ) {
-        let (sa, sb) = (x.shape().to_vec(), y.shape().to_vec());
-        (
-            sa,
-            sb,
-            source_of(a, &x, DType::F32, "A")?,
-            source_of(b, &y, DType::F32, "B")?,
-            DType::F32,
-        )
-    } else {
+    let arrays = match arrays_of::<f64>(a, b, DType::F64)? {
+        Some(x) => Some(x),
+        None => arrays_of::<f32>(a, b, DType::F32)?,
+    };
+    let Some(Arrays {
+        a_shape: sa,
+        b_shape: sb,
+        a: src_a,
+        b: src_b,
+        dtype,
+    }) = arrays
+    else {
         return Err(input("A and B must be NumPy arrays, both float32 or both float64"));
     };
     let dim = |v: usize, what: &str| u32::try_from(v).map_err(|_| input(format!("{what} = {v} is too large")));

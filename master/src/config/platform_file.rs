@@ -109,16 +109,25 @@ impl PlatformFile {
 
     /// The platform and the products it was measured for, if it says.
     pub fn parse_sized(text: &str, origin: &str) -> Result<(Platform, Option<Form>)> {
+        let (file, form) = Self::parse_file(text, origin)?;
+        Ok((file.platform(origin)?, form))
+    }
+
+    /// The file as written, with the products it was measured for.
+    fn parse_file(text: &str, origin: &str) -> Result<(PlatformFile, Option<Form>)> {
         let file: PlatformFile =
             toml::from_str(text).with_context(|| format!("{origin}: not a valid platform file"))?;
         if file.worker.is_empty() {
             bail!("{origin}: no [[worker]] table: a platform file lists at least one worker");
         }
         let form = file.form().with_context(|| origin.to_string())?;
-        let p = file
+        Ok((file, form))
+    }
+
+    fn platform(&self, origin: &str) -> Result<Platform> {
+        self.clone()
             .into_platform()
-            .with_context(|| format!("{origin}: invalid platform"))?;
-        Ok((p, form))
+            .with_context(|| format!("{origin}: invalid platform"))
     }
 
     /// The products the file says its costs were measured for.
@@ -174,7 +183,8 @@ impl PlatformFile {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading platform file {}", path.display()))?;
         let origin = path.display().to_string();
-        let (p, measured) = Self::parse_sized(&text, &origin)?;
+        let (file, measured) = Self::parse_file(&text, &origin)?;
+        let p = file.platform(&origin)?;
         let Some(m) = measured.filter(|m| m != form) else {
             return Ok((p, None));
         };
@@ -185,8 +195,6 @@ impl PlatformFile {
                 path.display()
             )
         };
-        let file: PlatformFile =
-            toml::from_str(&text).with_context(|| format!("{origin}: not a valid platform file"))?;
         let models = file
             .worker
             .iter()

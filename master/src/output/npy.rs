@@ -288,8 +288,16 @@ fn header_bytes(dtype: DType, shape: &str) -> Vec<u8> {
         DType::F32 => "<f4",
         DType::F64 => "<f8",
     };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    // Magic (6) + version (2) + length (2) + header + '\n' is a multiple of 64.
+    framed(&format!(
+        "{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}"
+    ))
+}
+
+/// Magic, version 1.0, length and the header text `dict`, padded as numpy
+/// pads it: magic (6) + version (2) + length (2) + header + '\n' is a
+/// multiple of 64.
+fn framed(dict: &str) -> Vec<u8> {
+    let mut header = dict.to_string();
     let total = 10 + header.len() + 1;
     header.push_str(&" ".repeat((64 - total % 64) % 64));
     header.push('\n');

@@ -176,7 +176,7 @@ impl Sink for MemorySink {
     fn store(&mut self, product: usize, c: &Values, range: Range<usize>) -> io::Result<()> {
         let len = range.len();
         self.0
-            .copy_in(product * len, &c.slice(range))
+            .copy_range_in(product * len, c, range)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
     }
 }

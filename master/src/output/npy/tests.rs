@@ -6,15 +6,7 @@ fn tmp(name: &str) -> std::path::PathBuf {
 
 /// Magic, version 1 and `header` padded as numpy pads it.
 fn head(header: &str) -> Vec<u8> {
-    let mut h = header.to_string();
-    let total = 10 + h.len() + 1;
-    h.push_str(&" ".repeat((64 - total % 64) % 64));
-    h.push('\n');
-    let mut bytes = MAGIC.to_vec();
-    bytes.extend([1, 0]);
-    bytes.extend((h.len() as u16).to_le_bytes());
-    bytes.extend(h.as_bytes());
-    bytes
+    framed(header)
 }
 
 fn raw(path: &Path, header: &str, bytes: usize) {
