@@ -184,6 +184,12 @@ def test_bad_input_raises_the_right_error(cluster):
     with pytest.raises(dls.ConnectError):
         dls.matmul(a, b, workers="127.0.0.1:9")
     assert issubclass(dls.InputError, dls.Error) and issubclass(dls.RunError, dls.Error)
+    with pytest.raises(dls.InputError, match="slowdown at least 1"):
+        dls.LocalCluster(emulate=[(None, 0.5)])
+    with pytest.raises(dls.InputError, match="at least one worker"):
+        dls.LocalCluster(n=0)
+    with pytest.raises(dls.InputError, match="at least 1"):
+        dls.calibrate((4, 0, 2), workers=cluster.workers)
 
 
 def test_ctrl_c_ends_a_batch_and_frees_the_workers(tmp_path):

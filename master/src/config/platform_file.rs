@@ -372,6 +372,7 @@ mod tests {
         assert!(err(&format!("shape = [2, 0, 3]\n{w}")).contains("every dimension is at least 1"));
         assert!(err(&format!("shape = [2, 1, 3]\ndtype = \"int8\"\n{w}")).contains("float32 or float64"));
         assert!(err(&format!("size = 4\nshape = [4, 4, 4]\n{w}")).contains("size and shape both given"));
+        assert!(err(&format!("dtype = \"float32\"\n{w}")).contains("dtype or shared_b without shape"));
         let _ = std::fs::remove_dir_all(dir);
     }
 
