@@ -20,7 +20,9 @@ pub enum Phase {
 }
 
 /// Observations kept per worker and phase; the estimate is their median,
-/// so one noisy transfer does not move it.
+/// and there is none until the window is full: one noisy transfer (the
+/// first on a cold connection, a chunk that met a busy processor) never
+/// moves a worker's share by itself.
 const WINDOW: usize = 3;
 
 /// Corrections smaller than this (relative) are noise, not a change.
@@ -57,10 +59,12 @@ impl Observed {
         q.push_back(measured / predicted);
     }
 
-    /// The current estimate of measured / predicted (1 when nothing seen).
+    /// The current estimate of measured / predicted: the median of the
+    /// last [`WINDOW`] observations, 1 (the platform as calibrated) until
+    /// there are that many.
     pub fn factor(&self, worker: usize, phase: Phase) -> f64 {
         let mut v: Vec<f64> = self.seen[worker][phase as usize].iter().copied().collect();
-        if v.is_empty() {
+        if v.len() < WINDOW {
             return 1.0;
         }
         v.sort_by(f64::total_cmp);
@@ -203,17 +207,32 @@ mod tests {
             o.see(0, Phase::Compute, x, 1.0);
         }
         assert!(!o.changed(), "noise within the dead band");
-        o.see(1, Phase::Compute, 3.0, 1.0); // one outlier: median of one
-        assert_eq!(o.factor(1, Phase::Compute), 3.0);
-        assert!(o.changed());
+        // A first chunk three times slower (a cold connection, a busy
+        // processor): not enough to go on.
+        o.see(1, Phase::Compute, 3.0, 1.0);
+        assert_eq!(o.factor(1, Phase::Compute), 1.0);
+        assert!(!o.changed(), "one observation moves nothing");
         o.see(1, Phase::Compute, 1.0, 1.0);
-        o.see(1, Phase::Compute, 1.1, 1.0);
-        assert_eq!(o.factor(1, Phase::Compute), 1.1, "median of 3.0, 1.0, 1.1");
+        assert!(!o.changed(), "nor do two");
+        o.see(1, Phase::Compute, 1.3, 1.0);
+        assert_eq!(o.factor(1, Phase::Compute), 1.3, "median of 3.0, 1.0, 1.3");
+        assert!(o.changed());
+        // A lasting slowdown shows after two chunks of it.
+        o.see(0, Phase::Return, 1.0, 1.0);
+        o.see(0, Phase::Return, 3.0, 1.0);
+        o.see(0, Phase::Return, 3.0, 1.0);
+        assert_eq!(o.factor(0, Phase::Return), 3.0);
+        for _ in 0..3 {
+            o.see(1, Phase::Send, 1.2, 1.0);
+        }
         o.see(1, Phase::Send, f64::NAN, 1.0);
         o.see(1, Phase::Send, 1.0, 0.0);
-        assert_eq!(o.factor(1, Phase::Send), 1.0, "bad observations are ignored");
+        o.see(1, Phase::Send, -1.0, 1.0);
+        assert_eq!(o.factor(1, Phase::Send), 1.2, "bad observations are ignored");
         let p = o.corrected(&star(&[1.0, 2.0]));
-        assert!((p.workers()[1].w - 2.2).abs() < 1e-12);
+        assert!((p.workers()[1].w - 2.6).abs() < 1e-12);
+        assert!((p.workers()[0].d - 0.03).abs() < 1e-12);
+        assert!((p.workers()[1].c - 0.012).abs() < 1e-12);
         assert!(!o.changed(), "the estimates in use");
     }
 
