@@ -5,9 +5,12 @@
 //! per unit (its slope), the latency (its intercept, when it stands out of
 //! the noise) and R².
 //!
-//! Workers are probed one after the other, so that, as in a run, the
-//! master's port serves one transfer at a time; each worker's transfers
-//! are probed before its computing (as in a run, it receives while idle).
+//! Links are probed one worker after the other, so that, as in a run, the
+//! master's port serves one transfer at a time, and while the worker is
+//! idle. Computing is probed afterwards on every worker at once, while the
+//! port keeps carrying transfers, as in a run (`compute.rs`).
+
+mod compute;
 
 use crate::config::scaling::Scaling;
 use crate::runtime::link::{self, Link};
@@ -137,7 +140,7 @@ impl CalibrateOptions {
 /// or less (a cost too small to measure).
 const MIN_COST: f64 = 1e-9;
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(super) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
@@ -146,7 +149,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// heartbeat) while the master waits for a probe's answer or writes one.
 const STALL: Duration = Duration::from_secs(10);
 
-async fn answer(link: &mut Link, t: Duration, what: &str) -> Result<dls_protocol::Frame<FromWorker>> {
+pub(super) async fn answer(link: &mut Link, t: Duration, what: &str) -> Result<dls_protocol::Frame<FromWorker>> {
     let name = link.name.clone();
     let start = Instant::now();
     let mut heard = (link.conn.bytes_read(), Instant::now());
@@ -185,8 +188,16 @@ async fn answer(link: &mut Link, t: Duration, what: &str) -> Result<dls_protocol
     }
 }
 
-/// Probe one worker.
-pub async fn calibrate_worker(link: &mut Link, opts: &CalibrateOptions) -> Result<WorkerCalibration> {
+/// What the link probes of one worker found: per size, the units and the
+/// median seconds to send and to return them; and how many products its
+/// memory holds at once.
+pub(super) struct LinkProbes {
+    pub comm: Vec<(u64, f64, f64)>,
+    pub max_load: u64,
+}
+
+/// Probe one worker's link: sending and returning k units for growing k.
+async fn probe_link(link: &mut Link, opts: &CalibrateOptions) -> Result<LinkProbes> {
     let form = opts.form;
     let s = form.shape;
     if s.n == 0 || s.k == 0 || s.m == 0 {
@@ -200,9 +211,7 @@ pub async fn calibrate_worker(link: &mut Link, opts: &CalibrateOptions) -> Resul
             link.caps.memory_limit
         );
     }
-    // Probes carry the bytes of a unit's inputs and results as float64
-    // values (a unit of float32 products is rounded up to whole values).
-    let (unit_in, unit_out) = (form.in_bytes(1).div_ceil(8), form.out_bytes(1).div_ceil(8));
+    let (unit_in, unit_out) = unit_values(&form);
     let by_bytes = (opts.max_probe_bytes / form.in_bytes(1).max(1)).max(1);
     let max_units = by_bytes.min(32).min(max_load / 2).max(1);
     let mut sizes = vec![1u64];
@@ -210,15 +219,12 @@ pub async fn calibrate_worker(link: &mut Link, opts: &CalibrateOptions) -> Resul
         sizes.push(sizes[sizes.len() - 1] * 2);
     }
     let buf = Values::zeros(DType::F64, (unit_in * max_units) as usize);
-    let reps = opts.reps.max(1);
-    // Transfers first, for every size, then computing: a worker is idle when
-    // it receives in a run, and so it is here. (Right after a compute probe
-    // a worker under a CPU quota may have spent its share and read late,
-    // which would show as transfer time.)
+    // A worker is idle when it receives here; its computing is measured
+    // afterwards, with every worker's (see `compute.rs`).
     let mut comm = Vec::new();
     for &k in &sizes {
         let (mut s, mut r) = (Vec::new(), Vec::new());
-        for _ in 0..reps {
+        for _ in 0..opts.reps.max(1) {
             let len = unit_in * k;
             let t0 = Instant::now();
             link.conn
@@ -246,27 +252,18 @@ pub async fn calibrate_worker(link: &mut Link, opts: &CalibrateOptions) -> Resul
             break;
         }
     }
-    let mut samples = Vec::new();
-    for &(k, s, r) in &comm {
-        let mut c = Vec::new();
-        for _ in 0..reps {
-            link.conn
-                .send(&ToWorker::ComputeProbe { form, count: k as u32 })
-                .await?;
-            match answer(link, opts.timeout, "compute probe").await?.msg {
-                FromWorker::ComputeDone { secs, .. } => c.push(secs),
-                other => bail!(
-                    "worker {:?}: unexpected answer to a compute probe: {other:?}",
-                    link.name
-                ),
-            }
-        }
-        let c = median(c);
-        samples.push((k, s, c, r));
-        if samples.len() >= 3 && c > opts.max_probe_seconds {
-            break;
-        }
-    }
+    Ok(LinkProbes { comm, max_load })
+}
+
+/// Probes carry the values of a unit's inputs and results as float64
+/// values (a unit of float32 products is rounded up to whole values).
+fn unit_values(form: &Form) -> (u64, u64) {
+    (form.in_bytes(1).div_ceil(8), form.out_bytes(1).div_ceil(8))
+}
+
+/// The fits and warnings of one worker's samples (units, send s, compute
+/// s, return s).
+fn finish(name: &str, samples: Vec<(u64, f64, f64, f64)>, max_load: u64) -> WorkerCalibration {
     let line =
         |f: fn(&(u64, f64, f64, f64)) -> f64| fit(&samples.iter().map(|s| (s.0 as f64, f(s))).collect::<Vec<_>>());
     let (send, compute, ret) = (line(|s| s.1), line(|s| s.2), line(|s| s.3));
@@ -289,18 +286,18 @@ pub async fn calibrate_worker(link: &mut Link, opts: &CalibrateOptions) -> Resul
             }
         }
     }
-    Ok(WorkerCalibration {
-        name: link.name.clone(),
+    WorkerCalibration {
+        name: name.to_string(),
         send,
         compute,
         ret,
         samples,
         max_load,
         warnings,
-    })
+    }
 }
 
-/// Probe every worker in turn.
+/// Probe every worker: links in turn, then computing on all at once.
 pub async fn calibrate(links: &mut [Link], opts: &CalibrateOptions) -> Result<Calibration> {
     let (workers, failures) = calibrate_each(links, opts, true).await;
     if let Some((_, e)) = failures.into_iter().next() {
@@ -313,16 +310,17 @@ pub async fn calibrate(links: &mut [Link], opts: &CalibrateOptions) -> Result<Ca
 }
 
 /// Measure the links one after the other while the others, idle, are sent a
-/// heartbeat every few seconds (a worker ends a silent session). Returns
-/// the calibrations of the workers that never failed, and each failure
-/// (measuring, or staying alive while idle) by link index; with
-/// `stop_at_first`, nothing more is measured after a failure.
+/// heartbeat every few seconds (a worker ends a silent session); then the
+/// computing of every worker whose link was measured, all at once under
+/// load (`compute.rs`). Returns the calibrations of the workers that never
+/// failed, and each failure by link index; with `stop_at_first`, nothing
+/// more is measured after a failure.
 async fn calibrate_each(
     links: &mut [Link],
     opts: &CalibrateOptions,
     stop_at_first: bool,
 ) -> (Vec<WorkerCalibration>, Vec<(usize, anyhow::Error)>) {
-    let mut done: Vec<(usize, WorkerCalibration)> = Vec::new();
+    let mut probed: Vec<(usize, LinkProbes)> = Vec::new();
     let mut failed: Vec<(usize, anyhow::Error)> = Vec::new();
     for i in 0..links.len() {
         if failed.iter().any(|f| f.0 == i) {
@@ -336,7 +334,7 @@ async fn calibrate_each(
             break;
         };
         cur.conn.set_write_stall_timeout(Some(STALL));
-        let measuring = calibrate_worker(cur, opts);
+        let measuring = probe_link(cur, opts);
         tokio::pin!(measuring);
         let mut tick = tokio::time::interval(opts.keep_alive.max(Duration::from_millis(10)));
         tick.tick().await;
@@ -357,16 +355,39 @@ async fn calibrate_each(
             }
         };
         match result {
-            Ok(w) => done.push((i, w)),
+            Ok(w) => probed.push((i, w)),
             Err(e) => failed.push((i, e)),
         }
     }
     // Measured, then lost while idle: its measurements go too.
-    let workers = done
-        .into_iter()
-        .filter(|(i, _)| !failed.iter().any(|f| f.0 == *i))
-        .map(|(_, w)| w)
+    probed.retain(|(i, _)| !failed.iter().any(|f| f.0 == *i));
+    if stop_at_first && !failed.is_empty() {
+        probed.clear();
+    }
+    let mut workers = Vec::new();
+    let jobs: Vec<(&mut Link, Vec<u64>)> = links
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let p = probed.iter().find(|p| p.0 == i)?;
+            Some((l, p.1.comm.iter().map(|c| c.0).collect()))
+        })
         .collect();
+    let computed = compute::under_load(jobs, opts).await;
+    for ((i, probes), result) in probed.into_iter().zip(computed) {
+        match result {
+            Ok(c) => {
+                let samples = probes
+                    .comm
+                    .iter()
+                    .zip(&c)
+                    .map(|(&(k, s, r), &(_, secs))| (k, s, secs, r))
+                    .collect();
+                workers.push(finish(&links[i].name, samples, probes.max_load));
+            }
+            Err(e) => failed.push((i, e)),
+        }
+    }
     failed.sort_by_key(|f| f.0);
     (workers, failed)
 }
@@ -503,98 +524,4 @@ pub fn scaling(cals: &[Calibration]) -> Result<Vec<Scaling>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A worker measured exactly: sends at `per_byte` plus `latency`,
-    /// returns at twice the rate, computing at `flops_per_s`.
-    fn measured(form: Form, per_byte: f64, latency: f64, flops_per_s: f64) -> Calibration {
-        let w = form.shape.flops() / flops_per_s;
-        let samples: Vec<(u64, f64, f64, f64)> = [1u64, 2, 4, 8]
-            .iter()
-            .map(|&k| {
-                let k_f = k as f64;
-                let s = latency + k_f * form.in_bytes(1) as f64 * per_byte;
-                let r = latency + k_f * form.out_bytes(1) as f64 * 2.0 * per_byte;
-                (k, s, k_f * w, r)
-            })
-            .collect();
-        let line = |i: usize| {
-            fit(&samples
-                .iter()
-                .map(|p| (p.0 as f64, [p.1, p.2, p.3][i]))
-                .collect::<Vec<_>>())
-        };
-        Calibration {
-            form,
-            workers: vec![WorkerCalibration {
-                name: "w".into(),
-                send: line(0),
-                compute: line(1),
-                ret: line(2),
-                samples,
-                max_load: 100,
-                warnings: Vec::new(),
-            }],
-        }
-    }
-
-    #[test]
-    fn a_scaling_model_is_fitted_from_calibrations_at_several_sizes() {
-        let cals = [
-            measured(Form::square(64), 1e-9, 1e-4, 5e9),
-            measured(Form::square(256), 1e-9, 1e-4, 2e10),
-        ];
-        let s = scaling(&cals).expect("fits");
-        assert_eq!(s.len(), 1);
-        assert!((s[0].send_per_byte - 1e-9).abs() < 1e-15, "{}", s[0].send_per_byte);
-        assert!((s[0].return_per_byte - 2e-9).abs() < 1e-15, "{}", s[0].return_per_byte);
-        assert_eq!(s[0].speed.len(), 2);
-        assert!((s[0].speed[0].0 - 64.0).abs() < 1e-9 && (s[0].speed[0].1 - 5e9).abs() < 1.0);
-        assert!((s[0].speed[1].0 - 256.0).abs() < 1e-9 && (s[0].speed[1].1 - 2e10).abs() < 1.0);
-        // The file written says so, and serves 128×128 with the costs the
-        // model implies: bytes at the fitted rates, flops at the speed
-        // halfway in log size (1.25e10 flop/s).
-        let text = cals[1].to_toml_with(Some(&s)).expect("toml");
-        let dir = std::env::temp_dir().join(format!("dls-scaling-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let path = dir.join("p.toml");
-        std::fs::write(&path, text).expect("writes");
-        let (p, note) =
-            crate::config::platform_file::PlatformFile::load_for(&path, &Form::square(128)).expect("serves 128");
-        assert!(note.is_some());
-        let w = &p.workers()[0];
-        let (bin, bout) = (2.0 * 128.0 * 128.0 * 8.0, 128.0 * 128.0 * 8.0);
-        assert!((w.c / (bin * 1e-9) - 1.0).abs() < 1e-6, "{}", w.c);
-        assert!((w.d / (bout * 2e-9) - 1.0).abs() < 1e-6, "{}", w.d);
-        assert!((w.w / (2.0 * 128f64.powi(3) / 1.25e10) - 1.0).abs() < 1e-6, "{}", w.w);
-        let _ = std::fs::remove_dir_all(dir);
-    }
-
-    #[test]
-    fn least_squares_against_closed_forms() {
-        let f = fit(&[(1.0, 3.0), (2.0, 5.0), (4.0, 9.0)]);
-        assert!((f.slope - 2.0).abs() < 1e-12 && (f.intercept - 1.0).abs() < 1e-12 && (f.r2 - 1.0).abs() < 1e-12);
-        // Points (0,0), (1,1), (2,1): least squares gives slope 1/2,
-        // intercept 1/6, R² = 3/4; residuals -1/6, 1/3, -1/6, so σ² = 1/6
-        // and the intercept's standard error is √(σ²·(1/3 + 1/2)) ≈ 0.37:
-        // 1/6 is noise, and the line through the origin has slope
-        // Σxy/Σx² = 3/5 (R² of the free line kept).
-        let f = fit(&[(0.0, 0.0), (1.0, 1.0), (2.0, 1.0)]);
-        assert!((f.slope - 0.6).abs() < 1e-12, "{f:?}");
-        assert_eq!(f.intercept, 0.0);
-        assert!((f.r2 - 0.75).abs() < 1e-12);
-        // y = 10 + x ± 0.1 at x = 1, 2, 4, 8: residuals of the free line are
-        // tiny against an intercept of 10, which stays (within the noise).
-        let f = fit(&[(1.0, 11.1), (2.0, 11.9), (4.0, 14.1), (8.0, 17.9)]);
-        assert!(
-            (f.intercept - 10.0).abs() < 0.3 && (f.slope - 1.0).abs() < 0.05,
-            "{f:?}"
-        );
-        // y = 0.05 + x ± 1 at the same sizes: the intercept is noise.
-        let f = fit(&[(1.0, 2.05), (2.0, 1.05), (4.0, 5.05), (8.0, 7.05)]);
-        assert_eq!(f.intercept, 0.0, "{f:?}");
-        let f = fit(&[(4.0, 2.0), (4.0, 2.0)]);
-        assert_eq!((f.slope, f.intercept), (0.5, 0.0));
-    }
-}
+mod tests;

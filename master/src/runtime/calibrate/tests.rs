@@ -1,0 +1,93 @@
+use super::*;
+
+/// A worker measured exactly: sends at `per_byte` plus `latency`,
+/// returns at twice the rate, computing at `flops_per_s`.
+fn measured(form: Form, per_byte: f64, latency: f64, flops_per_s: f64) -> Calibration {
+    let w = form.shape.flops() / flops_per_s;
+    let samples: Vec<(u64, f64, f64, f64)> = [1u64, 2, 4, 8]
+        .iter()
+        .map(|&k| {
+            let k_f = k as f64;
+            let s = latency + k_f * form.in_bytes(1) as f64 * per_byte;
+            let r = latency + k_f * form.out_bytes(1) as f64 * 2.0 * per_byte;
+            (k, s, k_f * w, r)
+        })
+        .collect();
+    let line = |i: usize| {
+        fit(&samples
+            .iter()
+            .map(|p| (p.0 as f64, [p.1, p.2, p.3][i]))
+            .collect::<Vec<_>>())
+    };
+    Calibration {
+        form,
+        workers: vec![WorkerCalibration {
+            name: "w".into(),
+            send: line(0),
+            compute: line(1),
+            ret: line(2),
+            samples,
+            max_load: 100,
+            warnings: Vec::new(),
+        }],
+    }
+}
+
+#[test]
+fn a_scaling_model_is_fitted_from_calibrations_at_several_sizes() {
+    let cals = [
+        measured(Form::square(64), 1e-9, 1e-4, 5e9),
+        measured(Form::square(256), 1e-9, 1e-4, 2e10),
+    ];
+    let s = scaling(&cals).expect("fits");
+    assert_eq!(s.len(), 1);
+    assert!((s[0].send_per_byte - 1e-9).abs() < 1e-15, "{}", s[0].send_per_byte);
+    assert!((s[0].return_per_byte - 2e-9).abs() < 1e-15, "{}", s[0].return_per_byte);
+    assert_eq!(s[0].speed.len(), 2);
+    assert!((s[0].speed[0].0 - 64.0).abs() < 1e-9 && (s[0].speed[0].1 - 5e9).abs() < 1.0);
+    assert!((s[0].speed[1].0 - 256.0).abs() < 1e-9 && (s[0].speed[1].1 - 2e10).abs() < 1.0);
+    // The file written says so, and serves 128×128 with the costs the
+    // model implies: bytes at the fitted rates, flops at the speed
+    // halfway in log size (1.25e10 flop/s).
+    let text = cals[1].to_toml_with(Some(&s)).expect("toml");
+    let dir = std::env::temp_dir().join(format!("dls-scaling-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("p.toml");
+    std::fs::write(&path, text).expect("writes");
+    let (p, note) =
+        crate::config::platform_file::PlatformFile::load_for(&path, &Form::square(128)).expect("serves 128");
+    assert!(note.is_some());
+    let w = &p.workers()[0];
+    let (bin, bout) = (2.0 * 128.0 * 128.0 * 8.0, 128.0 * 128.0 * 8.0);
+    assert!((w.c / (bin * 1e-9) - 1.0).abs() < 1e-6, "{}", w.c);
+    assert!((w.d / (bout * 2e-9) - 1.0).abs() < 1e-6, "{}", w.d);
+    assert!((w.w / (2.0 * 128f64.powi(3) / 1.25e10) - 1.0).abs() < 1e-6, "{}", w.w);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn least_squares_against_closed_forms() {
+    let f = fit(&[(1.0, 3.0), (2.0, 5.0), (4.0, 9.0)]);
+    assert!((f.slope - 2.0).abs() < 1e-12 && (f.intercept - 1.0).abs() < 1e-12 && (f.r2 - 1.0).abs() < 1e-12);
+    // Points (0,0), (1,1), (2,1): least squares gives slope 1/2,
+    // intercept 1/6, R² = 3/4; residuals -1/6, 1/3, -1/6, so σ² = 1/6
+    // and the intercept's standard error is √(σ²·(1/3 + 1/2)) ≈ 0.37:
+    // 1/6 is noise, and the line through the origin has slope
+    // Σxy/Σx² = 3/5 (R² of the free line kept).
+    let f = fit(&[(0.0, 0.0), (1.0, 1.0), (2.0, 1.0)]);
+    assert!((f.slope - 0.6).abs() < 1e-12, "{f:?}");
+    assert_eq!(f.intercept, 0.0);
+    assert!((f.r2 - 0.75).abs() < 1e-12);
+    // y = 10 + x ± 0.1 at x = 1, 2, 4, 8: residuals of the free line are
+    // tiny against an intercept of 10, which stays (within the noise).
+    let f = fit(&[(1.0, 11.1), (2.0, 11.9), (4.0, 14.1), (8.0, 17.9)]);
+    assert!(
+        (f.intercept - 10.0).abs() < 0.3 && (f.slope - 1.0).abs() < 0.05,
+        "{f:?}"
+    );
+    // y = 0.05 + x ± 1 at the same sizes: the intercept is noise.
+    let f = fit(&[(1.0, 2.05), (2.0, 1.05), (4.0, 5.05), (8.0, 7.05)]);
+    assert_eq!(f.intercept, 0.0, "{f:?}");
+    let f = fit(&[(4.0, 2.0), (4.0, 2.0)]);
+    assert_eq!((f.slope, f.intercept), (0.5, 0.0));
+}
