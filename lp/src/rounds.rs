@@ -139,7 +139,8 @@ pub fn one_round(plan: &Plan) -> (Vec<RoundChunk>, Vec<PortOp>) {
 
 /// K rounds with lag L over `enrolled` (in send order) with steady-state
 /// `shares`: `None` when a chunk would not fit in its worker's memory
-/// (L + 1 chunks of a worker may be out at once).
+/// (L + 1 chunks of a worker may be out at once). A round may have no
+/// chunk for a worker whose part is smaller than K.
 fn periodic(
     platform: &Platform,
     enrolled: &[usize],
@@ -149,19 +150,19 @@ fn periodic(
     lag: usize,
 ) -> Option<(Vec<RoundChunk>, Vec<PortOp>)> {
     let wk = platform.workers();
+    // Each worker's part of the whole batch, then of the first r rounds
+    // ⌈part·r/K⌉: its chunks differ by at most one unit and add up to its
+    // part exactly, however many rounds (a split of each round on its own
+    // would round the same way K times over); a worker with a part smaller
+    // than K starts in the first round and skips later ones.
+    let parts = proportional(load, shares);
     let mut chunks = Vec::new();
     let mut by_round: Vec<Vec<usize>> = Vec::with_capacity(k);
-    // Rounds differ by at most one unit: split each size once.
-    let mut splits: Vec<(u64, Vec<u64>)> = Vec::with_capacity(2);
+    let upto = |part: u64, r: usize| (part as u128 * r as u128).div_ceil(k as u128) as u64;
     for r in 0..k {
-        let units = load / k as u64 + u64::from((r as u64) < load % k as u64);
-        if !splits.iter().any(|(u, _)| *u == units) {
-            splits.push((units, proportional(units, shares)));
-        }
-        let split = &splits.iter().find(|(u, _)| *u == units).expect("split above").1;
         let mut these = Vec::new();
         for (pos, &w) in enrolled.iter().enumerate() {
-            let u = split[pos];
+            let u = upto(parts[pos], r + 1) - upto(parts[pos], r);
             if u == 0 {
                 continue;
             }

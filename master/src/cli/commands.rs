@@ -82,8 +82,8 @@ pub fn calibrate(
         }
         for w in &cal.workers {
             eprintln!(
-                "{}: c = {:.3e} s (R² {:.3}, latency {:.2e} s), w = {:.3e} s (R² {:.3}), d = {:.3e} s (R² {:.3}, latency {:.2e} s)",
-                w.name, w.send.slope, w.send.r2, w.send.intercept, w.compute.slope, w.compute.r2, w.ret.slope, w.ret.r2, w.ret.intercept
+                "{}: c = {:.3e} s (R² {:.3}, latency {:.2e} s), w = {:.3e} s (R² {:.3}, latency {:.2e} s), d = {:.3e} s (R² {:.3}, latency {:.2e} s)",
+                w.name, w.send.slope, w.send.r2, w.send.intercept, w.compute.slope, w.compute.r2, w.compute.intercept, w.ret.slope, w.ret.r2, w.ret.intercept
             );
             for warn in &w.warnings {
                 eprintln!("warning: {}: {warn}", w.name);

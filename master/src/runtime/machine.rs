@@ -170,7 +170,7 @@ impl BatchMachine {
             last_progress: 0.0,
             failed: None,
             rec: Recorder::new(p),
-            observed: Observed::new(p),
+            observed: Observed::new(p, plan.makespan()),
             platform,
         };
         let products: Vec<usize> = (0..m).collect();
@@ -333,9 +333,9 @@ impl BatchMachine {
                 self.maybe_adapt(k, chunk, now);
             }
             Input::Ready(_, secs) => {
+                let took = self.rec.computed(worker, chunk, secs, now);
                 self.observed
-                    .see(worker, Phase::Compute, secs, lat.compute + wk.w * len);
-                self.rec.computed(worker, chunk, secs, now);
+                    .see(worker, Phase::Compute, took, lat.compute + wk.w * len);
             }
             Input::Results(_) => {
                 self.port.end_return(worker, chunk);

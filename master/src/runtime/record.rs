@@ -146,16 +146,24 @@ impl Recorder {
         Some(now - start)
     }
 
-    pub(crate) fn computed(&mut self, worker: usize, chunk: ChunkId, secs: f64, now: f64) {
+    /// The worker said it computed `chunk` in `secs`; returns how long it
+    /// took as the master saw it, from when the worker had the chunk and had
+    /// finished the one before. That span also holds what the worker's own
+    /// clock misses (a processor quota that let one chunk run on credit
+    /// holds the next one back before it starts), so over consecutive
+    /// chunks it adds up to the worker's real pace.
+    pub(crate) fn computed(&mut self, worker: usize, chunk: ChunkId, secs: f64, now: f64) -> f64 {
         self.stamps[worker].compute_end = Some(now);
         self.compute_secs[worker] += secs;
         let got = self.arrived.remove(&chunk).unwrap_or(now);
+        let start = got.max(self.last_ready[worker]);
         self.computes.push(Compute {
             worker,
-            start: got.max(self.last_ready[worker]),
+            start,
             end: now,
         });
         self.last_ready[worker] = now;
+        now - start
     }
 
     /// A lost worker's open transfers never end.

@@ -1,9 +1,10 @@
 //! Calibration: the report's linearity test (section 5.2) for every worker.
 //! For several probe sizes the master times sending k units (2·k·n² values),
 //! computing k products (the worker's own timing) and returning k units
-//! (k·n² values); a least-squares line through (k, seconds) gives the cost
-//! per unit (its slope), the latency (its intercept, when it stands out of
-//! the noise) and R².
+//! (k·n² values); a line through (k, seconds) gives the cost per unit (its
+//! slope), the latency (its intercept, when it stands out of the noise) and
+//! R², fitted on the costs per unit ([`fit_relative`]: probe times vary by
+//! a few percent whatever their size).
 //!
 //! Links are probed one worker after the other, so that, as in a run, the
 //! master's port serves one transfer at a time, and while the worker is
@@ -74,6 +75,46 @@ pub fn fit(points: &[(f64, f64)]) -> Fit {
         }
     }
     Fit { slope, intercept, r2 }
+}
+
+/// The line `seconds = intercept + slope · units` for probes whose noise
+/// is relative (a few percent of each time, whatever its size, as a shared
+/// processor's or network's is): least squares on the seconds per unit
+/// against 1/units, where that noise is even, so that the large probes do
+/// not decide the intercept alone. The intercept is kept as a latency only
+/// beyond two standard errors of zero; otherwise the cost per unit is the
+/// mean of the probes' costs per unit. R² is that of [`fit`] (the report's
+/// linearity measure). Sizes must be positive, else this is [`fit`].
+pub fn fit_relative(points: &[(f64, f64)]) -> Fit {
+    let plain = fit(points);
+    if points.len() < 3 || points.iter().any(|p| p.0 <= 0.0) {
+        return plain;
+    }
+    let per_unit: Vec<(f64, f64)> = points.iter().map(|p| (1.0 / p.0, p.1 / p.0)).collect();
+    let n = per_unit.len() as f64;
+    let mx = per_unit.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = per_unit.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = per_unit.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if sxx == 0.0 {
+        return plain;
+    }
+    let sxy: f64 = per_unit.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let latency = sxy / sxx;
+    let slope = my - latency * mx;
+    let ssr: f64 = per_unit.iter().map(|p| (p.1 - slope - latency * p.0).powi(2)).sum();
+    let se = (ssr / (n - 2.0) / sxx).sqrt();
+    if latency.abs() <= 2.0 * se {
+        return Fit {
+            slope: my,
+            intercept: 0.0,
+            r2: plain.r2,
+        };
+    }
+    Fit {
+        slope,
+        intercept: latency,
+        r2: plain.r2,
+    }
 }
 
 /// One worker's measurements and fits.
@@ -264,8 +305,9 @@ fn unit_values(form: &Form) -> (u64, u64) {
 /// The fits and warnings of one worker's samples (units, send s, compute
 /// s, return s).
 fn finish(name: &str, samples: Vec<(u64, f64, f64, f64)>, max_load: u64) -> WorkerCalibration {
-    let line =
-        |f: fn(&(u64, f64, f64, f64)) -> f64| fit(&samples.iter().map(|s| (s.0 as f64, f(s))).collect::<Vec<_>>());
+    let line = |f: fn(&(u64, f64, f64, f64)) -> f64| {
+        fit_relative(&samples.iter().map(|s| (s.0 as f64, f(s))).collect::<Vec<_>>())
+    };
     let (send, compute, ret) = (line(|s| s.1), line(|s| s.2), line(|s| s.3));
     let mut warnings = Vec::new();
     for (what, f) in [("send", &send), ("compute", &compute), ("return", &ret)] {

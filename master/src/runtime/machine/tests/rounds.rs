@@ -4,7 +4,9 @@
 use super::*;
 
 /// Every planned transfer of a multi-round plan, (start, end, is_send,
-/// worker), sorted: what the planner's own earliest execution says.
+/// worker), sorted by kind, worker and start (a worker's sends, and its
+/// returns, never overlap; with two ports a send and a return may start at
+/// the same instant): what the planner's own earliest execution says.
 fn planned_transfers(pl: &Plan) -> Vec<(f64, f64, bool, usize)> {
     let r = pl.rounds.as_ref().expect("a multi-round plan");
     let mut v: Vec<_> = r
@@ -18,8 +20,12 @@ fn planned_transfers(pl: &Plan) -> Vec<(f64, f64, bool, usize)> {
             ]
         })
         .collect();
-    v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
+    v.sort_by(by_kind_worker_start);
     v
+}
+
+fn by_kind_worker_start(a: &(f64, f64, bool, usize), b: &(f64, f64, bool, usize)) -> std::cmp::Ordering {
+    a.2.cmp(&b.2).then(a.3.cmp(&b.3)).then(a.0.total_cmp(&b.0))
 }
 
 #[test]
@@ -50,7 +56,7 @@ fn a_rounds_plan_runs_exactly_as_predicted() {
             let want = pl.makespan();
             assert!((run.end - want).abs() <= 1e-9 * want, "{what}: {} vs {want}", run.end);
             let mut got = run.transfers.clone();
-            got.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
+            got.sort_by(by_kind_worker_start);
             let planned = planned_transfers(&pl);
             assert_eq!(got.len(), planned.len(), "{what}: one transfer per planned one");
             for (g, w) in got.iter().zip(&planned) {
@@ -122,10 +128,19 @@ fn online_correction_gives_a_slowed_worker_less() {
     assert!(fixed.measured.adaptations.is_empty());
     assert!(!adapted.measured.adaptations.is_empty(), "corrected at least once");
     let first = adapted.measured.adaptations[0].clone();
+    // The estimate moves as slowed chunks fill its window, and the last
+    // correction sees the slowdown to within the dead band.
+    let seen: Vec<f64> = adapted
+        .measured
+        .adaptations
+        .iter()
+        .map(|a| a.factors[victim][1])
+        .collect();
+    assert!(seen.windows(2).all(|x| x[1] > x[0]), "estimates rise: {seen:?}");
+    let last = seen[seen.len() - 1];
     assert!(
-        (first.factors[victim][1] - 3.0).abs() < 1e-9,
-        "the slowdown seen exactly: {:?}",
-        first.factors[victim]
+        last <= 3.0 + 1e-9 && last * (1.0 + crate::runtime::adapt::DEADBAND) >= 3.0,
+        "the slowdown seen: {seen:?}"
     );
     assert!(
         adapted.end <= 0.85 * fixed.end,
