@@ -116,11 +116,9 @@ pub struct Options {
     pub emulation: Emulation,
 }
 
+/// As `dls calibrate` measures: three probes of each size, their median.
 pub(crate) fn calibrate_opts(size: usize) -> CalibrateOptions {
-    CalibrateOptions {
-        reps: 2,
-        ..CalibrateOptions::new(size)
-    }
+    CalibrateOptions::new(size)
 }
 
 /// Calibrate the pool's workers into a platform; on failure the pool is

@@ -181,9 +181,16 @@ impl CalibrateOptions {
 /// or less (a cost too small to measure).
 const MIN_COST: f64 = 1e-9;
 
+/// The median of repeated probes (the mean of the middle two of an even
+/// count, not the larger: that would make every cost a maximum of two).
 pub(super) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    let h = v.len() / 2;
+    if v.len() % 2 == 0 && h > 0 {
+        (v[h - 1] + v[h]) / 2.0
+    } else {
+        v[h]
+    }
 }
 
 /// How long a worker may show no sign of life (no byte, no answer to a

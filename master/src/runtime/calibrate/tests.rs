@@ -126,3 +126,11 @@ fn relative_least_squares_against_closed_forms() {
     let with_zero = [(0.0, 1.0), (1.0, 3.0), (2.0, 5.0)];
     assert_eq!(fit_relative(&with_zero), fit(&with_zero));
 }
+
+#[test]
+fn medians_of_odd_and_even_counts() {
+    assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+    assert_eq!(median(vec![4.0, 1.0]), 2.5, "the middle of two, not the larger");
+    assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+    assert_eq!(median(vec![7.0]), 7.0);
+}
