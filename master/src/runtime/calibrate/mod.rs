@@ -186,7 +186,7 @@ const MIN_COST: f64 = 1e-9;
 pub(super) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let h = v.len() / 2;
-    if v.len() % 2 == 0 && h > 0 {
+    if v.len().is_multiple_of(2) && h > 0 {
         (v[h - 1] + v[h]) / 2.0
     } else {
         v[h]
