@@ -14,7 +14,7 @@
 //! `rounds` never predicts worse than it. Every candidate is measured by
 //! [`execute`], the earliest execution of its sequence.
 
-use crate::baseline::proportional;
+use crate::baseline::{proportional, spread};
 use crate::bound::steady_state;
 use crate::error::{Error, Result};
 use crate::plan::Plan;
@@ -150,19 +150,20 @@ fn periodic(
     lag: usize,
 ) -> Option<(Vec<RoundChunk>, Vec<PortOp>)> {
     let wk = platform.workers();
-    // Each worker's part of the whole batch, then of the first r rounds
-    // ⌈part·r/K⌉: its chunks differ by at most one unit and add up to its
-    // part exactly, however many rounds (a split of each round on its own
-    // would round the same way K times over); a worker with a part smaller
-    // than K starts in the first round and skips later ones.
-    let parts = proportional(load, shares);
+    // Each worker's part of the whole batch, spread over the rounds
+    // (`spread`: no worker gains or loses a unit to rounding in every
+    // round); a worker with a part smaller than K starts in the first round
+    // and skips later ones.
+    let per_round: Vec<Vec<u64>> = proportional(load, shares)
+        .into_iter()
+        .map(|part| spread(part, k).collect())
+        .collect();
     let mut chunks = Vec::new();
     let mut by_round: Vec<Vec<usize>> = Vec::with_capacity(k);
-    let upto = |part: u64, r: usize| (part as u128 * r as u128).div_ceil(k as u128) as u64;
     for r in 0..k {
         let mut these = Vec::new();
         for (pos, &w) in enrolled.iter().enumerate() {
-            let u = upto(parts[pos], r + 1) - upto(parts[pos], r);
+            let u = per_round[pos][r];
             if u == 0 {
                 continue;
             }

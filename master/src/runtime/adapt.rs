@@ -7,6 +7,7 @@
 //! transfers stays, only chunk sizes change. Plain functions over plain
 //! data: the machine (`machine.rs`) feeds them and applies the result.
 
+use dls_lp::baseline::spread;
 use dls_lp::bound::steady_state;
 use dls_lp::{Platform, Ports, Worker};
 use std::collections::VecDeque;
@@ -161,7 +162,7 @@ pub struct Slot {
 /// shared over the workers that have slots in proportion to their
 /// steady-state shares (computed over those workers), no chunk above
 /// `cap(worker)` products; each worker's part is spread over its slots in
-/// order, ⌈part·k/n⌉ after k of its n slots, so its chunks differ by at
+/// round order (`dls_lp::baseline::spread`), so its chunks differ by at
 /// most one product and no worker loses or gains a product to rounding in
 /// every round. `None` when nothing would change or the caps cannot hold
 /// the products.
@@ -190,10 +191,8 @@ pub fn reshare(corrected: &Platform, ports: Ports, slots: &[Slot], cap: impl Fn(
     let parts = capped_split(total, &ss.alpha, &caps)?;
     let mut out = vec![0u64; slots.len()];
     for (mine, &part) in of.iter().zip(&parts) {
-        let n = mine.len() as u128;
-        let upto = |k: usize| (part as u128 * k as u128).div_ceil(n) as u64;
-        for (k, &slot) in mine.iter().enumerate() {
-            out[slot] = upto(k + 1) - upto(k);
+        for (&slot, units) in mine.iter().zip(spread(part, mine.len())) {
+            out[slot] = units;
         }
     }
     (out.iter().zip(slots).any(|(&u, s)| u != s.units)).then_some(out)
