@@ -39,6 +39,11 @@ pub struct Model {
     /// Batches observed.
     pub batches: u32,
     pub workers: BTreeMap<String, Observed>,
+    /// The costs last calibrated for each worker (c, w, d per product): a
+    /// worker a plan leaves out is never observed, and without these every
+    /// later run would calibrate again to learn what it already knew.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub calibrated: BTreeMap<String, [f64; 3]>,
 }
 
 fn push(v: &mut Vec<(f64, f64)>, x: f64, t: f64) {
@@ -85,6 +90,7 @@ impl Model {
             products: (key != form.shape.n.to_string()).then_some(key),
             batches: 0,
             workers: BTreeMap::new(),
+            calibrated: BTreeMap::new(),
         }
     }
 
@@ -130,6 +136,27 @@ impl Model {
         Ok(())
     }
 
+    /// Keep what a calibration measured, for workers never observed.
+    pub fn remember(&mut self, calibrated: &Platform) {
+        for w in calibrated.workers() {
+            self.calibrated.insert(w.name.clone(), [w.c, w.w, w.d]);
+        }
+    }
+
+    /// A platform of `names` from the model alone: each worker's calibrated
+    /// costs where known (1 s otherwise), to [`Model::refine`] next. Meant
+    /// for names the model [`Model::covers`].
+    pub fn base(&self, names: &[String]) -> Result<Platform> {
+        let workers = names
+            .iter()
+            .map(|n| {
+                let [c, w, d] = self.calibrated.get(n).copied().unwrap_or([1.0; 3]);
+                Worker::new(n.clone(), c, w, d)
+            })
+            .collect();
+        Ok(Platform::new(workers)?)
+    }
+
     /// `base` with each worker's costs replaced by what was learned of it.
     pub fn refine(&self, base: &Platform) -> Result<Platform> {
         let workers = base
@@ -163,15 +190,23 @@ impl Model {
                     }
                 }
             }
+            for (from, to) in [(address, name), (name, address)] {
+                if let (Some(&c), false) = (self.calibrated.get(from), self.calibrated.contains_key(to)) {
+                    self.calibrated.insert(to.clone(), c);
+                }
+            }
         }
     }
 
-    /// Whether every worker of `names` has been observed in every phase.
+    /// Whether the model knows every worker of `names`: observed in every
+    /// phase, or calibrated (a worker plans left out).
     pub fn covers(&self, names: &[String]) -> bool {
         names.iter().all(|n| {
-            self.workers
-                .get(n)
-                .is_some_and(|o| !o.send.is_empty() && !o.compute.is_empty() && !o.ret.is_empty())
+            self.calibrated.contains_key(n)
+                || self
+                    .workers
+                    .get(n)
+                    .is_some_and(|o| !o.send.is_empty() && !o.compute.is_empty() && !o.ret.is_empty())
         })
     }
 }
@@ -204,6 +239,38 @@ mod tests {
             m.covers(&["10.0.0.2:7070".into()]),
             "learned under the name, asked by address"
         );
+    }
+
+    /// A worker every plan leaves out is never observed; what calibration
+    /// measured of it stands in, so a model of one observed and one
+    /// calibrated worker covers both and plans from the right costs.
+    #[test]
+    fn a_worker_left_out_keeps_its_calibrated_costs() {
+        let mut m = Model::new(&dls_protocol::Form::square(8));
+        m.workers.insert(
+            "a".into(),
+            Observed {
+                send: vec![(2.0, 0.2)],
+                compute: vec![(2.0, 0.8)],
+                ret: vec![(2.0, 0.1)],
+            },
+        );
+        m.batches = 1;
+        let names = ["a".to_string(), "b".to_string()];
+        assert!(!m.covers(&names), "b was neither observed nor calibrated");
+        let cal = Platform::new(vec![Worker::new("a", 9.0, 9.0, 9.0), Worker::new("b", 0.5, 3.0, 0.25)]).unwrap();
+        m.remember(&cal);
+        assert!(m.covers(&names));
+        let p = m.refine(&m.base(&names).unwrap()).unwrap();
+        let costs: Vec<[f64; 3]> = p.workers().iter().map(|w| [w.c, w.w, w.d]).collect();
+        // a: slopes through the origin of one point each; b: as calibrated.
+        assert_eq!(costs, vec![[0.1, 0.4, 0.05], [0.5, 3.0, 0.25]]);
+        // Known by address, asked by name.
+        m.alias(&[("node-b".to_string(), "b".to_string())]);
+        assert!(m.covers(&["node-b".to_string()]));
+        // Round trip through the file format.
+        let back: Model = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(back, m);
     }
 
     #[test]

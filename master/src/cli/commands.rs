@@ -282,23 +282,16 @@ fn model_of(args: &RunArgs, form: &Form) -> Result<Option<(PathBuf, Model)>> {
 async fn platform_for(
     pool: &mut Pool,
     given: Option<Platform>,
-    model: Option<&Model>,
+    mut model: Option<&mut Model>,
     form: Form,
     require_all: bool,
 ) -> Result<(Platform, Vec<LeftOut>)> {
     let names = pool.names();
-    let learned_all = model.is_some_and(|m| m.covers(&names));
     let mut left = Vec::new();
-    let platform = match given {
-        Some(p) => only_connected(p, &names)?,
-        None if learned_all => {
-            let blank = names
-                .iter()
-                .map(|n| dls_lp::Worker::new(n.clone(), 1.0, 1.0, 1.0))
-                .collect();
-            Platform::new(blank)?
-        }
-        None => {
+    let platform = match (given, model.as_deref()) {
+        (Some(p), _) => only_connected(p, &names)?,
+        (None, Some(m)) if m.covers(&names) => m.base(&names)?,
+        (None, _) => {
             eprintln!("calibrating {} worker(s) (no --platform given) ...", pool.len());
             let (cal, l) = calibrate_pool(pool, form, require_all).await?;
             left = l;
@@ -307,7 +300,11 @@ async fn platform_for(
                     eprintln!("warning: {}: {warn}", w.name);
                 }
             }
-            cal.platform()?
+            let platform = cal.platform()?;
+            if let Some(m) = model.as_deref_mut() {
+                m.remember(&platform);
+            }
+            platform
         }
     };
     let platform = match model {
@@ -407,7 +404,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
                 let (platform, l) = platform_for(
                     &mut pool,
                     given,
-                    model.as_ref().map(|m| &m.1),
+                    model.as_mut().map(|m| &mut m.1),
                     batch.form,
                     args.require_all,
                 )
