@@ -258,10 +258,11 @@ mod tests {
         m.batches = 1;
         let names = ["a".to_string(), "b".to_string()];
         assert!(!m.covers(&names), "b was neither observed nor calibrated");
-        let cal = Platform::new(vec![Worker::new("a", 9.0, 9.0, 9.0), Worker::new("b", 0.5, 3.0, 0.25)]).unwrap();
+        let cal =
+            Platform::new(vec![Worker::new("a", 9.0, 9.0, 9.0), Worker::new("b", 0.5, 3.0, 0.25)]).expect("valid");
         m.remember(&cal);
         assert!(m.covers(&names));
-        let p = m.refine(&m.base(&names).unwrap()).unwrap();
+        let p = m.refine(&m.base(&names).expect("valid")).expect("valid");
         let costs: Vec<[f64; 3]> = p.workers().iter().map(|w| [w.c, w.w, w.d]).collect();
         // a: slopes through the origin of one point each; b: as calibrated.
         assert_eq!(costs, vec![[0.1, 0.4, 0.05], [0.5, 3.0, 0.25]]);
@@ -269,7 +270,7 @@ mod tests {
         m.alias(&[("node-b".to_string(), "b".to_string())]);
         assert!(m.covers(&["node-b".to_string()]));
         // Round trip through the file format.
-        let back: Model = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        let back: Model = serde_json::from_str(&serde_json::to_string(&m).expect("valid")).expect("valid");
         assert_eq!(back, m);
     }
 
