@@ -12,26 +12,30 @@
 //! it at loopback speed while larger ones paid the rate: calibration, which
 //! probes large messages, and runs of many small chunks would disagree).
 //!
-//! The timer wakes on millisecond ticks, so a slice is released up to a
-//! millisecond late. While bytes stream without a pause, the pace is kept
-//! on the ideal timeline (the next slice is due when the previous one was
-//! due, not when the timer fired), so lateness does not add up: a long
-//! transfer keeps the rate and a message ends at most a tick late.
+//! Slices wait on a timer finer than tokio's millisecond ticks
+//! (`timer.rs`): a tick's lateness per message would cost, on a link of
+//! hundreds of MB/s, as much as hundreds of kilobytes. While bytes stream
+//! without a pause, the pace is kept on the ideal timeline (the next slice
+//! is due when the previous one was due, not when the timer fired), so
+//! lateness does not add up: a long transfer keeps the rate.
+
+mod timer;
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
+use std::time::Instant;
+use timer::Sleep;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::{Instant, Sleep};
 
 /// At most this many bytes are paid for at once.
 const SLICE: usize = 64 * 1024;
 
-/// A slice due less than this far ahead is released at once: the timer
-/// cannot wait less than a tick, and the pace stays on the ideal timeline.
-const EARLY: Duration = Duration::from_micros(50);
+/// A slice due less than this far ahead is released at once (a sleep
+/// would end later than that anyway); the pace stays on the ideal timeline.
+const EARLY: Duration = Duration::from_micros(20);
 
 /// A slice taken this soon after the timer released the previous one
 /// continues a stream: it starts when that one was due, not when the timer
@@ -70,7 +74,7 @@ impl Pace {
         self.next_free = Some(due);
         self.pos = 0;
         if due > now + EARLY {
-            self.sleep = Some(Box::pin(tokio::time::sleep_until(due)));
+            self.sleep = Some(Box::pin(timer::sleep_until(due)));
             false
         } else {
             true
@@ -234,28 +238,28 @@ mod tests {
         t0.elapsed().as_secs_f64()
     }
 
-    /// A tick of the timer: how late a message may end.
-    const TICK: f64 = 0.001;
+    /// Slack for a busy test machine: the property tested is "never
+    /// faster than the rate"; the upper end only catches a pace gone wrong.
+    const SLACK: f64 = 0.25;
 
-    #[tokio::test(start_paused = true)]
-    async fn each_side_keeps_the_rate_and_ends_at_most_a_tick_late() {
-        // 1 MB/s: 500 kB take half a second (paused clock: exact but for
-        // the timer's millisecond ticks).
-        for (w_rate, r_rate) in [(Some(1e6), None), (None, Some(1e6))] {
-            let (a, b) = tokio::io::duplex(1 << 20);
+    #[tokio::test]
+    async fn each_side_keeps_the_rate() {
+        // 20 MB/s: 2 MB take 0.1 s.
+        for (w_rate, r_rate) in [(Some(2e7), None), (None, Some(2e7))] {
+            let (a, b) = tokio::io::duplex(4 << 20);
             let (mut w, mut r) = (Throttled::new(a, w_rate), Throttled::new(b, r_rate));
-            let t = carry(&mut w, &mut r, 500_000).await;
-            assert!((0.5..=0.5 + TICK).contains(&t), "{w_rate:?}/{r_rate:?}: {t}");
+            let t = carry(&mut w, &mut r, 2_000_000).await;
+            assert!((0.1..=0.1 * (1.0 + SLACK)).contains(&t), "{w_rate:?}/{r_rate:?}: {t}");
         }
         // Both ends throttled: the reader pays for a slice once it arrived.
-        let (a, b) = tokio::io::duplex(1 << 20);
-        let (mut w, mut r) = (Throttled::new(a, Some(1e6)), Throttled::new(b, Some(1e6)));
-        let t = carry(&mut w, &mut r, 500_000).await;
-        let most = 0.5 + SLICE as f64 / 1e6 + 2.0 * TICK;
-        assert!((0.5..=most).contains(&t), "{t}");
+        let (a, b) = tokio::io::duplex(4 << 20);
+        let (mut w, mut r) = (Throttled::new(a, Some(2e7)), Throttled::new(b, Some(2e7)));
+        let t = carry(&mut w, &mut r, 2_000_000).await;
+        let most = (0.1 + SLICE as f64 / 2e7) * (1.0 + SLACK);
+        assert!((0.1..=most).contains(&t), "{t}");
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_message_after_a_pause_pays_the_rate_from_its_first_byte() {
         // 100 MB/s: a 200 kB message takes 2 ms. After an idle spell the
         // link grants no burst, whether the pace sits on the writer or the
@@ -264,14 +268,12 @@ mod tests {
             let (a, b) = tokio::io::duplex(1 << 20);
             let (mut w, mut r) = (Throttled::new(a, w_rate), Throttled::new(b, r_rate));
             for n in [200_000, 30_000, 200_000, 1_000] {
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                 let t = carry(&mut w, &mut r, n).await;
                 // A slice due within EARLY is released at once.
                 let least = n as f64 / 1e8 - EARLY.as_secs_f64();
-                assert!(
-                    (least..=least + TICK).contains(&t),
-                    "{w_rate:?}/{r_rate:?}: {n} bytes in {t} s"
-                );
+                assert!(t >= least, "{w_rate:?}/{r_rate:?}: {n} bytes in {t} s, under {least}");
+                assert!(t <= least + 0.02, "{w_rate:?}/{r_rate:?}: {n} bytes in {t} s");
             }
         }
     }
@@ -281,7 +283,7 @@ mod tests {
         let (a, b) = tokio::io::duplex(1 << 20);
         let mut w = Throttled::new(a, None);
         let mut r = Throttled::new(b, Some(f64::NAN));
-        let t0 = Instant::now();
+        let t0 = tokio::time::Instant::now();
         w.write_all(&[1u8; 100_000]).await.expect("writes");
         let mut got = vec![0u8; 100_000];
         r.read_exact(&mut got).await.expect("reads");
