@@ -159,14 +159,24 @@ pub struct Slot {
 }
 
 /// New sizes for `slots` on the `corrected` platform: their products are
-/// shared over the workers that have slots in proportion to their
-/// steady-state shares (computed over those workers), no chunk above
-/// `cap(worker)` products; each worker's part is spread over its slots in
-/// round order (`dls_lp::baseline::spread`), so its chunks differ by at
-/// most one product and no worker loses or gains a product to rounding in
-/// every round. `None` when nothing would change or the caps cannot hold
-/// the products.
-pub fn reshare(corrected: &Platform, ports: Ports, slots: &[Slot], cap: impl Fn(usize) -> u64) -> Option<Vec<u64>> {
+/// shared over the workers that have slots so that they all finish
+/// together, each taking them at its steady-state rate (computed over
+/// those workers) once it is through `busy[worker]` seconds of work it
+/// already holds ([`level`]); no chunk above `cap(worker)` products. Each
+/// worker's part is spread over its slots in round order
+/// (`dls_lp::baseline::spread`), so its chunks differ by at most one
+/// product and no worker loses or gains a product to rounding in every
+/// round. A worker that slowed down still holds chunks sized for its old
+/// pace: without `busy` the products it cannot reach in time would be
+/// shared as if it were free. `None` when nothing would change or the
+/// caps cannot hold the products.
+pub fn reshare(
+    corrected: &Platform,
+    ports: Ports,
+    slots: &[Slot],
+    busy: &[f64],
+    cap: impl Fn(usize) -> u64,
+) -> Option<Vec<u64>> {
     let wk = corrected.workers();
     let mut enrolled: Vec<usize> = slots.iter().map(|s| s.worker).collect();
     enrolled.sort_unstable();
@@ -188,7 +198,8 @@ pub fn reshare(corrected: &Platform, ports: Ports, slots: &[Slot], cap: impl Fn(
         .zip(&of)
         .map(|(&w, mine)| cap(w).saturating_mul(mine.len() as u64))
         .collect();
-    let parts = capped_split(total, &ss.alpha, &caps)?;
+    let held: Vec<f64> = enrolled.iter().map(|&w| busy.get(w).copied().unwrap_or(0.0)).collect();
+    let parts = capped_split(total, &level(total as f64, &ss.alpha, &held), &caps)?;
     let mut out = vec![0u64; slots.len()];
     for (mine, &part) in of.iter().zip(&parts) {
         for (&slot, units) in mine.iter().zip(spread(part, mine.len())) {
@@ -196,6 +207,28 @@ pub fn reshare(corrected: &Platform, ports: Ports, slots: &[Slot], cap: impl Fn(
         }
     }
     (out.iter().zip(slots).any(|(&u, s)| u != s.units)).then_some(out)
+}
+
+/// Parts of `total` for workers taking `rate[i]` units a second once free
+/// after `busy[i]` seconds, such that all that get a part finish together:
+/// `rate[i] · max(0, T − busy[i])` for the one `T` where they add up to
+/// `total` (water filling: the least busy start first).
+pub fn level(total: f64, rate: &[f64], busy: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..rate.len()).filter(|&i| rate[i] > 0.0).collect();
+    order.sort_by(|&a, &b| busy[a].total_cmp(&busy[b]));
+    let (mut sum_r, mut sum_rb, mut t) = (0.0, 0.0, 0.0);
+    for (k, &i) in order.iter().enumerate() {
+        sum_r += rate[i];
+        sum_rb += rate[i] * busy[i];
+        t = (total + sum_rb) / sum_r;
+        if order.get(k + 1).is_none_or(|&j| t <= busy[j]) {
+            break;
+        }
+    }
+    rate.iter()
+        .zip(busy)
+        .map(|(&r, &b)| if r > 0.0 { r * (t - b).max(0.0) } else { 0.0 })
+        .collect()
 }
 
 /// `total` split in proportion to `weights` (whole units), none above its
@@ -322,21 +355,81 @@ mod tests {
                 units: 10,
             },
         ];
-        let same = reshare(&star(&[1.0, 1.0]), Ports::One, &slots, |_| u64::MAX);
+        let same = reshare(&star(&[1.0, 1.0]), Ports::One, &slots, &[], |_| u64::MAX);
         assert_eq!(same, None, "nothing to change");
-        let got = reshare(&star(&[1.0, 3.0]), Ports::One, &slots, |_| u64::MAX).expect("changes");
+        let got = reshare(&star(&[1.0, 3.0]), Ports::One, &slots, &[], |_| u64::MAX).expect("changes");
         assert_eq!(got, [15, 5]);
         // With worker 0 capped at 12 products, the rest goes to worker 1.
-        let got = reshare(
-            &star(&[1.0, 3.0]),
-            Ports::One,
-            &slots,
-            |w| if w == 0 { 12 } else { 100 },
-        )
+        let got = reshare(&star(&[1.0, 3.0]), Ports::One, &slots, &[], |w| {
+            if w == 0 {
+                12
+            } else {
+                100
+            }
+        })
         .expect("changes");
         assert_eq!(got, [12, 8]);
         // Caps that cannot hold the round: keep it as it was.
-        assert_eq!(reshare(&star(&[1.0, 3.0]), Ports::One, &slots, |_| 9), None);
+        assert_eq!(reshare(&star(&[1.0, 3.0]), Ports::One, &slots, &[], |_| 9), None);
+    }
+
+    #[test]
+    fn work_already_held_counts_before_the_share() {
+        let slots = [0, 1].map(|worker| Slot {
+            worker,
+            round: 4,
+            units: 10,
+        });
+        // Rates 1 and 1/3 a second; worker 1 still holds 8 s of work. All
+        // finish together at T = 17: worker 0 takes 17, worker 1
+        // (17 − 8)/3 = 3 (were it free: 15 and 5).
+        let got = reshare(&star(&[1.0, 3.0]), Ports::One, &slots, &[0.0, 8.0], |_| u64::MAX);
+        assert_eq!(got.expect("changes"), [17, 3]);
+        // Holding more than all the rest takes: nothing more.
+        let got = reshare(&star(&[1.0, 3.0]), Ports::One, &slots, &[0.0, 100.0], |_| u64::MAX);
+        assert_eq!(got.expect("changes"), [20, 0]);
+    }
+
+    #[test]
+    fn levels_finish_together() {
+        // Closed forms: equal rates, busy 0 and 2, 4 units: T = 3.
+        assert_eq!(level(4.0, &[1.0, 1.0], &[0.0, 2.0]), [3.0, 1.0]);
+        // Nobody busy: in proportion to the rates.
+        assert_eq!(level(6.0, &[2.0, 1.0], &[0.0, 0.0]), [4.0, 2.0]);
+        // A worker of rate 0 gets nothing; the third is too busy to start.
+        assert_eq!(level(3.0, &[1.0, 0.0, 1.0], &[1.0, 0.0, 9.0]), [3.0, 0.0, 0.0]);
+        // Against brute force: T found by bisection, on random cases.
+        let mut x = 0x9e3779b97f4a7c15u64;
+        let mut rnd = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % 1000) as f64 / 100.0
+        };
+        for _ in 0..200 {
+            let n = 1 + (rnd() as usize % 5);
+            let rate: Vec<f64> = (0..n).map(|_| rnd() + 0.01).collect();
+            let busy: Vec<f64> = (0..n).map(|_| rnd()).collect();
+            let total = rnd() * 10.0;
+            let sum = |t: f64| -> f64 { rate.iter().zip(&busy).map(|(r, b)| r * (t - b).max(0.0)).sum() };
+            let (mut lo, mut hi) = (0.0, 1e6);
+            for _ in 0..200 {
+                let mid = (lo + hi) / 2.0;
+                if sum(mid) < total {
+                    lo = mid
+                } else {
+                    hi = mid
+                }
+            }
+            let got = level(total, &rate, &busy);
+            for (i, g) in got.iter().enumerate() {
+                let want = rate[i] * (lo - busy[i]).max(0.0);
+                assert!(
+                    (g - want).abs() < 1e-6 * (1.0 + want),
+                    "{rate:?} {busy:?} {total}: {got:?}"
+                );
+            }
+        }
     }
 
     #[test]
@@ -355,7 +448,7 @@ mod tests {
                 })
             })
             .collect();
-        let got = reshare(&p, Ports::One, &slots, |_| u64::MAX).expect("changes");
+        let got = reshare(&p, Ports::One, &slots, &[], |_| u64::MAX).expect("changes");
         assert_eq!(got.iter().sum::<u64>(), 120, "every product kept");
         for (w, want) in [60u64, 30, 20, 10].into_iter().enumerate() {
             let mine: Vec<u64> = (0..slots.len())

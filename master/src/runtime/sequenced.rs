@@ -162,6 +162,18 @@ impl Sequenced {
         Some((round, slots))
     }
 
+    /// Products each of `p` workers has been sent (or is being sent) and
+    /// has not computed yet.
+    pub fn in_hand(&self, p: usize) -> Vec<u64> {
+        let mut out = vec![0u64; p];
+        for (q, c) in self.chunks.iter().enumerate() {
+            if matches!(self.stage[q], Stage::Sending | Stage::Sent) && c.worker < p {
+                out[c.worker] += c.len as u64;
+            }
+        }
+        out
+    }
+
     /// Products planned for chunk `j` now.
     pub fn units(&self, j: usize) -> usize {
         self.planned[j].pieces.iter().map(|&q| self.chunks[q].len).sum()

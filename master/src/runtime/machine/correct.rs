@@ -42,7 +42,12 @@ impl BatchMachine {
         let per = seq.lag() as u64 + 1;
         let cap = |w: usize| wk[w].max_load.map_or(u64::MAX, |b| (b / per).max(1));
         let corrected = self.observed.corrected(&self.platform);
-        let Some(sizes) = reshare(&corrected, ports, &slots, cap) else {
+        // Work each worker holds, at its corrected pace: it takes new
+        // products only after that.
+        let busy: Vec<f64> = (seq.in_hand(wk.len()).iter().zip(corrected.workers()))
+            .map(|(&u, w)| u as f64 * w.w)
+            .collect();
+        let Some(sizes) = reshare(&corrected, ports, &slots, &busy, cap) else {
             return;
         };
         let mut gathered: Vec<usize> = Vec::new();
