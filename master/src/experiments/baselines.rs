@@ -28,6 +28,14 @@ pub struct BaselineRow {
     /// reported read back as NaN).
     #[serde(default = "nan", deserialize_with = "nan_if_null")]
     pub vs_bound: f64,
+    /// The plan's notes (for `rounds`: how many rounds and chunks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// On the `plan` row, the calibrated costs every method ran on, per
+    /// worker: c, w, d and the send, compute and return latencies (so a
+    /// run's plans can be made again offline).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub costs: Vec<[f64; 6]>,
 }
 
 fn nan() -> f64 {
@@ -118,6 +126,16 @@ pub async fn baselines_on(
             measured: d.report.measured_makespan,
             vs_plan: f64::NAN,
             vs_bound: d.report.measured_over_bound,
+            notes: d.plan.notes.to_vec(),
+            costs: if rows.is_empty() {
+                platform
+                    .workers()
+                    .iter()
+                    .map(|w| [w.c, w.w, w.d, w.latency.send, w.latency.compute, w.latency.ret])
+                    .collect()
+            } else {
+                Vec::new()
+            },
         });
     }
     let base = rows[0].measured;
@@ -229,6 +247,8 @@ mod tests {
             measured: 1.5,
             vs_plan: 1.25,
             vs_bound: 1.5,
+            notes: Vec::new(),
+            costs: Vec::new(),
         };
         let text = serde_json::to_string(&row).expect("writes");
         let back: BaselineRow = serde_json::from_str(&text).expect("reads");
@@ -246,6 +266,8 @@ mod tests {
             measured,
             vs_plan: f64::NAN,
             vs_bound: f64::NAN,
+            notes: Vec::new(),
+            costs: Vec::new(),
         };
         let rows = [
             row(0, "plan", 2.0),

@@ -29,6 +29,24 @@ pub struct Fit {
     pub r2: f64,
 }
 
+/// The two-sided 95% critical value of Student's t with `dof` degrees of
+/// freedom (tables; 1.96 beyond 30): how many standard errors an estimate
+/// from so few points must stand from zero to count. With three probe
+/// sizes (one degree of freedom) that is 12.7, not 2: a CPU-quota'd worker
+/// probed at 1, 2 and 4 units once showed a compute "latency" of 87 ms at
+/// 2.9 standard errors, and plans made with it chose 4 rounds instead of 17.
+pub fn t95(dof: usize) -> f64 {
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+    ];
+    match dof {
+        0 => f64::INFINITY,
+        d if d <= T.len() => T[d - 1],
+        _ => 1.96,
+    }
+}
+
 /// Ordinary least squares; R² is 1 for a perfect line (and for fewer than
 /// three points, where it says nothing).
 pub fn fit(points: &[(f64, f64)]) -> Fit {
@@ -56,15 +74,15 @@ pub fn fit(points: &[(f64, f64)]) -> Fit {
     let slope = sxy / sxx;
     let intercept = my - slope * mx;
     let r2 = if syy == 0.0 { 1.0 } else { (sxy * sxy) / (sxx * syy) };
-    // An intercept within two standard errors of zero is noise, not a
-    // latency (under a CPU quota, short probes land anywhere in the
-    // scheduler's period): the line then goes through the origin, so that
-    // plans do not pay a latency per message that is not there. With two
-    // points there is no residual to judge by, and the line stays.
+    // An intercept not significantly away from zero (95%, Student's t) is
+    // noise, not a latency (under a CPU quota, short probes land anywhere
+    // in the scheduler's period): the line then goes through the origin,
+    // so that plans do not pay a latency per message that is not there.
+    // With two points there is no residual to judge by, and the line stays.
     if points.len() >= 3 {
         let ssr: f64 = points.iter().map(|p| (p.1 - intercept - slope * p.0).powi(2)).sum();
         let se = (ssr / (n - 2.0) * (1.0 / n + mx * mx / sxx)).sqrt();
-        if intercept.abs() <= 2.0 * se {
+        if intercept.abs() <= t95(points.len() - 2) * se {
             let sx2: f64 = points.iter().map(|p| p.0 * p.0).sum();
             let sxy0: f64 = points.iter().map(|p| p.0 * p.1).sum();
             return Fit {
@@ -82,7 +100,7 @@ pub fn fit(points: &[(f64, f64)]) -> Fit {
 /// processor's or network's is): least squares on the seconds per unit
 /// against 1/units, where that noise is even, so that the large probes do
 /// not decide the intercept alone. The intercept is kept as a latency only
-/// beyond two standard errors of zero; otherwise the cost per unit is the
+/// if significant ([`t95`] standard errors from zero); otherwise the cost per unit is the
 /// mean of the probes' costs per unit. R² is that of [`fit`] (the report's
 /// linearity measure). Sizes must be positive, else this is [`fit`].
 pub fn fit_relative(points: &[(f64, f64)]) -> Fit {
@@ -103,7 +121,7 @@ pub fn fit_relative(points: &[(f64, f64)]) -> Fit {
     let slope = my - latency * mx;
     let ssr: f64 = per_unit.iter().map(|p| (p.1 - slope - latency * p.0).powi(2)).sum();
     let se = (ssr / (n - 2.0) / sxx).sqrt();
-    if latency.abs() <= 2.0 * se {
+    if latency.abs() <= t95(per_unit.len() - 2) * se {
         return Fit {
             slope: my,
             intercept: 0.0,

@@ -103,9 +103,9 @@ fn relative_least_squares_against_closed_forms() {
     assert!((f.r2 - 1.0).abs() < 1e-12);
     // Costs per unit 1, 1, 1, 1, 0.97, 0.96 at sizes 1 to 32: a few
     // percent of noise on the large probes only. Plain least squares makes
-    // that a latency of 0.157 (2.26 standard errors: kept); on the costs
-    // per unit it is 1.44 standard errors, noise, and the cost per unit is
-    // their mean, 5.93 / 6.
+    // that a latency of 0.157 (2.26 standard errors, short of the 2.78 of
+    // four degrees of freedom: dropped); on the costs per unit it is 1.44
+    // standard errors, noise, and the cost per unit is their mean, 5.93 / 6.
     let per_unit = [1.0, 1.0, 1.0, 1.0, 0.97, 0.96];
     let pts: Vec<(f64, f64)> = per_unit
         .iter()
@@ -116,7 +116,7 @@ fn relative_least_squares_against_closed_forms() {
         })
         .collect();
     let plain = fit(&pts);
-    assert!((plain.intercept - 0.156_816).abs() < 1e-5, "{plain:?}");
+    assert_eq!(plain.intercept, 0.0, "{plain:?}");
     let f = fit_relative(&pts);
     assert_eq!(f.intercept, 0.0, "{f:?}");
     assert!((f.slope - 5.93 / 6.0).abs() < 1e-12, "{f:?}");
@@ -125,6 +125,25 @@ fn relative_least_squares_against_closed_forms() {
     assert_eq!(fit_relative(&[(1.0, 3.0), (2.0, 5.0)]), fit(&[(1.0, 3.0), (2.0, 5.0)]));
     let with_zero = [(0.0, 1.0), (1.0, 3.0), (2.0, 5.0)];
     assert_eq!(fit_relative(&with_zero), fit(&with_zero));
+}
+
+#[test]
+fn three_sizes_need_a_strong_latency() {
+    // Costs per unit 1.10, 1.00, 1.00 at 1, 2 and 4 units: in 1/k a
+    // latency of 1/7 = 0.143 at 2.89 standard errors (slope 0.95, residual
+    // sum of squares 1/1400). With one degree of freedom a 95% test asks
+    // 12.7: noise, and the cost per unit is the mean, 3.1 / 3.
+    let f = fit_relative(&[(1.0, 1.10), (2.0, 2.00), (4.0, 4.00)]);
+    assert_eq!(f.intercept, 0.0, "{f:?}");
+    assert!((f.slope - 3.1 / 3.0).abs() < 1e-12, "{f:?}");
+    // A real latency stands out even so: 0.5 + 2k, within 0.1% noise.
+    let f = fit_relative(&[(1.0, 2.5), (2.0, 4.501), (4.0, 8.499)]);
+    assert!((f.intercept - 0.5).abs() < 0.01, "{f:?}");
+    // The table's ends.
+    assert_eq!(
+        (t95(0), t95(1), t95(4), t95(30), t95(31)),
+        (f64::INFINITY, 12.706, 2.776, 2.042, 1.96)
+    );
 }
 
 #[test]
