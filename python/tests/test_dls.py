@@ -117,7 +117,14 @@ def test_progress_is_shown_on_request_only(cluster, capsys):
 def test_plan_and_calibrate_return_what_the_cli_prints(cluster, tmp_path):
     cal = dls.calibrate((8, 4, 2), workers=cluster.workers, dtype="float32")
     assert [w["name"] for w in cal["workers"]] == cluster.workers
-    assert all(w["compute"]["slope"] > 0 for w in cal["workers"])
+    # Products this small compute in well under the timing noise: a cost
+    # per unit may come out at zero or below, and then a warning says so
+    # (the planner uses a tiny positive cost instead).
+    for w in cal["workers"]:
+        for what in ("send", "compute", "return"):
+            assert w[what]["slope"] > 0 or any(
+                x.startswith(what + ": cost per unit measured") for x in w["warnings"]
+            ), (what, w)
     p = tmp_path / "p.toml"
     p.write_text('[[worker]]\nname = "a"\nc = 1\nw = 2\nd = 1\n')
     plan = dls.plan(p, 10)
