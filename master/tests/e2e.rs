@@ -253,8 +253,9 @@ async fn rounds_run_a_batch_ten_times_what_the_workers_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_workers_stay_with_the_master_while_a_slow_one_is_measured() {
     // Workers end a session after 1 s without a frame; the second worker's
-    // link is slow, so measuring it takes several seconds.
-    let w = common::start_with(&[(None, 1.0), (Some(2.0), 1.0)], None, 1 << 30, Duration::from_secs(1));
+    // link is slow, so measuring it takes several seconds, and it computes
+    // slowly, so the first is done with its compute probes well before it.
+    let w = common::start_with(&[(None, 1.0), (Some(2.0), 1000.0)], None, 1 << 30, Duration::from_secs(1));
     let mut pool = common::connect(&w).await;
     let opts = CalibrateOptions {
         keep_alive: Duration::from_millis(250),
@@ -275,6 +276,17 @@ async fn idle_workers_stay_with_the_master_while_a_slow_one_is_measured() {
         .expect("both workers are still there");
     assert!(done.report.failures.is_empty(), "{:?}", done.report.failures);
     pool.close().await;
+}
+
+/// A master that closes its pool leaves every worker free: the next master
+/// connecting at once is served, never told the worker is busy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_pool_frees_its_workers_at_once() {
+    let w = common::start(&[(None, 1.0), (None, 1.0), (None, 1.0)], None);
+    for _ in 0..40 {
+        let mut pool = common::connect(&w).await;
+        pool.close().await;
+    }
 }
 
 /// Rectangular products in both types, with a B each or one shared B,

@@ -343,7 +343,7 @@ async fn handle(c: Conn, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
                 ),
             });
         }
-        busy = slot.try_acquire().ok();
+        busy = slot.clone().try_acquire_owned().ok();
         match busy {
             Some(_) => Ok(()),
             None => Err(Error::Refused {
@@ -386,7 +386,7 @@ async fn handle(c: Conn, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
     info!(%peer, "master connected");
     let start = Instant::now();
     shared.activity().current = Some((peer, start));
-    let session = Session::new(cfg, shared.kernel.clone(), shared.reference.clone());
+    let session = Session::new(cfg, shared.kernel.clone(), shared.reference.clone(), busy);
     let (res, served) = session.run(&mut conn, stop).await;
     {
         let mut a = shared.activity();

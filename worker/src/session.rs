@@ -66,6 +66,10 @@ pub(crate) struct Session {
     shared_b: HashMap<JobId, (Form, Arc<Values>)>,
     cancelled: HashSet<JobId>,
     served: Served,
+    /// The daemon's one-master slot, given back before the goodbye is
+    /// answered: a master that closes its pool and connects again at once
+    /// must find the worker free.
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// What a session did for its master, for the log line at its end.
@@ -137,7 +141,12 @@ fn admit(msg: &ToWorker, held: u64, limit: u64, in_flight: usize) -> Result<()> 
 }
 
 impl Session {
-    pub(crate) fn new(cfg: Arc<Config>, kernel: Arc<kernel::Kernel>, reference: Arc<Reference>) -> Self {
+    pub(crate) fn new(
+        cfg: Arc<Config>,
+        kernel: Arc<kernel::Kernel>,
+        reference: Arc<Reference>,
+        slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Self {
         Session {
             cfg,
             kernel,
@@ -149,6 +158,7 @@ impl Session {
             shared_b: HashMap::new(),
             cancelled: HashSet::new(),
             served: Served::default(),
+            slot,
         }
     }
 
@@ -325,6 +335,7 @@ impl Session {
                 let _ = work.send(Work::Probe { form, count });
             }
             ToWorker::Bye => {
+                self.slot = None;
                 let _ = conn.send(&FromWorker::Bye).await;
                 return Ok(Flow::Stop);
             }

@@ -11,17 +11,20 @@
 //! finished 10–15% after their prediction.
 
 use super::{answer, median, unit_values, CalibrateOptions};
-use crate::runtime::link::Link;
+use crate::runtime::link::{self, Link};
 use anyhow::{bail, Result};
 use dls_protocol::{DType, FromWorker, ToWorker, Values};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
-use tokio::sync::Mutex;
+use tokio::sync::{watch, Mutex};
 
 /// For each `(link, sizes)`: the median seconds the worker took to compute
 /// each size (in order; it stops early, after three sizes, once a size
-/// took longer than `max_probe_seconds`), or why it failed.
+/// took longer than `max_probe_seconds`), or why it failed. A worker done
+/// with its probes hears a heartbeat every `keep_alive` until the others
+/// are done too, so that its idle timeout does not end its session while a
+/// slow worker is still measured.
 pub(super) async fn under_load(
     jobs: Vec<(&mut Link, Vec<u64>)>,
     opts: &CalibrateOptions,
@@ -30,11 +33,35 @@ pub(super) async fn under_load(
     let largest = jobs.iter().flat_map(|j| j.1.iter().copied()).max().unwrap_or(0);
     let buf = Values::zeros(DType::F64, (unit_in * largest) as usize);
     let port = Mutex::new(());
+    let (left, waiting) = watch::channel(jobs.len());
     let probes = jobs
         .into_iter()
-        .map(|(link, sizes)| probe(link, sizes, opts, &port, &buf))
+        .map(|(link, sizes)| {
+            let (left, mut waiting, port, buf) = (&left, waiting.clone(), &port, &buf);
+            async move {
+                let r = probe(link, sizes, opts, port, buf).await;
+                left.send_modify(|n| *n -= 1);
+                match r {
+                    Ok(times) => stay(link, opts, &mut waiting).await.map(|()| times),
+                    Err(e) => Err(e),
+                }
+            }
+        })
         .collect();
     join_all(probes).await
+}
+
+/// Heartbeats to an idle worker until no probe is left.
+async fn stay(link: &mut Link, opts: &CalibrateOptions, left: &mut watch::Receiver<usize>) -> Result<()> {
+    let every = opts.keep_alive.max(std::time::Duration::from_millis(10));
+    loop {
+        // The guard `wait_for` returns must not live across an await.
+        let all_done = tokio::time::timeout(every, left.wait_for(|&n| n == 0)).await.is_ok();
+        if all_done {
+            return Ok(());
+        }
+        link::keep_alive(link, opts.timeout).await?;
+    }
 }
 
 /// One worker's compute probes, each with a send and a return of its size
