@@ -204,7 +204,10 @@ def test_ctrl_c_ends_a_batch_and_frees_the_workers(tmp_path):
     try:
         script = textwrap.dedent(
             f"""
-            import numpy as np, dls, sys
+            import numpy as np, dls, signal, sys
+            # A shell runs background jobs with SIGINT ignored, and children
+            # inherit that: restore Python's own handler, as in a terminal.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             a = np.ones((3000, 64, 64))  # about 7 s at this slowdown
             print("starting", flush=True)
             dls.matmul(a, a, workers={d.addresses!r}, strategy="fifo")
