@@ -2,6 +2,8 @@
 //! Worker daemons on 127.0.0.1 for the master's tests: real `dls_worker::serve`
 //! loops on real sockets, in a runtime of their own that stops when dropped.
 
+pub mod cli;
+
 use dls_protocol::Token;
 
 /// The methods `dls experiment baselines` compares, in the order it runs
