@@ -255,7 +255,12 @@ async fn idle_workers_stay_with_the_master_while_a_slow_one_is_measured() {
     // Workers end a session after 1 s without a frame; the second worker's
     // link is slow, so measuring it takes several seconds, and it computes
     // slowly, so the first is done with its compute probes well before it.
-    let w = common::start_with(&[(None, 1.0), (Some(2.0), 1000.0)], None, 1 << 30, Duration::from_secs(1));
+    let w = common::start_with(
+        &[(None, 1.0), (Some(2.0), 1000.0)],
+        None,
+        1 << 30,
+        Duration::from_secs(1),
+    );
     let mut pool = common::connect(&w).await;
     let opts = CalibrateOptions {
         keep_alive: Duration::from_millis(250),
