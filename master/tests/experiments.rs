@@ -3,6 +3,11 @@
 mod common;
 use dls_master::experiments::{self, Emulation, Family, Options};
 
+/// One experiment at a time: each tunes its emulated workers to the kernel
+/// speed it measures when it starts, which another experiment running
+/// beside it on the same cores would change.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn opts(size: usize, batch: usize) -> Options {
     Options {
         size,
@@ -16,6 +21,7 @@ fn opts(size: usize, batch: usize) -> Options {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn participation_leaves_the_slow_link_out_only_when_x_is_1() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let rows = experiments::participation(&opts(64, 80), |_| {}).await.expect("runs");
     assert_eq!(rows.len(), 8);
     for r in &rows {
@@ -44,6 +50,7 @@ async fn participation_leaves_the_slow_link_out_only_when_x_is_1() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heuristics_cover_every_family_and_strategy() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let rows = experiments::heuristics_local(&opts(16, 30), |_| {})
         .await
         .expect("runs");
@@ -70,6 +77,7 @@ async fn heuristics_cover_every_family_and_strategy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn baselines_run_through_the_same_runtime() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let rows = experiments::baselines_local(&opts(16, 40), |_| {}).await.expect("runs");
     let methods = common::BASELINE_METHODS;
     let got: Vec<&str> = rows.iter().map(|r| r.method.as_str()).collect();
