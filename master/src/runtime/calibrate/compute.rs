@@ -10,7 +10,7 @@
 //! others ran a batch than alone, and plans made from quiet measurements
 //! finished 10–15% after their prediction.
 
-use super::{answer, median, unit_values, CalibrateOptions};
+use super::{answer, median, unit_values, CalibrateOptions, Scatter};
 use crate::runtime::link::{self, Link};
 use anyhow::{bail, Result};
 use dls_protocol::{DType, FromWorker, ToWorker, Values};
@@ -28,7 +28,7 @@ use tokio::sync::{watch, Mutex};
 pub(super) async fn under_load(
     jobs: Vec<(&mut Link, Vec<u64>)>,
     opts: &CalibrateOptions,
-) -> Vec<Result<Vec<(u64, f64)>>> {
+) -> Vec<Result<(Vec<(u64, f64)>, Scatter)>> {
     let (unit_in, _) = unit_values(&opts.form);
     let largest = jobs.iter().flat_map(|j| j.1.iter().copied()).max().unwrap_or(0);
     let buf = Values::zeros(DType::F64, (unit_in * largest) as usize);
@@ -72,9 +72,10 @@ async fn probe(
     opts: &CalibrateOptions,
     port: &Mutex<()>,
     buf: &Values,
-) -> Result<Vec<(u64, f64)>> {
+) -> Result<(Vec<(u64, f64)>, Scatter)> {
     let (unit_in, unit_out) = unit_values(&opts.form);
     let mut out = Vec::new();
+    let mut scatter = Scatter::default();
     for k in sizes {
         let mut took = Vec::new();
         for _ in 0..opts.reps.max(1) {
@@ -104,13 +105,14 @@ async fn probe(
             };
             took.push(secs);
         }
+        scatter.add(k, &took);
         let c = median(took);
         out.push((k, c));
         if out.len() >= 3 && c > opts.max_probe_seconds {
             break;
         }
     }
-    Ok(out)
+    Ok((out, scatter))
 }
 
 /// The next answer of a worker computing a probe: its seconds go to

@@ -12,6 +12,7 @@
 //! port keeps carrying transfers, as in a run (`compute.rs`).
 
 mod compute;
+mod fit;
 
 use crate::config::scaling::Scaling;
 use crate::runtime::link::{self, Link};
@@ -21,119 +22,7 @@ use dls_lp::{Latency, Platform, Worker};
 use dls_protocol::{DType, Form, FromWorker, ToWorker, Values};
 use std::time::{Duration, Instant};
 
-/// A least-squares line `seconds = intercept + slope · units`.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct Fit {
-    pub slope: f64,
-    pub intercept: f64,
-    pub r2: f64,
-}
-
-/// The two-sided 95% critical value of Student's t with `dof` degrees of
-/// freedom (tables; 1.96 beyond 30): how many standard errors an estimate
-/// from so few points must stand from zero to count. With three probe
-/// sizes (one degree of freedom) that is 12.7, not 2: a CPU-quota'd worker
-/// probed at 1, 2 and 4 units once showed a compute "latency" of 87 ms at
-/// 2.9 standard errors, and plans made with it chose 4 rounds instead of 17.
-pub fn t95(dof: usize) -> f64 {
-    const T: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-    ];
-    match dof {
-        0 => f64::INFINITY,
-        d if d <= T.len() => T[d - 1],
-        _ => 1.96,
-    }
-}
-
-/// Ordinary least squares; R² is 1 for a perfect line (and for fewer than
-/// three points, where it says nothing).
-pub fn fit(points: &[(f64, f64)]) -> Fit {
-    let n = points.len() as f64;
-    if points.is_empty() {
-        return Fit {
-            slope: 0.0,
-            intercept: 0.0,
-            r2: 0.0,
-        };
-    }
-    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
-    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
-    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    let syy: f64 = points.iter().map(|p| (p.1 - my).powi(2)).sum();
-    if sxx == 0.0 {
-        // One size only: a line through the origin.
-        return Fit {
-            slope: my / mx.max(f64::MIN_POSITIVE),
-            intercept: 0.0,
-            r2: 1.0,
-        };
-    }
-    let slope = sxy / sxx;
-    let intercept = my - slope * mx;
-    let r2 = if syy == 0.0 { 1.0 } else { (sxy * sxy) / (sxx * syy) };
-    // An intercept not significantly away from zero (95%, Student's t) is
-    // noise, not a latency (under a CPU quota, short probes land anywhere
-    // in the scheduler's period): the line then goes through the origin,
-    // so that plans do not pay a latency per message that is not there.
-    // With two points there is no residual to judge by, and the line stays.
-    if points.len() >= 3 {
-        let ssr: f64 = points.iter().map(|p| (p.1 - intercept - slope * p.0).powi(2)).sum();
-        let se = (ssr / (n - 2.0) * (1.0 / n + mx * mx / sxx)).sqrt();
-        if intercept.abs() <= t95(points.len() - 2) * se {
-            let sx2: f64 = points.iter().map(|p| p.0 * p.0).sum();
-            let sxy0: f64 = points.iter().map(|p| p.0 * p.1).sum();
-            return Fit {
-                slope: sxy0 / sx2,
-                intercept: 0.0,
-                r2,
-            };
-        }
-    }
-    Fit { slope, intercept, r2 }
-}
-
-/// The line `seconds = intercept + slope · units` for probes whose noise
-/// is relative (a few percent of each time, whatever its size, as a shared
-/// processor's or network's is): least squares on the seconds per unit
-/// against 1/units, where that noise is even, so that the large probes do
-/// not decide the intercept alone. The intercept is kept as a latency only
-/// if significant ([`t95`] standard errors from zero); otherwise the cost per unit is the
-/// mean of the probes' costs per unit. R² is that of [`fit`] (the report's
-/// linearity measure). Sizes must be positive, else this is [`fit`].
-pub fn fit_relative(points: &[(f64, f64)]) -> Fit {
-    let plain = fit(points);
-    if points.len() < 3 || points.iter().any(|p| p.0 <= 0.0) {
-        return plain;
-    }
-    let per_unit: Vec<(f64, f64)> = points.iter().map(|p| (1.0 / p.0, p.1 / p.0)).collect();
-    let n = per_unit.len() as f64;
-    let mx = per_unit.iter().map(|p| p.0).sum::<f64>() / n;
-    let my = per_unit.iter().map(|p| p.1).sum::<f64>() / n;
-    let sxx: f64 = per_unit.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    if sxx == 0.0 {
-        return plain;
-    }
-    let sxy: f64 = per_unit.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    let latency = sxy / sxx;
-    let slope = my - latency * mx;
-    let ssr: f64 = per_unit.iter().map(|p| (p.1 - slope - latency * p.0).powi(2)).sum();
-    let se = (ssr / (n - 2.0) / sxx).sqrt();
-    if latency.abs() <= t95(per_unit.len() - 2) * se {
-        return Fit {
-            slope: my,
-            intercept: 0.0,
-            r2: plain.r2,
-        };
-    }
-    Fit {
-        slope,
-        intercept: latency,
-        r2: plain.r2,
-    }
-}
+pub use fit::{fit, fit_relative, fit_relative_judged, t95, Fit, Scatter};
 
 /// One worker's measurements and fits.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -259,6 +148,8 @@ pub(super) async fn answer(link: &mut Link, t: Duration, what: &str) -> Result<d
 /// memory holds at once.
 pub(super) struct LinkProbes {
     pub comm: Vec<(u64, f64, f64)>,
+    /// How repeated sends and returns of one size disagreed.
+    pub scatter: (Scatter, Scatter),
     pub max_load: u64,
 }
 
@@ -288,6 +179,7 @@ async fn probe_link(link: &mut Link, opts: &CalibrateOptions) -> Result<LinkProb
     // A worker is idle when it receives here; its computing is measured
     // afterwards, with every worker's (see `compute.rs`).
     let mut comm = Vec::new();
+    let mut scatter = (Scatter::default(), Scatter::default());
     for &k in &sizes {
         let (mut s, mut r) = (Vec::new(), Vec::new());
         for _ in 0..opts.reps.max(1) {
@@ -312,13 +204,19 @@ async fn probe_link(link: &mut Link, opts: &CalibrateOptions) -> Result<LinkProb
                 other => bail!("worker {:?}: unexpected answer to a return probe: {other:?}", link.name),
             }
         }
+        scatter.0.add(k, &s);
+        scatter.1.add(k, &r);
         let (s, r) = (median(s), median(r));
         comm.push((k, s, r));
         if comm.len() >= 3 && s + r > opts.max_probe_seconds {
             break;
         }
     }
-    Ok(LinkProbes { comm, max_load })
+    Ok(LinkProbes {
+        comm,
+        scatter,
+        max_load,
+    })
 }
 
 /// Probes carry the values of a unit's inputs and results as float64
@@ -328,12 +226,17 @@ fn unit_values(form: &Form) -> (u64, u64) {
 }
 
 /// The fits and warnings of one worker's samples (units, send s, compute
-/// s, return s).
-fn finish(name: &str, samples: Vec<(u64, f64, f64, f64)>, max_load: u64) -> WorkerCalibration {
-    let line = |f: fn(&(u64, f64, f64, f64)) -> f64| {
-        fit_relative(&samples.iter().map(|s| (s.0 as f64, f(s))).collect::<Vec<_>>())
+/// s, return s), with how repeated probes of send, compute and return
+/// disagreed.
+fn finish(name: &str, samples: Vec<(u64, f64, f64, f64)>, scatter: [Scatter; 3], max_load: u64) -> WorkerCalibration {
+    let line = |f: fn(&(u64, f64, f64, f64)) -> f64, scatter: Scatter| {
+        fit_relative_judged(&samples.iter().map(|s| (s.0 as f64, f(s))).collect::<Vec<_>>(), scatter)
     };
-    let (send, compute, ret) = (line(|s| s.1), line(|s| s.2), line(|s| s.3));
+    let (send, compute, ret) = (
+        line(|s| s.1, scatter[0]),
+        line(|s| s.2, scatter[1]),
+        line(|s| s.3, scatter[2]),
+    );
     let mut warnings = Vec::new();
     for (what, f) in [("send", &send), ("compute", &compute), ("return", &ret)] {
         if f.slope <= 0.0 {
@@ -443,14 +346,15 @@ async fn calibrate_each(
     let computed = compute::under_load(jobs, opts).await;
     for ((i, probes), result) in probed.into_iter().zip(computed) {
         match result {
-            Ok(c) => {
+            Ok((c, computing)) => {
                 let samples = probes
                     .comm
                     .iter()
                     .zip(&c)
                     .map(|(&(k, s, r), &(_, secs))| (k, s, secs, r))
                     .collect();
-                workers.push(finish(&links[i].name, samples, probes.max_load));
+                let scatter = [probes.scatter.0, computing, probes.scatter.1];
+                workers.push(finish(&links[i].name, samples, scatter, probes.max_load));
             }
             Err(e) => failed.push((i, e)),
         }

@@ -147,6 +147,50 @@ fn three_sizes_need_a_strong_latency() {
 }
 
 #[test]
+fn repetitions_that_disagree_make_a_latency_noise() {
+    // Medians exactly on 0.01 + 0.125·k at k = 1..16: no residual, so the
+    // points alone call the 10 ms intercept a latency.
+    let pts: Vec<(f64, f64)> = [1.0, 2.0, 4.0, 8.0, 16.0]
+        .iter()
+        .map(|&k| (k, 0.01 + 0.125 * k))
+        .collect();
+    let f = fit_relative_judged(&pts, Scatter::default());
+    assert!(
+        (f.intercept - 0.01).abs() < 1e-12 && (f.slope - 0.125).abs() < 1e-12,
+        "{f:?}"
+    );
+    // Three probes of one unit took 35, 135 and 235 ms (a quota's 100 ms
+    // periods): squared deviations 0.02 over 2 degrees of freedom, so a
+    // median varies by 0.01·(π/2)/3; with Σ(1/k − mean)² = 0.58125 the
+    // intercept's standard error is √(0.005236/0.58125) = 0.0949, and
+    // t(2) = 4.303 asks 0.408: noise. The cost per unit is then the mean of
+    // the costs per unit.
+    let mut wide = Scatter::default();
+    wide.add(1, &[0.035, 0.135, 0.235]);
+    assert!(
+        (wide.sum_sq - 0.02).abs() < 1e-12 && wide.dof == 2 && wide.reps == 3,
+        "{wide:?}"
+    );
+    let f = fit_relative_judged(&pts, wide);
+    let mean = pts.iter().map(|p| p.1 / p.0).sum::<f64>() / 5.0;
+    assert_eq!(f.intercept, 0.0, "{f:?}");
+    assert!((f.slope - mean).abs() < 1e-12, "{f:?}");
+    // Repetitions within 0.1 ms of each other (3 degrees of freedom):
+    // standard error 7.8e-5, t(3) = 3.182 asks 2.5e-4, and the 10 ms
+    // latency stands.
+    let mut tight = Scatter::default();
+    tight.add(1, &[0.1349, 0.135, 0.1351]);
+    tight.add(2, &[0.26, 0.26]);
+    assert_eq!((tight.dof, tight.reps), (3, 3));
+    let f = fit_relative_judged(&pts, tight);
+    assert!((f.intercept - 0.01).abs() < 1e-12, "{f:?}");
+    // A single probe per size says nothing about repetitions.
+    let mut one = Scatter::default();
+    one.add(4, &[0.5]);
+    assert_eq!(one, Scatter::default());
+}
+
+#[test]
 fn medians_of_odd_and_even_counts() {
     assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
     assert_eq!(median(vec![4.0, 1.0]), 2.5, "the middle of two, not the larger");
