@@ -21,6 +21,7 @@ pub fn dls(args: &[&str], token: Option<&str>) -> (bool, String, String) {
     )
 }
 
+/// A path named `name` in a directory of this test process's own.
 pub fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("dls-run-cli-{}", std::process::id()));
     std::fs::create_dir_all(&d).expect("temp dir");
@@ -37,6 +38,7 @@ pub fn mats(count: usize, rows: usize, cols: usize, data: Vec<f64>) -> npy::Matr
     }
 }
 
+/// A path as a command-line argument.
 pub fn s(p: &std::path::Path) -> &str {
     p.to_str().expect("utf-8 path")
 }

@@ -53,10 +53,11 @@ pub(super) async fn under_load(
 
 /// Heartbeats to an idle worker until no probe is left.
 async fn stay(link: &mut Link, opts: &CalibrateOptions, left: &mut watch::Receiver<usize>) -> Result<()> {
-    let every = opts.keep_alive.max(std::time::Duration::from_millis(10));
     loop {
         // The guard `wait_for` returns must not live across an await.
-        let all_done = tokio::time::timeout(every, left.wait_for(|&n| n == 0)).await.is_ok();
+        let all_done = tokio::time::timeout(opts.keep_alive_period(), left.wait_for(|&n| n == 0))
+            .await
+            .is_ok();
         if all_done {
             return Ok(());
         }

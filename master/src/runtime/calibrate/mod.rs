@@ -67,6 +67,12 @@ pub struct CalibrateOptions {
 }
 
 impl CalibrateOptions {
+    /// How often idle workers hear a heartbeat: `keep_alive`, at least
+    /// 10 ms apart.
+    pub(super) fn keep_alive_period(&self) -> Duration {
+        self.keep_alive.max(Duration::from_millis(10))
+    }
+
     /// Square float64 products of size `n`.
     pub fn new(n: usize) -> Self {
         Self::for_form(Form::square(n as u32))
@@ -148,8 +154,10 @@ pub(super) async fn answer(link: &mut Link, t: Duration, what: &str) -> Result<d
 /// memory holds at once.
 pub(super) struct LinkProbes {
     pub comm: Vec<(u64, f64, f64)>,
-    /// How repeated sends and returns of one size disagreed.
-    pub scatter: (Scatter, Scatter),
+    /// How repeated sends of one size disagreed.
+    pub send_scatter: Scatter,
+    /// How repeated returns of one size disagreed.
+    pub return_scatter: Scatter,
     pub max_load: u64,
 }
 
@@ -179,7 +187,7 @@ async fn probe_link(link: &mut Link, opts: &CalibrateOptions) -> Result<LinkProb
     // A worker is idle when it receives here; its computing is measured
     // afterwards, with every worker's (see `compute.rs`).
     let mut comm = Vec::new();
-    let mut scatter = (Scatter::default(), Scatter::default());
+    let (mut send_scatter, mut return_scatter) = (Scatter::default(), Scatter::default());
     for &k in &sizes {
         let (mut s, mut r) = (Vec::new(), Vec::new());
         for _ in 0..opts.reps.max(1) {
@@ -204,8 +212,8 @@ async fn probe_link(link: &mut Link, opts: &CalibrateOptions) -> Result<LinkProb
                 other => bail!("worker {:?}: unexpected answer to a return probe: {other:?}", link.name),
             }
         }
-        scatter.0.add(k, &s);
-        scatter.1.add(k, &r);
+        send_scatter.add(k, &s);
+        return_scatter.add(k, &r);
         let (s, r) = (median(s), median(r));
         comm.push((k, s, r));
         if comm.len() >= 3 && s + r > opts.max_probe_seconds {
@@ -214,7 +222,8 @@ async fn probe_link(link: &mut Link, opts: &CalibrateOptions) -> Result<LinkProb
     }
     Ok(LinkProbes {
         comm,
-        scatter,
+        send_scatter,
+        return_scatter,
         max_load,
     })
 }
@@ -306,7 +315,7 @@ async fn calibrate_each(
         cur.conn.set_write_stall_timeout(Some(STALL));
         let measuring = probe_link(cur, opts);
         tokio::pin!(measuring);
-        let mut tick = tokio::time::interval(opts.keep_alive.max(Duration::from_millis(10)));
+        let mut tick = tokio::time::interval(opts.keep_alive_period());
         tick.tick().await;
         let result = loop {
             tokio::select! {
@@ -353,7 +362,7 @@ async fn calibrate_each(
                     .zip(&c)
                     .map(|(&(k, s, r), &(_, secs))| (k, s, secs, r))
                     .collect();
-                let scatter = [probes.scatter.0, computing, probes.scatter.1];
+                let scatter = [probes.send_scatter, computing, probes.return_scatter];
                 workers.push(finish(&links[i].name, samples, scatter, probes.max_load));
             }
             Err(e) => failed.push((i, e)),
