@@ -12,7 +12,8 @@
 //! predicted makespan, which counts the per-message latencies (so more
 //! rounds are not free), and the best one-round plan is a candidate too, so
 //! `rounds` never predicts worse than it. Every candidate is measured by
-//! [`execute`], the earliest execution of its sequence.
+//! [`execute`], the earliest execution of its sequence with the port's
+//! idle gaps filled by later transfers that fit in them.
 
 use crate::baseline::{proportional, spread};
 use crate::bound::steady_state;
@@ -20,6 +21,9 @@ use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::platform::Platform;
 use crate::schedule::Ports;
+
+mod execute;
+pub use execute::execute;
 
 /// A transfer on the master's port: the index of a chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,62 +62,6 @@ pub struct Rounds {
     pub count: usize,
     pub lag: usize,
     pub makespan: f64,
-}
-
-/// The earliest execution of `ops` (every chunk sent once, then returned
-/// once): transfers in the given order, one at a time (two ports: one send
-/// and one return at a time), each worker computing its chunks in arrival
-/// order, a return no earlier than its chunk is computed. Per-message
-/// latencies count. Returns each chunk's times and the makespan.
-pub fn execute(platform: &Platform, chunks: &[RoundChunk], ops: &[PortOp], ports: Ports) -> (Vec<ChunkTimes>, f64) {
-    let wk = platform.workers();
-    let mut times = vec![ChunkTimes::default(); chunks.len()];
-    let mut busy_until = vec![0.0f64; wk.len()];
-    let (mut send_free, mut return_free) = (0.0f64, 0.0f64);
-    let mut send = |j: usize, port: &mut f64, times: &mut [ChunkTimes]| {
-        let ch = chunks[j];
-        let w = &wk[ch.worker];
-        let n = ch.units as f64;
-        let t = &mut times[j];
-        t.send_start = *port;
-        t.send_end = t.send_start + w.latency.send + w.c * n;
-        t.compute_end = t.send_end.max(busy_until[ch.worker]) + w.latency.compute + w.w * n;
-        busy_until[ch.worker] = t.compute_end;
-        *port = t.send_end;
-    };
-    let ret = |j: usize, port: &mut f64, times: &mut [ChunkTimes]| {
-        let ch = chunks[j];
-        let w = &wk[ch.worker];
-        let t = &mut times[j];
-        t.return_start = port.max(t.compute_end);
-        t.return_end = t.return_start + w.latency.ret + w.d * ch.units as f64;
-        *port = t.return_end;
-    };
-    match ports {
-        Ports::One => {
-            for op in ops {
-                match *op {
-                    PortOp::Send(j) => send(j, &mut send_free, &mut times),
-                    PortOp::Return(j) => ret(j, &mut send_free, &mut times),
-                }
-            }
-        }
-        Ports::Two => {
-            // Sends never wait for returns: all sends first, in order.
-            for op in ops {
-                if let PortOp::Send(j) = *op {
-                    send(j, &mut send_free, &mut times);
-                }
-            }
-            for op in ops {
-                if let PortOp::Return(j) = *op {
-                    ret(j, &mut return_free, &mut times);
-                }
-            }
-        }
-    }
-    let makespan = times.iter().map(|t| t.return_end).fold(0.0, f64::max);
-    (times, makespan)
 }
 
 /// The sequence of a one-round plan: every send in send order, then every
@@ -223,6 +171,18 @@ fn round_counts(platform: &Platform, enrolled: &[usize], shares: &[f64], load: u
     ks
 }
 
+/// A candidate sequence and its makespan taken strictly in order.
+struct Candidate {
+    strict: f64,
+    chunks: Vec<RoundChunk>,
+    ops: Vec<PortOp>,
+    count: usize,
+    lag: usize,
+}
+
+/// Candidates (the best strictly in order) executed with their gaps filled.
+const FILLED: usize = 3;
+
 /// Chunks in all that the search allows, so that planning stays fast for
 /// many workers.
 pub const MAX_CHUNKS: usize = 20_000;
@@ -236,19 +196,19 @@ pub fn plan_rounds(platform: &Platform, ports: Ports, load: u64, one_round_plan:
     let wk = platform.workers();
     enrolled.sort_by(|&a, &b| wk[a].c.total_cmp(&wk[b].c).then(a.cmp(&b)));
     let shares: Vec<f64> = enrolled.iter().map(|&i| ss.alpha[i]).collect();
-    let mut best: Option<Rounds> = None;
+    // Every candidate is weighed strictly in order (cheap); the few best
+    // are executed with their gaps filled, which only moves transfers
+    // earlier, and the earliest of those wins.
+    let mut weighed: Vec<Candidate> = Vec::new();
     let mut consider = |chunks: Vec<RoundChunk>, ops: Vec<PortOp>, count: usize, lag: usize| {
-        let (times, makespan) = execute(platform, &chunks, &ops, ports);
-        if best.as_ref().is_none_or(|b| makespan < b.makespan) {
-            best = Some(Rounds {
-                chunks,
-                ops,
-                times,
-                count,
-                lag,
-                makespan,
-            });
-        }
+        let m = execute::strict_makespan(platform, &chunks, &ops, ports);
+        weighed.push(Candidate {
+            strict: m,
+            chunks,
+            ops,
+            count,
+            lag,
+        });
     };
     if let Some(p) = one_round_plan {
         let (chunks, ops) = one_round(p);
@@ -259,6 +219,28 @@ pub fn plan_rounds(platform: &Platform, ports: Ports, load: u64, one_round_plan:
             if let Some((chunks, ops)) = periodic(platform, &enrolled, &shares, load, k, lag) {
                 consider(chunks, ops, k, lag);
             }
+        }
+    }
+    weighed.sort_by(|a, b| a.strict.total_cmp(&b.strict));
+    let mut best: Option<Rounds> = None;
+    for Candidate {
+        chunks,
+        ops,
+        count,
+        lag,
+        ..
+    } in weighed.into_iter().take(FILLED)
+    {
+        let (times, makespan) = execute(platform, &chunks, &ops, ports);
+        if best.as_ref().is_none_or(|b| makespan < b.makespan) {
+            best = Some(Rounds {
+                chunks,
+                ops,
+                times,
+                count,
+                lag,
+                makespan,
+            });
         }
     }
     best.ok_or_else(|| {

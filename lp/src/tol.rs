@@ -27,6 +27,12 @@ pub const STRICT_GAIN: f64 = 1e-12;
 /// less than this fraction: a few ulps, i.e. converged.
 pub const RATIO_CONVERGED: f64 = 1e-15;
 
+/// A transfer fits in the gap before an awaited return when it ends no
+/// more than this many seconds after the return's chunk is computed: the
+/// planner and the runtime compute those instants by different sums, which
+/// may differ in the last bits.
+pub const GAP_FIT: f64 = 1e-9;
+
 /// Below this magnitude a value counts as zero in relative comparisons.
 pub const ABS_FLOOR: f64 = 1e-12;
 

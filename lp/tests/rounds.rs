@@ -9,54 +9,123 @@ use common::*;
 use dls_lp::rounds::{PortOp, Rounds};
 use dls_lp::{plan, steady_state, Latency, Platform, Ports, Request, Strategy, Worker};
 
-/// Replay the sequence on its own terms: a port free time, each worker's
-/// compute queue; returns the makespan.
-fn replay(p: &Platform, r: &Rounds, ports: Ports) -> f64 {
+/// Replay the sequence strictly in order: a port free time, each worker's
+/// compute queue; returns each chunk's return end. (No gap filled: every
+/// plan's own timeline must be at least this early.)
+fn strict(p: &Platform, r: &Rounds, ports: Ports) -> Vec<f64> {
     let wk = p.workers();
     let n = r.chunks.len();
-    let (mut sent, mut computed) = (vec![f64::NAN; n], vec![f64::NAN; n]);
+    let (mut computed, mut returned) = (vec![f64::NAN; n], vec![f64::NAN; n]);
     let mut worker_free = vec![0.0f64; wk.len()];
     let mut port = [0.0f64; 2];
-    let mut end = 0.0f64;
-    // Sends first in sequence order are exact for two ports; one port
-    // interleaves.
-    let lanes: Vec<Vec<PortOp>> = match ports {
-        Ports::One => vec![r.ops.clone()],
-        Ports::Two => vec![
-            r.ops.iter().copied().filter(|o| matches!(o, PortOp::Send(_))).collect(),
-            r.ops
-                .iter()
-                .copied()
-                .filter(|o| matches!(o, PortOp::Return(_)))
-                .collect(),
-        ],
-    };
-    for (l, lane) in lanes.iter().enumerate() {
+    for (l, lane) in lanes(r, ports).iter().enumerate() {
         for op in lane {
             match *op {
                 PortOp::Send(j) => {
-                    let c = r.chunks[j];
-                    let x = &wk[c.worker];
+                    let (c, x) = (r.chunks[j], &wk[r.chunks[j].worker]);
                     port[l] += x.latency.send + x.c * c.units as f64;
-                    sent[j] = port[l];
                     worker_free[c.worker] =
-                        sent[j].max(worker_free[c.worker]) + x.latency.compute + x.w * c.units as f64;
+                        port[l].max(worker_free[c.worker]) + x.latency.compute + x.w * c.units as f64;
                     computed[j] = worker_free[c.worker];
                 }
                 PortOp::Return(j) => {
-                    let c = r.chunks[j];
-                    let x = &wk[c.worker];
+                    let (c, x) = (r.chunks[j], &wk[r.chunks[j].worker]);
                     assert!(!computed[j].is_nan(), "chunk {j} returned before it was sent");
                     port[l] = port[l].max(computed[j]) + x.latency.ret + x.d * c.units as f64;
-                    end = end.max(port[l]);
+                    returned[j] = port[l];
                 }
             }
         }
     }
-    end
+    returned
 }
 
-fn check_sound(p: &Platform, r: &Rounds, load: u64, ports: Ports, what: &str) {
+fn lanes(r: &Rounds, ports: Ports) -> Vec<Vec<PortOp>> {
+    match ports {
+        Ports::One => vec![r.ops.clone()],
+        Ports::Two => {
+            let (s, t) = r.ops.iter().partition(|o| matches!(o, PortOp::Send(_)));
+            vec![s, t]
+        }
+    }
+}
+
+/// Replay the sequence with its gaps filled, by brute force: whenever the
+/// port is free, scan every transfer not yet made; the head is the first,
+/// and when it is a return still computing, the transfers that are their
+/// worker's next one in the lane and could end before the head's chunk is
+/// computed compete: the earliest to be ready goes (ties: the first in the
+/// lane). Returns every chunk's times (send start, send end, compute end,
+/// return start, return end).
+fn filled(p: &Platform, r: &Rounds, ports: Ports) -> Vec<[f64; 5]> {
+    let wk = p.workers();
+    let mut tm = vec![[f64::NAN; 5]; r.chunks.len()];
+    let mut worker_free = vec![0.0f64; wk.len()];
+    for lane in lanes(r, ports) {
+        let mut done = vec![false; lane.len()];
+        let mut port = 0.0f64;
+        let dur = |op: PortOp| match op {
+            PortOp::Send(j) => {
+                wk[r.chunks[j].worker].latency.send + wk[r.chunks[j].worker].c * r.chunks[j].units as f64
+            }
+            PortOp::Return(j) => {
+                wk[r.chunks[j].worker].latency.ret + wk[r.chunks[j].worker].d * r.chunks[j].units as f64
+            }
+        };
+        let worker = |op: PortOp| match op {
+            PortOp::Send(j) | PortOp::Return(j) => r.chunks[j].worker,
+        };
+        // Each worker's transfers in the lane, and how many are made.
+        let mut mine: Vec<Vec<usize>> = vec![Vec::new(); wk.len()];
+        for (i, &op) in lane.iter().enumerate() {
+            mine[worker(op)].push(i);
+        }
+        let mut made = vec![0usize; wk.len()];
+        let mut head = 0usize;
+        loop {
+            while head < lane.len() && done[head] {
+                head += 1;
+            }
+            if head == lane.len() {
+                break;
+            }
+            let ready = |op: PortOp, tm: &[[f64; 5]]| match op {
+                PortOp::Send(_) => port,
+                PortOp::Return(j) => port.max(tm[j][2]),
+            };
+            let mut pick = (head, ready(lane[head], &tm));
+            if let PortOp::Return(h) = lane[head] {
+                let awaited = tm[h][2];
+                let mut next: Vec<usize> = (0..wk.len()).filter_map(|w| mine[w].get(made[w]).copied()).collect();
+                next.sort_unstable();
+                for i in next.into_iter().filter(|&i| i > head) {
+                    let at = ready(lane[i], &tm);
+                    if at + dur(lane[i]) <= awaited + 1e-9 && at < pick.1 {
+                        pick = (i, at);
+                    }
+                }
+            }
+            let (i, start) = pick;
+            done[i] = true;
+            made[worker(lane[i])] += 1;
+            port = start + dur(lane[i]);
+            match lane[i] {
+                PortOp::Send(j) => {
+                    let x = &wk[r.chunks[j].worker];
+                    let w = r.chunks[j].worker;
+                    worker_free[w] = port.max(worker_free[w]) + x.latency.compute + x.w * r.chunks[j].units as f64;
+                    (tm[j][0], tm[j][1], tm[j][2]) = (start, port, worker_free[w]);
+                }
+                PortOp::Return(j) => (tm[j][3], tm[j][4]) = (start, port),
+            }
+        }
+    }
+    tm
+}
+
+/// Checks a plan; returns whether filling gaps made some chunk end earlier
+/// than strictly in order.
+fn check_sound(p: &Platform, r: &Rounds, load: u64, ports: Ports, what: &str) -> bool {
     let n = r.chunks.len();
     let (mut sends, mut returns) = (vec![0; n], vec![0; n]);
     let mut held = vec![0u64; p.len()];
@@ -80,12 +149,51 @@ fn check_sound(p: &Platform, r: &Rounds, load: u64, ports: Ports, what: &str) {
     }
     assert!(sends.iter().chain(&returns).all(|&k| k == 1), "{what}: once each");
     assert_eq!(r.chunks.iter().map(|c| c.units).sum::<u64>(), load, "{what}");
-    let m = replay(p, r, ports);
+    // The plan's timeline is the brute-force replay's, never later than
+    // the strict one's, and no worker ever holds more than its memory.
+    let tm = filled(p, r, ports);
+    let late = strict(p, r, ports);
+    for (j, (t, x)) in r.times.iter().zip(&tm).enumerate() {
+        let mine = [t.send_start, t.send_end, t.compute_end, t.return_start, t.return_end];
+        for (a, b) in mine.iter().zip(x) {
+            assert_close(*a, *b, 1e-9, what);
+        }
+        assert!(
+            t.return_end <= late[j] * (1.0 + 1e-12),
+            "{what}: chunk {j} later than strictly in order"
+        );
+    }
+    let m = tm.iter().map(|t| t[4]).fold(0.0, f64::max);
     assert_close(m, r.makespan, 1e-9, what);
+    check_memory(p, r, &tm, what);
+    r.times.iter().zip(&late).any(|(t, l)| t.return_end < l * (1.0 - 1e-9))
+}
+
+/// At every instant, what each worker holds (chunks whose send has started
+/// and whose return has not ended) stays within its memory.
+fn check_memory(p: &Platform, r: &Rounds, tm: &[[f64; 5]], what: &str) {
+    for (w, x) in p.workers().iter().enumerate() {
+        let Some(b) = x.max_load else { continue };
+        let mut ev: Vec<(f64, i64)> = Vec::new();
+        for (c, t) in r.chunks.iter().zip(tm) {
+            if c.worker == w {
+                ev.push((t[0], c.units as i64));
+                ev.push((t[4], -(c.units as i64)));
+            }
+        }
+        // Releases first at equal instants.
+        ev.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut held = 0i64;
+        for (_, d) in ev {
+            held += d;
+            assert!(held <= b as i64, "{what}: {} holds {held} > {b}", x.name);
+        }
+    }
 }
 
 #[test]
 fn rounds_plans_are_sound_and_never_worse_than_one_round() {
+    let mut filled_some = false;
     for seed in 0..40u64 {
         let mut rg = rng(4000 + seed);
         let p = 1 + (seed as usize % 8);
@@ -100,7 +208,7 @@ fn rounds_plans_are_sound_and_never_worse_than_one_round() {
                 };
                 let pl = plan(&platform, &req).expect("plans");
                 let r = pl.rounds.as_ref().expect("a multi-round plan");
-                check_sound(&platform, r, load, ports, &what);
+                filled_some |= check_sound(&platform, r, load, ports, &what);
                 assert_eq!(pl.loads.iter().sum::<u64>(), load);
                 let bound = steady_state(&platform, ports).expect("bound").makespan_bound(load);
                 assert!(pl.makespan() >= bound * (1.0 - 1e-9), "{what}: below the bound");
@@ -111,6 +219,7 @@ fn rounds_plans_are_sound_and_never_worse_than_one_round() {
             }
         }
     }
+    assert!(filled_some, "no plan had a gap that a later transfer filled");
 }
 
 /// With per-message latencies (which the one-round predictions leave out),

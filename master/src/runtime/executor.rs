@@ -192,6 +192,18 @@ pub trait Schedule: Send + std::any::Any {
     fn awaiting_ready(&self, worker: usize) -> bool;
     /// A chunk by id, with the worker it went to.
     fn chunk(&self, id: ChunkId) -> Option<Chunk>;
+    /// The time (seconds from the start of the run) of what the schedule
+    /// is told or asked next. Schedules that decide by the clock keep it.
+    fn at(&mut self, _now: f64) {}
+    /// What the machine has seen of `worker`'s pace: measured over planned
+    /// time for sending, computing and returning. Schedules that estimate
+    /// when things will happen keep it.
+    fn pace(&mut self, _worker: usize, _factors: [f64; 3]) {}
+    /// When the schedule would decide differently with no event in
+    /// between (so the machine should be asked again then), if ever.
+    fn wake_at(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// The planned schedule of one round (the report's model):

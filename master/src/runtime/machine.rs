@@ -224,7 +224,8 @@ impl BatchMachine {
     /// products, the pieces sent and returned back to back) take batch
     /// products in the order they are sent.
     fn add_sequenced(&mut self, plan: &Plan, r: &Rounds, products: &[usize], now: f64) {
-        let seq = Sequenced::new(plan.ports, self.alive.len(), r, self.cfg.max_chunk, self.next_id);
+        let mut seq = Sequenced::new(plan.ports, self.platform.workers(), r, self.cfg.max_chunk, self.next_id);
+        seq.at(now);
         let table = seq.pieces().to_vec();
         for c in &table {
             self.committed[c.worker] += c.len as u64;
@@ -265,6 +266,7 @@ impl BatchMachine {
 
     /// The first transfers.
     pub fn start(&mut self, now: f64) -> Vec<Command> {
+        self.clock(now);
         self.last_progress = now;
         if self.remaining == 0 {
             return Vec::new();
@@ -296,6 +298,7 @@ impl BatchMachine {
         if self.failed.is_some() || !self.alive.get(worker).copied().unwrap_or(false) {
             return Vec::new();
         }
+        self.clock(now);
         self.last_progress = now;
         let mut out = Vec::new();
         let (event, chunk) = match input {
@@ -348,6 +351,10 @@ impl BatchMachine {
             }
             Input::Lost(_) => {}
         }
+        let pace = [Phase::Send, Phase::Compute, Phase::Return].map(|ph| self.observed.factor(worker, ph));
+        for r in &mut self.rounds {
+            r.sched.pace(worker, pace);
+        }
         out.extend(self.poll(now));
         out
     }
@@ -357,6 +364,7 @@ impl BatchMachine {
         if self.failed.is_some() || self.remaining == 0 {
             return Vec::new();
         }
+        self.clock(now);
         let mut out = Vec::new();
         if let Some(f) = self.cfg.straggler {
             for w in 0..self.alive.len() {
@@ -381,6 +389,26 @@ impl BatchMachine {
         self.try_recover(now);
         out.extend(self.poll(now));
         out
+    }
+
+    /// When the machine should be ticked even if nothing happens (a
+    /// schedule that waits for a late worker decides by the clock), if
+    /// sooner than the regular ticks matter.
+    pub fn wake_at(&self) -> Option<f64> {
+        if self.failed.is_some() || self.remaining == 0 {
+            return None;
+        }
+        self.rounds
+            .iter()
+            .filter_map(|r| r.sched.wake_at())
+            .min_by(f64::total_cmp)
+    }
+
+    /// Every schedule's clock moves to `now`.
+    fn clock(&mut self, now: f64) {
+        for r in &mut self.rounds {
+            r.sched.at(now);
+        }
     }
 
     /// What was measured.

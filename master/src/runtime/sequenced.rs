@@ -1,28 +1,39 @@
 //! The schedule of a multi-round plan: one planned sequence of transfers
-//! on the master's port (sends and returns interleaved), taken strictly in
-//! order; with two ports, the sends in their order and the returns in
-//! theirs. A transfer starts when it is at the head of its lane, the port
-//! is free (the machine asks only then), and, for a return, its chunk is
-//! computed. Run on the planned costs, this is exactly the earliest
-//! execution the planner measured (`dls_lp::rounds::execute`).
+//! on the master's port (sends and returns interleaved), taken in order;
+//! with two ports, the sends in their order and the returns in theirs. The
+//! head of a lane goes when the port is free (the machine asks only then)
+//! and, for a return, its chunk is computed. While the head is a return
+//! still computing, the port does not idle if it need not: the first later
+//! transfer that is its worker's next one in the lane and can go now is
+//! taken if it ends before the awaited chunk is expected to be computed
+//! (the gap the plan itself fills, `dls_lp::rounds::execute`), or, once
+//! that expected instant has passed by some time, if it takes no longer
+//! than that time (the awaited worker is late: others are not held up by
+//! it, and it waits at most as long again). Each worker's transfers keep
+//! their planned order, so none holds more than the plan lets it. Run on
+//! the planned costs, this is exactly the earliest execution the planner
+//! measured.
 //!
 //! A planned chunk larger than the largest message goes as several pieces,
-//! sent (and returned) back to back. A planned chunk none of whose pieces
+//! in order. A planned chunk none of whose pieces
 //! has started may be resized ([`Sequenced::resize`]): online correction
 //! moves products between the chunks not yet sent.
 
 use crate::runtime::executor::{Chunk, Event, Schedule, Stage, Unexpected};
 use dls_lp::rounds::{PortOp, Rounds};
-use dls_lp::Ports;
+use dls_lp::tol::GAP_FIT;
+use dls_lp::{Ports, Worker};
 use dls_protocol::ChunkId;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
-/// One lane of transfers (of planned chunks), taken in order; `piece` is
-/// the next piece of the chunk at `pos`.
+/// One lane of transfers (of planned chunks): `head` is the first not
+/// made; `mine[w]` the positions of worker `w`'s transfers, `made[w]` how
+/// many of them are made.
 struct Lane {
     ops: Vec<PortOp>,
-    pos: usize,
-    piece: usize,
+    head: usize,
+    mine: Vec<Vec<usize>>,
+    made: Vec<usize>,
 }
 
 /// A planned chunk: its worker, round, and pieces (indices into `chunks`).
@@ -31,6 +42,23 @@ pub struct Planned {
     pub worker: usize,
     pub round: usize,
     pub pieces: Vec<usize>,
+}
+
+/// When things happened, for the estimate of when a chunk will be
+/// computed.
+struct Clock {
+    now: f64,
+    /// Each piece's send start.
+    sent_at: Vec<f64>,
+    /// Each piece's arrival at its worker.
+    received_at: Vec<f64>,
+    /// Pieces each worker has and has not computed, in arrival order.
+    queue: Vec<VecDeque<usize>>,
+    /// When each worker last said a piece was computed.
+    last_ready: Vec<f64>,
+    /// Each worker's pace: measured over planned time to send, compute
+    /// and return (1 until the machine has seen enough).
+    pace: Vec<[f64; 3]>,
 }
 
 pub struct Sequenced {
@@ -47,13 +75,17 @@ pub struct Sequenced {
     next_id: u64,
     /// The plan's lag: a worker may hold this many chunks plus one.
     lag: usize,
+    /// The planned costs of each worker.
+    costs: Vec<Worker>,
+    clock: Clock,
 }
 
 impl Sequenced {
     /// The plan's chunks in pieces of at most `max_piece` products, with
-    /// ids from `first_id`, taking products `0..` in send order; `p`
-    /// workers.
-    pub fn new(ports: Ports, p: usize, plan: &Rounds, max_piece: usize, first_id: u64) -> Sequenced {
+    /// ids from `first_id`, taking products `0..` in send order; workers
+    /// with the planned `costs`.
+    pub fn new(ports: Ports, costs: &[Worker], plan: &Rounds, max_piece: usize, first_id: u64) -> Sequenced {
+        let p = costs.len();
         let (planned, ops) = (&plan.chunks, &plan.ops);
         let lanes = match ports {
             Ports::One => vec![ops.clone()],
@@ -62,6 +94,21 @@ impl Sequenced {
                 vec![sends, returns]
             }
         };
+        let lanes = lanes
+            .into_iter()
+            .map(|ops: Vec<PortOp>| {
+                let mut mine = vec![Vec::new(); p];
+                for (i, &op) in ops.iter().enumerate() {
+                    mine[planned[Self::chunk_of(op)].worker].push(i);
+                }
+                Lane {
+                    ops,
+                    head: 0,
+                    mine,
+                    made: vec![0; p],
+                }
+            })
+            .collect();
         let mut s = Sequenced {
             planned: planned
                 .iter()
@@ -75,11 +122,20 @@ impl Sequenced {
             of: Vec::new(),
             stage: Vec::new(),
             index: HashMap::new(),
-            lanes: lanes.into_iter().map(|ops| Lane { ops, pos: 0, piece: 0 }).collect(),
+            lanes,
             lost: vec![false; p],
             max_piece: max_piece.max(1),
             next_id: first_id,
             lag: plan.lag,
+            costs: costs.to_vec(),
+            clock: Clock {
+                now: 0.0,
+                sent_at: Vec::new(),
+                received_at: Vec::new(),
+                queue: vec![VecDeque::new(); p],
+                last_ready: vec![0.0; p],
+                pace: vec![[1.0; 3]; p],
+            },
         };
         let mut next = 0usize;
         for op in ops {
@@ -89,7 +145,7 @@ impl Sequenced {
                 next += len;
             }
         }
-        s.skip();
+        s.settle();
         s
     }
 
@@ -111,6 +167,8 @@ impl Sequenced {
                 len: n,
             });
             self.stage.push(Stage::Pending);
+            self.clock.sent_at.push(f64::NAN);
+            self.clock.received_at.push(f64::NAN);
             self.of.push(j);
             at += n;
         }
@@ -149,16 +207,14 @@ impl Sequenced {
     /// empty: its transfers may already have been skipped.)
     pub fn resizable(&self) -> Option<(usize, Vec<usize>)> {
         let lane = &self.lanes[0];
-        let sends = lane.ops.get(lane.pos..)?.iter().filter_map(|op| match *op {
+        let sends = lane.ops.get(lane.head..)?.iter().filter_map(|op| match *op {
             PortOp::Send(j) => Some(j),
             PortOp::Return(_) => None,
         });
-        let live = |j: usize| !self.planned[j].pieces.is_empty() && !self.lost[self.planned[j].worker];
+        let live = |j: usize| self.unsent(j) && !self.planned[j].pieces.is_empty();
         let first = sends.clone().find(|&j| live(j))?;
         let round = self.planned[first].round;
-        let slots = sends
-            .filter(|&j| live(j) && self.planned[j].round >= round && self.unsent(j))
-            .collect();
+        let slots = sends.filter(|&j| live(j) && self.planned[j].round >= round).collect();
         Some((round, slots))
     }
 
@@ -203,7 +259,7 @@ impl Sequenced {
         let pieces = self.cut(j, start, len);
         let made = pieces.iter().map(|&q| self.chunks[q]).collect();
         self.planned[j].pieces = pieces;
-        self.skip();
+        self.settle();
         (withdrawn, made)
     }
 
@@ -213,61 +269,181 @@ impl Sequenced {
         }
     }
 
-    /// Move every lane past planned chunks with no pieces or of lost
-    /// workers.
-    fn skip(&mut self) {
-        for lane in &mut self.lanes {
-            while let Some(&op) = lane.ops.get(lane.pos) {
-                let c = &self.planned[Self::chunk_of(op)];
-                if !(self.lost[c.worker] || c.pieces.is_empty()) {
+    /// Whether `op` is made: every piece through (sent, or returned), or
+    /// nothing to move (an emptied chunk, a lost worker).
+    fn made(&self, op: PortOp) -> bool {
+        let c = &self.planned[Self::chunk_of(op)];
+        self.lost[c.worker]
+            || match op {
+                PortOp::Send(_) => c
+                    .pieces
+                    .iter()
+                    .all(|&q| !matches!(self.stage[q], Stage::Pending | Stage::Sending)),
+                PortOp::Return(_) => c.pieces.iter().all(|&q| self.stage[q] == Stage::Returned),
+            }
+    }
+
+    /// Move every lane's head, and every worker's place in it, past the
+    /// transfers made.
+    fn settle(&mut self) {
+        for l in 0..self.lanes.len() {
+            let mut head = self.lanes[l].head;
+            while let Some(&op) = self.lanes[l].ops.get(head) {
+                if !self.made(op) {
                     break;
                 }
-                lane.pos += 1;
-                lane.piece = 0;
+                head += 1;
             }
-        }
-    }
-
-    /// Piece `q` went through as part of `op`: its lane moves on.
-    fn advance(&mut self, op: PortOp, q: usize) {
-        for lane in &mut self.lanes {
-            if lane.ops.get(lane.pos) == Some(&op)
-                && self.planned[Self::chunk_of(op)].pieces.get(lane.piece) == Some(&q)
-            {
-                lane.piece += 1;
-                if lane.piece == self.planned[Self::chunk_of(op)].pieces.len() {
-                    lane.pos += 1;
-                    lane.piece = 0;
+            self.lanes[l].head = head;
+            for w in 0..self.lost.len() {
+                let mut k = self.lanes[l].made[w];
+                while let Some(&pos) = self.lanes[l].mine[w].get(k) {
+                    if !self.made(self.lanes[l].ops[pos]) {
+                        break;
+                    }
+                    k += 1;
                 }
+                self.lanes[l].made[w] = k;
             }
         }
-        self.skip();
     }
 
-    /// The head of each lane: the transfer, and the piece it concerns.
-    fn heads(&self) -> impl Iterator<Item = (PortOp, usize)> + '_ {
-        self.lanes.iter().filter_map(|l| {
-            let op = *l.ops.get(l.pos)?;
-            Some((op, *self.planned[Self::chunk_of(op)].pieces.get(l.piece)?))
-        })
+    /// The piece of `op` that can cross the port now, if any: a send's
+    /// next piece not sent; a return's next piece not returned, once it
+    /// is computed.
+    fn takeable(&self, op: PortOp) -> Option<usize> {
+        let pieces = &self.planned[Self::chunk_of(op)].pieces;
+        match op {
+            PortOp::Send(_) => pieces.iter().copied().find(|&q| self.stage[q] == Stage::Pending),
+            PortOp::Return(_) => pieces
+                .iter()
+                .copied()
+                .find(|&q| self.stage[q] != Stage::Returned)
+                .filter(|&q| self.stage[q] == Stage::Ready),
+        }
+    }
+
+    /// How long piece `q` should hold the port to be sent (or returned):
+    /// the planned cost at the pace seen.
+    fn duration(&self, send: bool, q: usize) -> f64 {
+        let w = self.chunks[q].worker;
+        let (c, n, pace) = (&self.costs[w], self.chunks[q].len as f64, self.clock.pace[w]);
+        if send {
+            (c.latency.send + c.c * n) * pace[0]
+        } else {
+            (c.latency.ret + c.d * n) * pace[2]
+        }
+    }
+
+    /// When piece `q` should be computed, at the planned costs and the pace
+    /// seen, from when its worker received it and computed the ones before;
+    /// infinite if it has not started to cross.
+    fn expected_ready(&self, q: usize) -> f64 {
+        let w = self.chunks[q].worker;
+        let (c, pace) = (&self.costs[w], self.clock.pace[w][1]);
+        let compute = |x: usize| (c.latency.compute + c.w * self.chunks[x].len as f64) * pace;
+        let mut free = self.clock.last_ready[w];
+        for &x in &self.clock.queue[w] {
+            free = free.max(self.clock.received_at[x]) + compute(x);
+            if x == q {
+                return free;
+            }
+        }
+        match self.stage[q] {
+            Stage::Sending => free.max(self.clock.sent_at[q] + self.duration(true, q)) + compute(q),
+            _ => f64::INFINITY,
+        }
+    }
+
+    /// What lane `l` would take now, and what it awaits when that is
+    /// nothing: the transfer and piece, or the awaited return's expected
+    /// instant and the shortest transfer that could fill the wait.
+    fn choose(&self, l: usize) -> Result<(PortOp, usize), Option<(f64, f64)>> {
+        let lane = &self.lanes[l];
+        let Some(&head) = lane.ops.get(lane.head) else {
+            return Err(None);
+        };
+        if let Some(q) = self.takeable(head) {
+            return Ok((head, q));
+        }
+        let PortOp::Return(h) = head else {
+            return Err(None);
+        };
+        let pieces = &self.planned[h].pieces;
+        let Some(&hq) = pieces.iter().find(|&&q| self.stage[q] != Stage::Returned) else {
+            return Err(None);
+        };
+        if self.stage[hq] == Stage::Returning {
+            return Err(None);
+        }
+        let awaited = self.expected_ready(hq);
+        let now = self.clock.now;
+        // Before the awaited instant: what ends by then. After it: what
+        // takes no longer than the awaited worker is late.
+        let budget = (awaited - now).abs();
+        let mut next: Vec<usize> = (0..self.lost.len())
+            .filter_map(|w| lane.mine[w].get(lane.made[w]).copied())
+            .filter(|&pos| pos > lane.head)
+            .collect();
+        next.sort_unstable();
+        let mut shortest = f64::INFINITY;
+        for pos in next {
+            let op = lane.ops[pos];
+            if let Some(q) = self.takeable(op) {
+                let d = self.duration(matches!(op, PortOp::Send(_)), q);
+                if d <= budget + GAP_FIT {
+                    return Ok((op, q));
+                }
+                shortest = shortest.min(d);
+            }
+        }
+        Err(Some((awaited, shortest)))
+    }
+
+    /// The lane returns are made on.
+    fn return_lane(&self) -> usize {
+        self.lanes.len() - 1
     }
 }
 
 impl Schedule for Sequenced {
+    fn at(&mut self, now: f64) {
+        self.clock.now = self.clock.now.max(now);
+    }
+
+    fn pace(&mut self, worker: usize, factors: [f64; 3]) {
+        if let Some(p) = self.clock.pace.get_mut(worker) {
+            if factors.iter().all(|f| f.is_finite() && *f > 0.0) {
+                *p = factors;
+            }
+        }
+    }
+
+    fn wake_at(&self) -> Option<f64> {
+        (0..self.lanes.len())
+            .filter_map(|l| match self.choose(l) {
+                Err(Some((awaited, shortest))) if (awaited + shortest).is_finite() => Some(awaited + shortest),
+                _ => None,
+            })
+            .filter(|&t| t > self.clock.now)
+            .min_by(f64::total_cmp)
+    }
+
     fn next_send(&mut self) -> Option<Chunk> {
-        let q = self.heads().find_map(|(op, q)| match op {
-            PortOp::Send(_) if self.stage[q] == Stage::Pending => Some(q),
-            _ => None,
-        })?;
+        let (op, q) = self.choose(0).ok()?;
+        if !matches!(op, PortOp::Send(_)) {
+            return None;
+        }
         self.stage[q] = Stage::Sending;
+        self.clock.sent_at[q] = self.clock.now;
         Some(self.chunks[q])
     }
 
     fn next_return(&mut self) -> Option<(usize, ChunkId)> {
-        let q = self.heads().find_map(|(op, q)| match op {
-            PortOp::Return(_) if self.stage[q] == Stage::Ready => Some(q),
-            _ => None,
-        })?;
+        let (op, q) = self.choose(self.return_lane()).ok()?;
+        if !matches!(op, PortOp::Return(_)) {
+            return None;
+        }
         self.stage[q] = Stage::Returning;
         Some((self.chunks[q].worker, self.chunks[q].id))
     }
@@ -278,24 +454,27 @@ impl Schedule for Sequenced {
         if self.chunks[q].worker != worker || self.lost.get(worker).copied().unwrap_or(true) {
             return Err(Unexpected(ev));
         }
-        let j = self.of[q];
+        let now = self.clock.now;
         match (ev, self.stage[q]) {
             (Event::Received { .. }, Stage::Sending) => {
                 self.stage[q] = Stage::Sent;
-                self.advance(PortOp::Send(j), q);
+                self.clock.received_at[q] = now;
+                self.clock.queue[worker].push_back(q);
             }
-            (Event::Ready { .. }, Stage::Sent) => self.stage[q] = Stage::Ready,
-            (Event::Results { .. }, Stage::Returning) => {
-                self.stage[q] = Stage::Returned;
-                self.advance(PortOp::Return(j), q);
+            (Event::Ready { .. }, Stage::Sent) => {
+                self.stage[q] = Stage::Ready;
+                self.clock.queue[worker].retain(|&x| x != q);
+                self.clock.last_ready[worker] = now;
             }
+            (Event::Results { .. }, Stage::Returning) => self.stage[q] = Stage::Returned,
             _ => return Err(Unexpected(ev)),
         }
+        self.settle();
         Ok(())
     }
 
     fn done(&self) -> bool {
-        self.lanes.iter().all(|l| l.pos >= l.ops.len())
+        self.lanes.iter().all(|l| l.head >= l.ops.len())
     }
 
     fn lose(&mut self, worker: usize) -> Vec<Chunk> {
@@ -303,7 +482,7 @@ impl Schedule for Sequenced {
             return Vec::new();
         }
         self.lost[worker] = true;
-        self.skip();
+        self.settle();
         self.chunks
             .iter()
             .zip(&self.stage)

@@ -192,9 +192,19 @@ impl Shell<'_> {
                 Status::Failed(why) => bail!(why),
                 Status::Running => {}
             }
+            // A schedule waiting on a late worker decides by the clock:
+            // wake then too (never later than the regular tick).
+            let wake = machine
+                .wake_at()
+                .map(|t| t0 + Duration::from_secs_f64(t.clamp(0.0, 1e6)))
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
             let (worker, ev) = tokio::select! {
                 e = events.recv() => e.ok_or_else(|| anyhow!("every worker connection ended before the batch was done"))?,
                 _ = tick.tick() => {
+                    commands = machine.on_tick(secs(Instant::now()));
+                    continue;
+                }
+                _ = tokio::time::sleep_until(wake.into()) => {
                     commands = machine.on_tick(secs(Instant::now()));
                     continue;
                 }

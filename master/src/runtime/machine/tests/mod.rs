@@ -288,9 +288,16 @@ fn simulate_changing(
         steps += 1;
         assert!(steps < 1_000_000, "the simulation does not end");
         let next = sim.queue.peek().map(|t| t.0);
-        if next.is_none_or(|t| t > next_tick) {
-            now = next_tick;
-            next_tick += tick;
+        // The shell wakes the machine when it asks to, as well as on ticks.
+        let due = machine
+            .wake_at()
+            .filter(|&w| w > now)
+            .map_or(next_tick, |w| w.min(next_tick));
+        if next.is_none_or(|t| t > due) {
+            now = due;
+            if due >= next_tick {
+                next_tick += tick;
+            }
             commands = machine.on_tick(now);
             continue;
         }

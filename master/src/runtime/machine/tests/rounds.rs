@@ -28,6 +28,37 @@ fn by_kind_worker_start(a: &(f64, f64, bool, usize), b: &(f64, f64, bool, usize)
     a.2.cmp(&b.2).then(a.3.cmp(&b.3)).then(a.0.total_cmp(&b.0))
 }
 
+/// Each worker's last return end when a multi-round plan's sequence is
+/// taken strictly in order (no gap filled) on workers whose true costs are
+/// `truth`: one port, each worker computing in arrival order.
+fn strictly_in_order(truth: &[Worker], r: &dls_lp::rounds::Rounds) -> Vec<f64> {
+    use dls_lp::rounds::PortOp;
+    let mut port = 0.0f64;
+    let mut free = vec![0.0f64; truth.len()];
+    let mut last = vec![0.0f64; truth.len()];
+    let mut computed = vec![0.0f64; r.chunks.len()];
+    for op in &r.ops {
+        match *op {
+            PortOp::Send(j) => {
+                let (c, x) = (r.chunks[j], &truth[r.chunks[j].worker]);
+                port += x.latency.send + x.c * c.units as f64;
+                free[c.worker] = port.max(free[c.worker]) + x.latency.compute + x.w * c.units as f64;
+                computed[j] = free[c.worker];
+            }
+            PortOp::Return(j) => {
+                let (c, x) = (r.chunks[j], &truth[r.chunks[j].worker]);
+                port = port.max(computed[j]) + x.latency.ret + x.d * c.units as f64;
+                last[c.worker] = port;
+            }
+        }
+    }
+    last
+}
+
+fn latest(v: &[f64]) -> f64 {
+    v.iter().copied().fold(0.0, f64::max)
+}
+
 #[test]
 fn a_rounds_plan_runs_exactly_as_predicted() {
     let latency = dls_lp::Latency {
@@ -43,6 +74,7 @@ fn a_rounds_plan_runs_exactly_as_predicted() {
             .collect(),
     )
     .expect("valid");
+    let mut filled = false;
     for ports in [Ports::One, Ports::Two] {
         for load in [5u64, 300, 2000] {
             let req = Request {
@@ -67,9 +99,86 @@ fn a_rounds_plan_runs_exactly_as_predicted() {
             }
             if ports == Ports::One {
                 check_one_port(&run.transfers, &what);
+                let r = pl.rounds.as_ref().expect("rounds");
+                filled |= pl.makespan() < latest(&strictly_in_order(p.workers(), r)) * (1.0 - 1e-9);
             }
         }
     }
+    assert!(filled, "some plan filled a gap of its sequence");
+}
+
+/// A worker slower or faster than planned (no correction): the port does
+/// not wait for its late returns while the others could use it. They end
+/// within 4% of their planned ends (taken strictly in order, the sequence
+/// holds them up as much as the late worker is late), the batch ends no later than
+/// strictly in order, and no worker holds more than the plan lets it.
+#[test]
+fn a_late_worker_does_not_hold_the_others_up() {
+    let p = platform();
+    let pl = plan(&p, &Request::new(600, Strategy::Rounds)).expect("plans");
+    let r = pl.rounds.as_ref().expect("rounds");
+    assert!(r.count > 1, "several rounds");
+    let peak = |w: usize| {
+        let per = r
+            .chunks
+            .iter()
+            .filter(|c| c.worker == w)
+            .map(|c| c.units as usize)
+            .max();
+        per.unwrap_or(0) * (r.lag + 1)
+    };
+    let planned_end = |w: usize| {
+        let ends = r.chunks.iter().zip(&r.times).filter(|(c, _)| c.worker == w);
+        ends.map(|(_, t)| t.return_end).fold(0.0, f64::max)
+    };
+    let mut held_up_strictly = 0.0f64;
+    for victim in pl.send_order() {
+        for factor in [1.15, 1.3, 2.0, 0.7] {
+            let truth: Vec<Worker> = p
+                .workers()
+                .iter()
+                .enumerate()
+                .map(|(i, w)| Worker {
+                    w: if i == victim { factor * w.w } else { w.w },
+                    ..w.clone()
+                })
+                .collect();
+            let run = simulate(&p, &truth, &pl, cfg(), &[]);
+            let what = format!("worker {victim} computing {factor}x");
+            check_complete(&run, &what);
+            let strict = strictly_in_order(&truth, r);
+            assert!(
+                run.end <= latest(&strict) * (1.0 + 1e-9),
+                "{what}: {} vs {strict:?}",
+                run.end
+            );
+            for w in (0..p.len()).filter(|&w| w != victim && pl.loads[w] > 0) {
+                let ran = run
+                    .transfers
+                    .iter()
+                    .filter(|x| !x.2 && x.3 == w)
+                    .map(|x| x.1)
+                    .fold(0.0, f64::max);
+                assert!(
+                    ran <= 1.04 * planned_end(w),
+                    "{what}: worker {w} ended {ran}, planned {}",
+                    planned_end(w)
+                );
+                held_up_strictly = held_up_strictly.max(strict[w] / planned_end(w));
+            }
+            for w in 0..p.len() {
+                assert!(
+                    run.max_held[w] <= peak(w),
+                    "{what}: worker {w} held {}",
+                    run.max_held[w]
+                );
+            }
+        }
+    }
+    assert!(
+        held_up_strictly > 1.5,
+        "strictly in order, the others ended at most {held_up_strictly}x their plan"
+    );
 }
 
 #[test]

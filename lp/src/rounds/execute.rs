@@ -1,0 +1,231 @@
+//! The earliest execution of a port sequence, with its gaps filled.
+//!
+//! A sequence fixes an order of transfers; taken strictly, the port idles
+//! whenever the next transfer is a return whose chunk is still being
+//! computed. Such a gap is filled with the first later transfer (in
+//! sequence order) that can go now and ends before the awaited chunk is
+//! computed: a send, or a return already computed. Each worker's own
+//! transfers keep their order (so it never holds more chunks than the
+//! sequence lets it), and the awaited return starts exactly when it would
+//! have, so no transfer ever starts later than in the strict execution,
+//! and every gap-filled transfer starts earlier. The runtime fills gaps by
+//! the same rule (`master/src/runtime/sequenced.rs`), with its estimate of
+//! when the awaited chunk is computed; on the planned costs the two agree.
+
+use super::{ChunkTimes, PortOp, RoundChunk};
+use crate::platform::{Platform, Worker};
+use crate::schedule::Ports;
+use crate::tol::GAP_FIT;
+use std::collections::BTreeSet;
+
+/// The earliest execution of `ops` (every chunk sent once, then returned
+/// once): one transfer at a time (two ports: one send and one return at a
+/// time), gaps filled as the module says, each worker computing its
+/// chunks in arrival order, a return no earlier than its chunk is
+/// computed. Per-message latencies count. Returns each chunk's times and
+/// the makespan.
+pub fn execute(platform: &Platform, chunks: &[RoundChunk], ops: &[PortOp], ports: Ports) -> (Vec<ChunkTimes>, f64) {
+    let sim = simulate(platform, chunks, ops, ports, true);
+    let makespan = sim.makespan();
+    (sim.times, makespan)
+}
+
+/// The makespan of `ops` taken strictly in order (no gap filled): never
+/// earlier than [`execute`]'s, and cheaper to compute.
+pub(super) fn strict_makespan(platform: &Platform, chunks: &[RoundChunk], ops: &[PortOp], ports: Ports) -> f64 {
+    simulate(platform, chunks, ops, ports, false).makespan()
+}
+
+fn simulate<'a>(platform: &'a Platform, chunks: &'a [RoundChunk], ops: &[PortOp], ports: Ports, fill: bool) -> Sim<'a> {
+    let mut sim = Sim {
+        wk: platform.workers(),
+        chunks,
+        times: vec![ChunkTimes::default(); chunks.len()],
+        busy_until: vec![0.0; platform.len()],
+    };
+    match ports {
+        Ports::One => sim.lane(ops, fill),
+        Ports::Two => {
+            // Sends never wait (nothing on their port is ever blocked), so
+            // every compute end is known before the returns are placed.
+            let (sends, returns): (Vec<PortOp>, Vec<PortOp>) = ops.iter().partition(|op| matches!(op, PortOp::Send(_)));
+            sim.lane(&sends, fill);
+            sim.lane(&returns, fill);
+        }
+    }
+    sim
+}
+
+struct Sim<'a> {
+    wk: &'a [Worker],
+    chunks: &'a [RoundChunk],
+    times: Vec<ChunkTimes>,
+    busy_until: Vec<f64>,
+}
+
+impl Sim<'_> {
+    fn makespan(&self) -> f64 {
+        self.times.iter().map(|t| t.return_end).fold(0.0, f64::max)
+    }
+
+    fn worker(&self, j: usize) -> &Worker {
+        &self.wk[self.chunks[j].worker]
+    }
+
+    /// How long `op` holds the port.
+    fn duration(&self, op: PortOp) -> f64 {
+        match op {
+            PortOp::Send(j) => {
+                let w = self.worker(j);
+                w.latency.send + w.c * self.chunks[j].units as f64
+            }
+            PortOp::Return(j) => {
+                let w = self.worker(j);
+                w.latency.ret + w.d * self.chunks[j].units as f64
+            }
+        }
+    }
+
+    /// `op` starts at `t` (a return's chunk computed by then); returns when
+    /// it ends.
+    fn run(&mut self, op: PortOp, t: f64) -> f64 {
+        let end = t + self.duration(op);
+        match op {
+            PortOp::Send(j) => {
+                let (w, n) = (self.chunks[j].worker, self.chunks[j].units as f64);
+                let x = &self.wk[w];
+                let done = end.max(self.busy_until[w]) + x.latency.compute + x.w * n;
+                self.busy_until[w] = done;
+                let tm = &mut self.times[j];
+                (tm.send_start, tm.send_end, tm.compute_end) = (t, end, done);
+            }
+            PortOp::Return(j) => {
+                let tm = &mut self.times[j];
+                (tm.return_start, tm.return_end) = (t, end);
+            }
+        }
+        end
+    }
+
+    /// One port's transfers, in `ops` order, with gaps filled if `fill`.
+    /// Every chunk returned here was sent earlier in this lane or in one
+    /// placed before.
+    fn lane(&mut self, ops: &[PortOp], fill: bool) {
+        if !fill {
+            let mut t = 0.0f64;
+            for &op in ops {
+                let start = match op {
+                    PortOp::Send(_) => t,
+                    PortOp::Return(j) => t.max(self.times[j].compute_end),
+                };
+                t = self.run(op, start);
+            }
+            return;
+        }
+        let mut lane = Lane::new(self.wk.len(), ops, |op| self.chunks[chunk(op)].worker);
+        let mut t = 0.0f64;
+        while let Some(head) = lane.head() {
+            let (pos, start) = self.choose(&lane, head, t);
+            t = self.run(ops[pos], start);
+            lane.make(pos);
+        }
+    }
+
+    /// The transfer to take when the port is free at `t`, and when it
+    /// starts: the head, unless it is a return not yet computed and some
+    /// later worker's next transfer fits before it (at `t`, or once a
+    /// later return is computed).
+    fn choose(&self, lane: &Lane, head: usize, mut t: f64) -> (usize, f64) {
+        let PortOp::Return(h) = lane.ops[head] else {
+            return (head, t);
+        };
+        let awaited = self.times[h].compute_end;
+        loop {
+            if awaited <= t {
+                return (head, t);
+            }
+            let mut wake = awaited;
+            let mut pick = None;
+            lane.scan(head, |pos| {
+                let op = lane.ops[pos];
+                let ready = match op {
+                    PortOp::Send(_) => t,
+                    PortOp::Return(j) => self.times[j].compute_end.max(t),
+                };
+                if ready + self.duration(op) > awaited + GAP_FIT {
+                    return false;
+                }
+                if ready == t {
+                    pick = Some(pos);
+                    return true;
+                }
+                wake = wake.min(ready);
+                false
+            });
+            if let Some(pos) = pick {
+                return (pos, t);
+            }
+            t = wake;
+        }
+    }
+}
+
+fn chunk(op: PortOp) -> usize {
+    match op {
+        PortOp::Send(j) | PortOp::Return(j) => j,
+    }
+}
+
+/// The transfers of one port and which are made: the head is the first not
+/// made, and a worker's next transfer is its first not made.
+struct Lane<'a> {
+    ops: &'a [PortOp],
+    worker: Vec<usize>,
+    /// Each worker's positions, and how many of them are made.
+    mine: Vec<Vec<usize>>,
+    count: Vec<usize>,
+    /// Every worker's next position: the smallest is the head.
+    next: BTreeSet<usize>,
+}
+
+impl<'a> Lane<'a> {
+    fn new(p: usize, ops: &'a [PortOp], worker_of: impl Fn(PortOp) -> usize) -> Lane<'a> {
+        let worker: Vec<usize> = ops.iter().map(|&op| worker_of(op)).collect();
+        let mut mine = vec![Vec::new(); p];
+        for (i, &w) in worker.iter().enumerate() {
+            mine[w].push(i);
+        }
+        let next = mine.iter().filter_map(|m| m.first().copied()).collect();
+        Lane {
+            ops,
+            worker,
+            mine,
+            count: vec![0; p],
+            next,
+        }
+    }
+
+    fn head(&self) -> Option<usize> {
+        self.next.first().copied()
+    }
+
+    /// The transfer at `pos`, its worker's next, is made.
+    fn make(&mut self, pos: usize) {
+        let w = self.worker[pos];
+        self.next.remove(&pos);
+        self.count[w] += 1;
+        if let Some(&q) = self.mine[w].get(self.count[w]) {
+            self.next.insert(q);
+        }
+    }
+
+    /// Visit every other worker's next transfer after `head`, in lane
+    /// order, until `visit` says stop (true).
+    fn scan(&self, head: usize, mut visit: impl FnMut(usize) -> bool) {
+        for &pos in self.next.range(head + 1..) {
+            if visit(pos) {
+                return;
+            }
+        }
+    }
+}
