@@ -19,7 +19,7 @@ use crate::baseline::{proportional, spread};
 use crate::bound::steady_state;
 use crate::error::{Error, Result};
 use crate::plan::Plan;
-use crate::platform::Platform;
+use crate::platform::{Latency, Platform, Worker};
 use crate::schedule::Ports;
 
 mod execute;
@@ -171,13 +171,31 @@ fn round_counts(platform: &Platform, enrolled: &[usize], shares: &[f64], load: u
     ks
 }
 
-/// A candidate sequence and its makespan taken strictly in order.
+/// A candidate sequence and its makespan taken strictly in order (and
+/// without latencies, when there are some).
 struct Candidate {
     strict: f64,
+    without: Option<f64>,
     chunks: Vec<RoundChunk>,
     ops: Vec<PortOp>,
     count: usize,
     lag: usize,
+}
+
+/// The platform without its per-message latencies, if it has any.
+fn hedged(platform: &Platform) -> Option<Platform> {
+    let wk = platform.workers();
+    let any = wk
+        .iter()
+        .any(|w| w.latency.send + w.latency.compute + w.latency.ret > 0.0);
+    any.then(|| {
+        let bare = wk.iter().map(|w| Worker {
+            latency: Latency::default(),
+            ..w.clone()
+        });
+        Platform::new(bare.collect()).ok()
+    })
+    .flatten()
 }
 
 /// Candidates (the best strictly in order) executed with their gaps filled.
@@ -196,14 +214,18 @@ pub fn plan_rounds(platform: &Platform, ports: Ports, load: u64, one_round_plan:
     let wk = platform.workers();
     enrolled.sort_by(|&a, &b| wk[a].c.total_cmp(&wk[b].c).then(a.cmp(&b)));
     let shares: Vec<f64> = enrolled.iter().map(|&i| ss.alpha[i]).collect();
-    // Every candidate is weighed strictly in order (cheap); the few best
-    // are executed with their gaps filled, which only moves transfers
-    // earlier, and the earliest of those wins.
+    // Latencies come from fitted intercepts, which calibration may find in
+    // noise: a candidate is weighed both with them and without, and the
+    // one whose worse relative loss is smallest is taken (minimax
+    // regret), never one predicting later than the one-round plan.
+    let bare = hedged(platform);
     let mut weighed: Vec<Candidate> = Vec::new();
     let mut consider = |chunks: Vec<RoundChunk>, ops: Vec<PortOp>, count: usize, lag: usize| {
-        let m = execute::strict_makespan(platform, &chunks, &ops, ports);
+        let strict = execute::strict_makespan(platform, &chunks, &ops, ports);
+        let without = bare.as_ref().map(|b| execute::strict_makespan(b, &chunks, &ops, ports));
         weighed.push(Candidate {
-            strict: m,
+            strict,
+            without,
             chunks,
             ops,
             count,
@@ -221,28 +243,38 @@ pub fn plan_rounds(platform: &Platform, ports: Ports, load: u64, one_round_plan:
             }
         }
     }
-    weighed.sort_by(|a, b| a.strict.total_cmp(&b.strict));
-    let mut best: Option<Rounds> = None;
-    for Candidate {
-        chunks,
-        ops,
-        count,
-        lag,
-        ..
-    } in weighed.into_iter().take(FILLED)
-    {
-        let (times, makespan) = execute(platform, &chunks, &ops, ports);
-        if best.as_ref().is_none_or(|b| makespan < b.makespan) {
-            best = Some(Rounds {
-                chunks,
-                ops,
-                times,
-                count,
-                lag,
-                makespan,
-            });
+    // The one-round candidate, if any, is first.
+    let ceiling = one_round_plan.map_or(f64::INFINITY, |_| weighed[0].strict);
+    let least = |f: &dyn Fn(&Candidate) -> f64| weighed.iter().map(f).fold(f64::INFINITY, f64::min);
+    let best_with = least(&|c| c.strict);
+    let best_without = least(&|c| c.without.unwrap_or(f64::INFINITY));
+    let regret = |with: f64, c: &Candidate| match c.without {
+        Some(w) => (with / best_with).max(w / best_without),
+        None => with,
+    };
+    weighed.retain(|c| c.strict <= ceiling);
+    weighed.sort_by(|a, b| regret(a.strict, a).total_cmp(&regret(b.strict, b)));
+    // The few best are executed with their gaps filled, which only moves
+    // transfers earlier.
+    let mut best: Option<(f64, Rounds)> = None;
+    for c in weighed.into_iter().take(FILLED) {
+        let (times, makespan) = execute(platform, &c.chunks, &c.ops, ports);
+        let score = regret(makespan, &c);
+        if best.as_ref().is_none_or(|b| score < b.0) {
+            best = Some((
+                score,
+                Rounds {
+                    chunks: c.chunks,
+                    ops: c.ops,
+                    times,
+                    count: c.count,
+                    lag: c.lag,
+                    makespan,
+                },
+            ));
         }
     }
+    let best = best.map(|b| b.1);
     best.ok_or_else(|| {
         Error::Solver(format!(
             "no multi-round schedule of {load} units fits the workers' memory (max_load)"

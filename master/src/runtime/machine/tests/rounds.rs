@@ -66,7 +66,7 @@ fn a_rounds_plan_runs_exactly_as_predicted() {
         compute: 0.001,
         ret: 0.002,
     };
-    let p = Platform::new(
+    let with = Platform::new(
         platform()
             .workers()
             .iter()
@@ -75,15 +75,19 @@ fn a_rounds_plan_runs_exactly_as_predicted() {
     )
     .expect("valid");
     let mut filled = false;
-    for ports in [Ports::One, Ports::Two] {
-        for load in [5u64, 300, 2000] {
+    for (p, ports, load) in [with, platform()]
+        .iter()
+        .flat_map(|p| [Ports::One, Ports::Two].map(|ports| (p, ports)))
+        .flat_map(|(p, ports)| [5u64, 300, 2000].map(|load| (p, ports, load)))
+    {
+        {
             let req = Request {
                 ports,
                 ..Request::new(load, Strategy::Rounds)
             };
-            let pl = plan(&p, &req).expect("plans");
-            let run = simulate(&p, p.workers(), &pl, cfg(), &[]);
-            let what = format!("{ports:?} M={load}");
+            let pl = plan(p, &req).expect("plans");
+            let run = simulate(p, p.workers(), &pl, cfg(), &[]);
+            let what = format!("{ports:?} M={load} latencies {}", p.workers()[0].latency.send > 0.0);
             check_stored_once(&run, &what);
             let want = pl.makespan();
             assert!((run.end - want).abs() <= 1e-9 * want, "{what}: {} vs {want}", run.end);
