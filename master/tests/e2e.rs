@@ -78,7 +78,9 @@ async fn every_strategy_computes_every_product_under_one_port() {
         // `best` may choose several rounds (its calibration decides), whose
         // sends and returns interleave by design: the one-round checks below
         // hold for one round.
-        if done.plan.rounds.as_ref().is_some_and(|r| r.count > 1) {
+        // A sequence (`rounds`, even of one round) may fill the port's gaps
+        // with later transfers: the one-round orders hold for the others.
+        if done.plan.rounds.is_some() {
             assert!(
                 matches!(strategy, Strategy::Best | Strategy::Rounds),
                 "{strategy} planned several rounds"
