@@ -75,12 +75,12 @@ fn a_rounds_plan_runs_exactly_as_predicted() {
     )
     .expect("valid");
     let mut filled = false;
-    for (p, ports, load) in [with, platform()]
+    let platforms = [with, platform()];
+    for (p, ports) in platforms
         .iter()
         .flat_map(|p| [Ports::One, Ports::Two].map(|ports| (p, ports)))
-        .flat_map(|(p, ports)| [5u64, 300, 2000].map(|load| (p, ports, load)))
     {
-        {
+        for load in [5u64, 300, 2000] {
             let req = Request {
                 ports,
                 ..Request::new(load, Strategy::Rounds)
