@@ -412,7 +412,15 @@ fn a_worker_lost_during_calibration_is_left_out() {
             .expect("the other worker is calibrated");
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].worker, "w0");
-        assert!(left[0].reason.contains("closed the connection"), "{}", left[0].reason);
+        // The hang-up shows as an end of stream when the master reads, and as
+        // a reset or broken pipe when it happens while the master writes.
+        let reason = &left[0].reason;
+        assert!(
+            ["closed the connection", "reset by peer", "Broken pipe"]
+                .iter()
+                .any(|s| reason.contains(s)),
+            "{reason}"
+        );
         assert_eq!(pool.names(), vec!["w1".to_string()]);
         let platform = cal.platform().expect("platform");
         assert_eq!(platform.len(), 1);
