@@ -9,7 +9,8 @@
 
 use crate::gate::{Entry, Gate, LogLimit, Ticket};
 use crate::kernel;
-use crate::session::{Reference, Session};
+pub use crate::session::Reference;
+use crate::session::Session;
 use crate::throttle::Throttled;
 use dls_protocol::handshake;
 use dls_protocol::{Capabilities, Connection, Error, ErrorCode, FromWorker, Result, ToWorker, Token, WorkerStatus};
@@ -64,6 +65,12 @@ pub struct Config {
     /// Serve only masters that encrypt every frame (`--encrypt`; needs a
     /// token). Masters may ask for encryption either way.
     pub encrypt: bool,
+    /// Emulation: the one-product times that `slowdown` multiplies,
+    /// measured once per form. Daemons started in one process (`dls demo`,
+    /// the experiments) share one, so their emulated speeds keep the
+    /// ratios asked for rather than each carrying its own measurement's
+    /// noise.
+    pub reference: Arc<Reference>,
 }
 
 impl Config {
@@ -81,6 +88,7 @@ impl Config {
             max_connections: 32,
             idle_timeout: Duration::from_secs(DEFAULT_IDLE_SECS),
             encrypt: false,
+            reference: Arc::new(Reference::default()),
         }
     }
 
@@ -153,7 +161,7 @@ pub async fn serve(listener: TcpListener, cfg: Config, shutdown: impl Future<Out
     let gate = Gate::new(cfg.max_connections);
     let shared = Arc::new(Shared {
         kernel: Arc::new(kernel),
-        reference: Arc::new(Reference::default()),
+        reference: cfg.reference.clone(),
         cfg: Arc::new(cfg),
         slot: Arc::new(Semaphore::new(1)),
         logs: Logs::default(),

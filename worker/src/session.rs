@@ -418,13 +418,15 @@ impl Session {
 /// than to the time just measured keeps the emulated speed steady when
 /// other processes share the cores: on a busy machine a measured time, and
 /// a wait proportional to it, would swing `slowdown`-fold.
-#[derive(Default)]
+#[derive(Default, Debug)]
 pub struct Reference {
     per_product: std::sync::Mutex<HashMap<Form, f64>>,
 }
 
 impl Reference {
-    fn seconds_per_product(&self, kernel: &kernel::Kernel, form: &Form) -> f64 {
+    /// This machine's time for one product of `form`, measured at the
+    /// first call and the same ever after.
+    pub fn seconds_per_product(&self, kernel: &kernel::Kernel, form: &Form) -> f64 {
         if let Some(&t) = self.per_product.lock().ok().and_then(|m| m.get(form).copied()).as_ref() {
             return t;
         }

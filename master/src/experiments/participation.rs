@@ -41,7 +41,10 @@ pub fn participation_speeds(x: f64) -> Vec<(f64, f64)> {
 pub async fn participation(opts: &Options, mut say: impl FnMut(&str)) -> Result<Vec<ParticipationRow>> {
     let kernel = dls_worker::kernel::Kernel::new(1).map_err(anyhow::Error::msg)?;
     let form = dls_protocol::Form::square(opts.size as u32);
-    let t_ref = dls_worker::kernel::seconds_per_product(&kernel, &form);
+    // The workers' waits multiply this very measurement, so the ratio is
+    // the one asked for, not one blurred by two measurements' noise.
+    let reference = std::sync::Arc::new(dls_worker::server::Reference::default());
+    let t_ref = reference.seconds_per_product(&kernel, &form);
     let unit_bytes = form.in_bytes(1) as f64;
     let c_base = unit_bytes / (opts.emulation.base_link * 1e6);
     let emulation = Emulation {
@@ -55,7 +58,7 @@ pub async fn participation(opts: &Options, mut say: impl FnMut(&str)) -> Result<
             .enumerate()
             .map(|(i, &(c, w))| emulation.worker(format!("P{}", i + 1), c, w))
             .collect();
-        let workers = local::start(&specs).await?;
+        let workers = local::start_sharing(&specs, reference.clone()).await?;
         let result = participation_on(&workers.cluster, None, x, opts, &mut say).await;
         workers.stop().await;
         rows.extend(result?);

@@ -3,6 +3,8 @@
 
 use crate::config::cluster::{Cluster, WorkerSpec};
 use anyhow::{Context, Result};
+use dls_worker::server::Reference;
+use std::sync::Arc;
 
 /// One emulated worker: its name, link rate (MB/s each way, `None` for the
 /// loopback's own speed) and compute slowdown (≥ 1).
@@ -24,6 +26,13 @@ pub struct LocalWorkers {
 
 /// Start one daemon per spec on 127.0.0.1 (one kernel thread each).
 pub async fn start(specs: &[Emulated]) -> Result<LocalWorkers> {
+    start_sharing(specs, Arc::new(Reference::default())).await
+}
+
+/// As `start`, the daemons' emulated slowdowns multiplying `reference`'s
+/// one-product times (one measurement for all, so the emulated speeds keep
+/// their ratios; a caller that measured it too knows the scale exactly).
+pub async fn start_sharing(specs: &[Emulated], reference: Arc<Reference>) -> Result<LocalWorkers> {
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let mut handles = Vec::new();
     let mut worker = Vec::new();
@@ -36,6 +45,7 @@ pub async fn start(specs: &[Emulated]) -> Result<LocalWorkers> {
         cfg.link_rate = s.link_rate.map(|r| r * 1e6);
         cfg.slowdown = s.slowdown;
         cfg.speed_change = s.speed_change;
+        cfg.reference = reference.clone();
         let mut rx = stop_rx.clone();
         handles.push(tokio::spawn(dls_worker::serve(listener, cfg, async move {
             let _ = rx.changed().await;
