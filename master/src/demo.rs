@@ -94,7 +94,7 @@ pub async fn run(cfg: &DemoConfig, out_dir: &Path, mut say: impl FnMut(&str)) ->
             speed_change: None,
         })
         .collect();
-    let local = crate::runtime::local::start(&specs).await?;
+    let local = crate::runtime::local::start_measured(&specs, cfg.size).await?;
     for (w, spec) in cfg.worker.iter().zip(&local.cluster.worker) {
         say(&format!(
             "started worker {} on {} (link {} MB/s, slowdown {}×)",

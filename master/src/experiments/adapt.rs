@@ -63,7 +63,7 @@ pub async fn adapt_local(opts: &Options, reps: usize, mut say: impl FnMut(&str))
                 ..opts.emulation.worker(format!("w{i}"), c, w)
             })
             .collect();
-        let workers = local::start(&specs).await?;
+        let workers = local::start_measured(&specs, opts.size).await?;
         let result = async {
             let mut pool = Pool::connect(&workers.cluster, None, ConnectOptions::default()).await?;
             let r = runs(&mut pool, &platform, &batch, reps).await;

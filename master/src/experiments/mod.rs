@@ -202,7 +202,7 @@ pub(crate) async fn start_calibrated(
         .enumerate()
         .map(|(i, &(c, w))| opts.emulation.worker(format!("w{i}"), c, w))
         .collect();
-    let workers = local::start(&specs).await?;
+    let workers = local::start_measured(&specs, opts.size).await?;
     let ready = async {
         let mut pool = Pool::connect(&workers.cluster, None, ConnectOptions::default()).await?;
         let platform = calibrate_or_close(&mut pool, &calibrate_opts(opts.size)).await?;

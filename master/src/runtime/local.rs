@@ -29,6 +29,18 @@ pub async fn start(specs: &[Emulated]) -> Result<LocalWorkers> {
     start_sharing(specs, Arc::new(Reference::default())).await
 }
 
+/// As `start`, for products of `form` (square `size`): the one-product
+/// time that every slowdown multiplies is measured here, before any daemon
+/// runs, rather than by the first daemon to compute, on cores the others
+/// keep busy (which made every emulated worker up to 1.6× slower than
+/// asked, and by a different amount each run).
+pub async fn start_measured(specs: &[Emulated], size: usize) -> Result<LocalWorkers> {
+    let reference = Arc::new(Reference::default());
+    let kernel = dls_worker::kernel::Kernel::new(1).map_err(anyhow::Error::msg)?;
+    reference.seconds_per_product(&kernel, &dls_protocol::Form::square(size as u32));
+    start_sharing(specs, reference).await
+}
+
 /// As `start`, the daemons' emulated slowdowns multiplying `reference`'s
 /// one-product times (one measurement for all, so the emulated speeds keep
 /// their ratios; a caller that measured it too knows the scale exactly).
