@@ -185,17 +185,17 @@ struct Candidate {
 /// The platform without its per-message latencies, if it has any.
 fn hedged(platform: &Platform) -> Option<Platform> {
     let wk = platform.workers();
-    let any = wk
+    if !wk
         .iter()
-        .any(|w| w.latency.send + w.latency.compute + w.latency.ret > 0.0);
-    any.then(|| {
-        let bare = wk.iter().map(|w| Worker {
-            latency: Latency::default(),
-            ..w.clone()
-        });
-        Platform::new(bare.collect()).ok()
-    })
-    .flatten()
+        .any(|w| w.latency.send + w.latency.compute + w.latency.ret > 0.0)
+    {
+        return None;
+    }
+    let bare = wk.iter().map(|w| Worker {
+        latency: Latency::default(),
+        ..w.clone()
+    });
+    Platform::new(bare.collect()).ok()
 }
 
 /// Candidates (the best strictly in order) executed with their gaps filled.

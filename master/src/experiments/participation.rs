@@ -39,12 +39,10 @@ pub fn participation_speeds(x: f64) -> Vec<(f64, f64)> {
 /// The emulated computing is tuned to this machine's kernel so that the
 /// communication/computation ratio is `PARTICIPATION_COMM_RATIO`.
 pub async fn participation(opts: &Options, mut say: impl FnMut(&str)) -> Result<Vec<ParticipationRow>> {
-    let kernel = dls_worker::kernel::Kernel::new(1).map_err(anyhow::Error::msg)?;
     let form = dls_protocol::Form::square(opts.size as u32);
     // The workers' waits multiply this very measurement, so the ratio is
     // the one asked for, not one blurred by two measurements' noise.
-    let reference = std::sync::Arc::new(dls_worker::server::Reference::default());
-    let t_ref = reference.seconds_per_product(&kernel, &form);
+    let (reference, t_ref) = local::measured_reference(opts.size)?;
     let unit_bytes = form.in_bytes(1) as f64;
     let c_base = unit_bytes / (opts.emulation.base_link * 1e6);
     let emulation = Emulation {

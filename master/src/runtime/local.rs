@@ -29,16 +29,23 @@ pub async fn start(specs: &[Emulated]) -> Result<LocalWorkers> {
     start_sharing(specs, Arc::new(Reference::default())).await
 }
 
-/// As `start`, for products of `form` (square `size`): the one-product
-/// time that every slowdown multiplies is measured here, before any daemon
-/// runs, rather than by the first daemon to compute, on cores the others
-/// keep busy (which made every emulated worker up to 1.6× slower than
-/// asked, and by a different amount each run).
+/// As `start`, for square products of `size`: the one-product time that
+/// every slowdown multiplies is measured here, before any daemon runs,
+/// rather than by the first daemon to compute, on cores the others keep
+/// busy (which made every emulated worker up to 1.6× slower than asked,
+/// and by a different amount each run).
 pub async fn start_measured(specs: &[Emulated], size: usize) -> Result<LocalWorkers> {
+    let (reference, _) = measured_reference(size)?;
+    start_sharing(specs, reference).await
+}
+
+/// A reference holding this machine's time for one square product of
+/// `size` (one kernel thread, as the daemons here compute), and that time.
+pub fn measured_reference(size: usize) -> Result<(Arc<Reference>, f64)> {
     let reference = Arc::new(Reference::default());
     let kernel = dls_worker::kernel::Kernel::new(1).map_err(anyhow::Error::msg)?;
-    reference.seconds_per_product(&kernel, &dls_protocol::Form::square(size as u32));
-    start_sharing(specs, reference).await
+    let t = reference.seconds_per_product(&kernel, &dls_protocol::Form::square(size as u32));
+    Ok((reference, t))
 }
 
 /// As `start`, the daemons' emulated slowdowns multiplying `reference`'s
