@@ -21,10 +21,15 @@
 //! ```
 //!
 //! Modules: [`platform`] (validated model), [`schedule`] (scenarios and
-//! timelines), [`lp`] (the reference LP for any pair of orders), [`fast`]
+//! the timeline of rational loads), [`sequence`] (what every plan is: the
+//! chunks, their transfers on the port in order and their predicted times,
+//! by the one execution rule the runtime follows), [`lp`] (the reference
+//! LP for any pair of orders), [`search`] (the one-round solvers), [`fast`]
 //! (exact O(p)-per-pass FIFO and closed-form LIFO), [`rounding`] (whole
-//! units), [`plan`] (the strategies), [`baseline`] (loads chosen
-//! elsewhere, with their predicted timeline).
+//! units), [`plan`] (the strategies), [`rounds`] (multi-round sequences),
+//! [`bound`] (the steady-state bound), [`baseline`] (loads chosen
+//! elsewhere, with their predicted sequence), [`partition`] (partitioning
+//! with speed functions), [`tol`] (every tolerance).
 
 pub mod baseline;
 pub mod bound;
@@ -38,6 +43,7 @@ pub mod rounding;
 pub mod rounds;
 pub mod schedule;
 pub mod search;
+pub mod sequence;
 pub mod tol;
 
 pub use bound::{steady_state, SteadyState};
@@ -46,3 +52,4 @@ pub use plan::{plan, plan_on, Plan, Problem, Request, Strategy};
 pub use platform::{Latency, Platform, Worker};
 pub use rounding::Rounding;
 pub use schedule::{Ports, Scenario, Timeline, WorkerTimes};
+pub use sequence::Sequence;

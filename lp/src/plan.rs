@@ -3,13 +3,14 @@
 use crate::error::Result;
 use crate::platform::Platform;
 use crate::rounding::{self, Rounding};
-use crate::rounds::{self, ChunkTimes, Rounds};
+use crate::rounds;
 use crate::schedule::{Ports, Scenario, Timeline, WorkerTimes};
 use crate::search::{best_fifo, better, fifo_local_search};
 pub use crate::search::{
     exhaustive, order_dec_c, order_inc_c, order_inc_cd, order_inc_w, solve_fifo, solve_lifo, solve_scenario, Problem,
     Solved, EXHAUSTIVE_MAX_WORKERS, LOCAL_SEARCH_BUDGET,
 };
+use crate::sequence::Sequence;
 use crate::tol::{REL_TOL, STRICT_GAIN};
 use std::fmt;
 use std::str::FromStr;
@@ -91,8 +92,9 @@ impl Request {
     }
 }
 
-/// A complete plan: the scenario, rational and integer loads, and the
-/// timelines of both.
+/// A complete plan: the scenario, rational and whole loads, and the
+/// sequence of transfers that carries the whole loads out, with its
+/// predicted times.
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub strategy: Strategy,
@@ -102,21 +104,20 @@ pub struct Plan {
     /// lifo, every pair of orders for best when searched exhaustively).
     pub optimal: bool,
     /// The orders the strategy chose, over every worker it considered
-    /// (including those the LP gave no load).
+    /// (including those the LP gave no load); for a multi-round plan, the
+    /// order of each worker's first send and first return.
     pub scenario: Scenario,
     /// Rational loads, indexed like the platform.
     pub alpha: Vec<f64>,
     /// Whole units, indexed like the platform; they sum to `load`.
     pub loads: Vec<u64>,
-    /// Timeline of `alpha`.
+    /// Timeline of `alpha` (for a multi-round plan, of its sequence).
     pub rational: Timeline,
-    /// Timeline of `loads`.
-    pub integer: Timeline,
+    /// What runs: the chunks of `loads`, their transfers on the port in
+    /// order, and their predicted times.
+    pub sequence: Sequence,
     /// Remarks for the user (bounds that bind, heuristics used, ...).
     pub notes: Vec<String>,
-    /// A multi-round plan's chunks and port sequence (`None`: one round,
-    /// the orders and loads above say it all).
-    pub rounds: Option<Rounds>,
 }
 
 impl Plan {
@@ -140,9 +141,21 @@ impl Plan {
             .collect()
     }
 
-    /// Makespan of the integer loads.
+    /// Predicted makespan of what runs (the whole loads' sequence).
     pub fn makespan(&self) -> f64 {
-        self.integer.makespan
+        self.sequence.makespan
+    }
+
+    /// Each worker's predicted span over its chunks, indexed like the
+    /// platform.
+    pub fn worker_times(&self) -> Vec<WorkerTimes> {
+        self.sequence.spans(self.loads.len())
+    }
+
+    /// Whether the plan has several chunks per worker, interleaved on the
+    /// port (strategy `rounds`, or `best` when rounds won).
+    pub fn multi_round(&self) -> bool {
+        self.sequence.fill_gaps
     }
 
     /// Makespan of the rational loads.
@@ -174,21 +187,14 @@ impl Plan {
             loads[w] = self.loads[k];
             alpha[w] = self.alpha[k];
         }
-        let rounds = self.rounds.map(|mut r| {
-            for c in &mut r.chunks {
-                c.worker = subset[c.worker];
-            }
-            r
-        });
         Plan {
-            rounds,
+            sequence: self.sequence.widened(subset),
             scenario: Scenario {
                 send_order: map(&self.scenario.send_order),
                 return_order: map(&self.scenario.return_order),
             },
             alpha,
             loads,
-            integer: widen(&self.integer),
             rational: widen(&self.rational),
             ..self
         }
@@ -201,10 +207,7 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
         Strategy::Rounds => return plan_multi_round(platform, req),
         Strategy::Best => {
             let one = plan_one_round(platform, req)?;
-            let rounds = rounds::plan_rounds(platform, req.ports, req.load, Some(&one))?;
-            // The one-round plan's own prediction ignores latencies; rounds
-            // must beat it as reported, or `best` would predict worse than
-            // a one-round strategy planned on the same costs.
+            let rounds = rounds::plan_rounds(platform, req.ports, req.load, Some(&one.sequence))?;
             if rounds.count == 1 && rounds.lag == 0 || rounds.makespan >= one.makespan() {
                 return Ok(one);
             }
@@ -232,7 +235,7 @@ fn plan_multi_round(platform: &Platform, req: &Request) -> Result<Plan> {
         .into_iter()
         .filter_map(|strategy| plan_one_round(platform, &Request { strategy, ..*req }).ok())
         .min_by(|a, b| a.makespan().total_cmp(&b.makespan()));
-    let r = rounds::plan_rounds(platform, req.ports, req.load, one.as_ref())?;
+    let r = rounds::plan_rounds(platform, req.ports, req.load, one.as_ref().map(|p| &p.sequence))?;
     let note = if r.count == 1 && r.lag == 0 {
         "rounds: a single round predicts the earliest end".to_string()
     } else {
@@ -241,53 +244,17 @@ fn plan_multi_round(platform: &Platform, req: &Request) -> Result<Plan> {
     Ok(from_rounds(platform, req, r, false, vec![note]))
 }
 
-/// A plan from a multi-round schedule: loads are the chunks' totals, the
-/// timeline each worker's span over its chunks.
-fn from_rounds(platform: &Platform, req: &Request, r: Rounds, optimal: bool, notes: Vec<String>) -> Plan {
+/// A plan from a multi-round sequence: loads are the chunks' totals, the
+/// orders those of each worker's first send and return.
+fn from_rounds(platform: &Platform, req: &Request, r: Sequence, optimal: bool, notes: Vec<String>) -> Plan {
     let p = platform.len();
-    let mut loads = vec![0u64; p];
-    let mut workers = vec![WorkerTimes::default(); p];
-    let mut seen = vec![false; p];
-    for (c, t) in r.chunks.iter().zip(&r.times) {
-        loads[c.worker] += c.units;
-        let w = &mut workers[c.worker];
-        if !seen[c.worker] {
-            *w = WorkerTimes {
-                send_start: t.send_start,
-                send_end: t.send_end,
-                compute_end: t.compute_end,
-                return_start: t.return_start,
-                return_end: t.return_end,
-                idle: 0.0,
-            };
-            seen[c.worker] = true;
-        }
-        w.send_start = w.send_start.min(t.send_start);
-        w.send_end = w.send_end.max(t.send_end);
-        w.compute_end = w.compute_end.max(t.compute_end);
-        w.return_start = w.return_start.min(t.return_start);
-        w.return_end = w.return_end.max(t.return_end);
-        w.idle += (t.return_start - t.compute_end).max(0.0);
-    }
-    let first = |key: fn(&ChunkTimes) -> f64| {
-        let mut order: Vec<usize> = (0..p).filter(|&i| seen[i]).collect();
-        let at = |i: usize| {
-            r.chunks
-                .iter()
-                .zip(&r.times)
-                .filter(|(c, _)| c.worker == i)
-                .map(|(_, t)| key(t))
-                .fold(f64::INFINITY, f64::min)
-        };
-        order.sort_by(|&a, &b| at(a).total_cmp(&at(b)).then(a.cmp(&b)));
-        order
-    };
+    let loads = r.loads(p);
     let scenario = Scenario {
-        send_order: first(|t| t.send_start),
-        return_order: first(|t| t.return_start),
+        send_order: r.order(p, true),
+        return_order: r.order(p, false),
     };
     let timeline = Timeline {
-        workers,
+        workers: r.spans(p),
         makespan: r.makespan,
     };
     Plan {
@@ -298,10 +265,9 @@ fn from_rounds(platform: &Platform, req: &Request, r: Rounds, optimal: bool, not
         scenario,
         alpha: loads.iter().map(|&l| l as f64).collect(),
         loads,
-        rational: timeline.clone(),
-        integer: timeline,
+        rational: timeline,
+        sequence: r,
         notes,
-        rounds: Some(r),
     }
 }
 
@@ -371,8 +337,7 @@ fn plan_one_round(platform: &Platform, req: &Request) -> Result<Plan> {
         notes.push("max_load bounds bind: loads come from the LP for this order; the order itself is not proven optimal under bounds".into());
     }
     let loads = round(&pb, &solved, req.rounding);
-    let as_f64: Vec<f64> = loads.iter().map(|&l| l as f64).collect();
-    let integer = Timeline::build(platform, &solved.scenario, &as_f64, ports);
+    let sequence = Sequence::one_round(platform, &solved.scenario, &loads, ports);
     let rational = Timeline::build(platform, &solved.scenario, &solved.alpha, ports);
     let left_out = loads.iter().filter(|&&l| l == 0).count();
     if left_out > 0 {
@@ -389,9 +354,8 @@ fn plan_one_round(platform: &Platform, req: &Request) -> Result<Plan> {
         alpha: solved.alpha,
         loads,
         rational,
-        integer,
+        sequence,
         notes,
-        rounds: None,
     })
 }
 
@@ -413,9 +377,11 @@ fn round(pb: &Problem, solved: &Solved, how: Rounding) -> Vec<u64> {
     loads
 }
 
+/// The predicted makespan of a solved scenario in whole units, by the rule
+/// that times every plan (latencies included).
 fn integer_makespan(pb: &Problem, solved: &Solved, how: Rounding) -> f64 {
-    let loads: Vec<f64> = round(pb, solved, how).iter().map(|&l| l as f64).collect();
-    Timeline::build(pb.platform, &solved.scenario, &loads, pb.ports).makespan
+    let loads = round(pb, solved, how);
+    Sequence::one_round(pb.platform, &solved.scenario, &loads, pb.ports).makespan
 }
 
 /// The equivalent homogeneous platform (Lastovetsky and Reddy, *On

@@ -12,78 +12,15 @@
 //! predicted makespan, which counts the per-message latencies (so more
 //! rounds are not free), and the best one-round plan is a candidate too, so
 //! `rounds` never predicts worse than it. Every candidate is measured by
-//! [`execute`], the earliest execution of its sequence with the port's
+//! [`crate::sequence::execute`], the earliest execution of its sequence with the port's
 //! idle gaps filled by later transfers that fit in them.
 
-use crate::baseline::{proportional, spread};
 use crate::bound::steady_state;
 use crate::error::{Error, Result};
-use crate::plan::Plan;
 use crate::platform::{Latency, Platform, Worker};
+use crate::rounding::{proportional, spread};
 use crate::schedule::Ports;
-
-mod execute;
-pub use execute::execute;
-
-/// A transfer on the master's port: the index of a chunk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PortOp {
-    Send(usize),
-    Return(usize),
-}
-
-/// One chunk of a multi-round plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RoundChunk {
-    pub worker: usize,
-    pub units: u64,
-    /// The round it belongs to (0 for a one-round plan).
-    pub round: usize,
-}
-
-/// When a chunk crosses the port and is computed, seconds from the start.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct ChunkTimes {
-    pub send_start: f64,
-    pub send_end: f64,
-    pub compute_end: f64,
-    pub return_start: f64,
-    pub return_end: f64,
-}
-
-/// A multi-round plan: its chunks, the order of every transfer on the port,
-/// and the predicted times of each chunk.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Rounds {
-    pub chunks: Vec<RoundChunk>,
-    pub ops: Vec<PortOp>,
-    pub times: Vec<ChunkTimes>,
-    /// Rounds (1 when the one-round plan won) and the lag L.
-    pub count: usize,
-    pub lag: usize,
-    pub makespan: f64,
-}
-
-/// The sequence of a one-round plan: every send in send order, then every
-/// return in return order.
-pub fn one_round(plan: &Plan) -> (Vec<RoundChunk>, Vec<PortOp>) {
-    let order = plan.send_order();
-    let chunks: Vec<RoundChunk> = order
-        .iter()
-        .map(|&w| RoundChunk {
-            worker: w,
-            units: plan.loads[w],
-            round: 0,
-        })
-        .collect();
-    let mut ops: Vec<PortOp> = (0..chunks.len()).map(PortOp::Send).collect();
-    for w in plan.return_order() {
-        if let Some(j) = order.iter().position(|&x| x == w) {
-            ops.push(PortOp::Return(j));
-        }
-    }
-    (chunks, ops)
-}
+use crate::sequence::{strict_makespan, PortOp, RoundChunk, Sequence};
 
 /// K rounds with lag L over `enrolled` (in send order) with steady-state
 /// `shares`: `None` when a chunk would not fit in its worker's memory
@@ -206,9 +143,9 @@ const FILLED: usize = 3;
 pub const MAX_CHUNKS: usize = 20_000;
 
 /// The `rounds` plan of `load` units: the best periodic candidate, or
-/// `one_round` (the best one-round plan, when it fits the workers' memory)
-/// if that predicts no later.
-pub fn plan_rounds(platform: &Platform, ports: Ports, load: u64, one_round_plan: Option<&Plan>) -> Result<Rounds> {
+/// `one_round` (the sequence of the best one-round plan, when it fits the
+/// workers' memory) if that predicts no later.
+pub fn plan_rounds(platform: &Platform, ports: Ports, load: u64, one_round: Option<&Sequence>) -> Result<Sequence> {
     let ss = steady_state(platform, ports)?;
     let mut enrolled: Vec<usize> = (0..platform.len()).filter(|&i| ss.alpha[i] > 0.0).collect();
     let wk = platform.workers();
@@ -221,8 +158,8 @@ pub fn plan_rounds(platform: &Platform, ports: Ports, load: u64, one_round_plan:
     let bare = hedged(platform);
     let mut weighed: Vec<Candidate> = Vec::new();
     let mut consider = |chunks: Vec<RoundChunk>, ops: Vec<PortOp>, count: usize, lag: usize| {
-        let strict = execute::strict_makespan(platform, &chunks, &ops, ports);
-        let without = bare.as_ref().map(|b| execute::strict_makespan(b, &chunks, &ops, ports));
+        let strict = strict_makespan(platform, &chunks, &ops, ports);
+        let without = bare.as_ref().map(|b| strict_makespan(b, &chunks, &ops, ports));
         weighed.push(Candidate {
             strict,
             without,
@@ -232,9 +169,8 @@ pub fn plan_rounds(platform: &Platform, ports: Ports, load: u64, one_round_plan:
             lag,
         });
     };
-    if let Some(p) = one_round_plan {
-        let (chunks, ops) = one_round(p);
-        consider(chunks, ops, 1, 0);
+    if let Some(one) = one_round {
+        consider(one.chunks.clone(), one.ops.clone(), 1, 0);
     }
     for k in round_counts(platform, &enrolled, &shares, load, MAX_CHUNKS) {
         for lag in 0..=2 {
@@ -244,7 +180,7 @@ pub fn plan_rounds(platform: &Platform, ports: Ports, load: u64, one_round_plan:
         }
     }
     // The one-round candidate, if any, is first.
-    let ceiling = one_round_plan.map_or(f64::INFINITY, |_| weighed[0].strict);
+    let ceiling = one_round.map_or(f64::INFINITY, |_| weighed[0].strict);
     let least = |f: &dyn Fn(&Candidate) -> f64| weighed.iter().map(f).fold(f64::INFINITY, f64::min);
     let best_with = least(&|c| c.strict);
     let best_without = least(&|c| c.without.unwrap_or(f64::INFINITY));
@@ -256,22 +192,22 @@ pub fn plan_rounds(platform: &Platform, ports: Ports, load: u64, one_round_plan:
     weighed.sort_by(|a, b| regret(a.strict, a).total_cmp(&regret(b.strict, b)));
     // The few best are executed with their gaps filled, which only moves
     // transfers earlier.
-    let mut best: Option<(f64, Rounds)> = None;
+    let mut best: Option<(f64, Sequence)> = None;
     for c in weighed.into_iter().take(FILLED) {
-        let (times, makespan) = execute(platform, &c.chunks, &c.ops, ports);
+        let (times, makespan) = crate::sequence::execute(platform, &c.chunks, &c.ops, ports);
         let score = regret(makespan, &c);
         if best.as_ref().is_none_or(|b| score < b.0) {
-            best = Some((
-                score,
-                Rounds {
-                    chunks: c.chunks,
-                    ops: c.ops,
-                    times,
-                    count: c.count,
-                    lag: c.lag,
-                    makespan,
-                },
-            ));
+            let (chunks, ops, count, lag) = (c.chunks, c.ops, c.count, c.lag);
+            let seq = Sequence {
+                chunks,
+                ops,
+                times,
+                count,
+                lag,
+                fill_gaps: true,
+                makespan,
+            };
+            best = Some((score, seq));
         }
     }
     let best = best.map(|b| b.1);

@@ -157,7 +157,8 @@ fn max_load_is_respected_and_matches_the_bounded_lp() {
                 for rounding in [Rounding::Paper, Rounding::Refined] {
                     let pl = plan(&platform, &req(load, strategy, rounding)).expect("plans");
                     assert_eq!(pl.loads.iter().sum::<u64>(), load);
-                    if let Some(r) = &pl.rounds {
+                    if pl.multi_round() {
+                        let r = &pl.sequence;
                         // Several rounds: max_load bounds what a worker holds
                         // at once, not its share (tests/rounds.rs checks it).
                         assert_eq!(strategy, Strategy::Best);
@@ -250,7 +251,8 @@ fn scenarios_are_validated() {
 
 #[test]
 fn given_loads_and_proportional_splits() {
-    use dls_lp::baseline::{proportional, with_loads};
+    use dls_lp::baseline::with_loads;
+    use dls_lp::rounding::proportional;
     assert_eq!(proportional(10, &[1.0, 1.0, 1.0]), vec![4, 3, 3]);
     assert_eq!(proportional(100, &[1.0, 3.0]), vec![25, 75]);
     assert_eq!(proportional(7, &[0.5, 0.25, 0.25]).iter().sum::<u64>(), 7);
@@ -289,8 +291,9 @@ fn a_plan_over_a_subset_is_indexed_like_the_whole_platform() {
         }
         // The timeline rebuilt on the whole platform from the spread loads
         // and orders (or chunks and port sequence) is the plan's own.
-        if let Some(r) = &pl.rounds {
-            let (_, m) = dls_lp::rounds::execute(&p, &r.chunks, &r.ops, Ports::One);
+        if pl.multi_round() {
+            let r = &pl.sequence;
+            let (_, m) = dls_lp::sequence::execute(&p, &r.chunks, &r.ops, Ports::One);
             assert!((m - pl.makespan()).abs() <= 1e-9 * pl.makespan(), "{subset:?}");
             assert!(r.chunks.iter().all(|c| subset.contains(&c.worker)));
             continue;
@@ -298,9 +301,60 @@ fn a_plan_over_a_subset_is_indexed_like_the_whole_platform() {
         let loads: Vec<f64> = pl.loads.iter().map(|&l| l as f64).collect();
         let t = dls_lp::Timeline::build(&p, &pl.scenario, &loads, Ports::One);
         assert!((t.makespan - pl.makespan()).abs() <= 1e-9 * pl.makespan(), "{subset:?}");
+        let predicted = pl.worker_times();
         for &w in &subset {
-            assert!((t.workers[w].return_end - pl.integer.workers[w].return_end).abs() <= 1e-9);
+            assert!((t.workers[w].return_end - predicted[w].return_end).abs() <= 1e-9);
         }
     }
     assert!(dls_lp::plan_on(&p, &[0, 9], &dls_lp::Request::new(5, dls_lp::Strategy::Fifo)).is_err());
+}
+
+/// Every one-round plan runs as a sequence timed by the execution rule of
+/// multi-round plans, taken strictly in its orders. Without latencies that
+/// must be exactly the report's timeline of its whole loads (an
+/// independent computation), worker by worker, on one port and two.
+#[test]
+fn one_round_sequences_are_the_timeline_of_their_loads() {
+    let mut checked = 0;
+    for seed in 0..30u64 {
+        let mut rg = rng(9100 + seed);
+        let p = rg.random_range(1..=7);
+        let family = [Family::Bus, Family::Star(0.5), Family::MixedZ][seed as usize % 3];
+        let platform = random_platform(&mut rg, p, family);
+        for ports in [Ports::One, Ports::Two] {
+            for strategy in [Strategy::Fifo, Strategy::Lifo, Strategy::IncC, Strategy::IncW] {
+                let load = rg.random_range(1..=500u64);
+                let pl = plan(
+                    &platform,
+                    &Request {
+                        ports,
+                        ..req(load, strategy, Rounding::Refined)
+                    },
+                )
+                .expect("plans");
+                assert!(!pl.multi_round());
+                let loads: Vec<f64> = pl.loads.iter().map(|&l| l as f64).collect();
+                let t = Timeline::build(&platform, &pl.scenario, &loads, ports);
+                let what = format!("seed {seed} {strategy} {ports:?} M {load}");
+                assert_close(pl.makespan(), t.makespan, 1e-12, &what);
+                for (w, got) in pl.worker_times().iter().enumerate() {
+                    if pl.loads[w] == 0 {
+                        continue;
+                    }
+                    let want = t.workers[w];
+                    for (a, b) in [
+                        (got.send_start, want.send_start),
+                        (got.send_end, want.send_end),
+                        (got.compute_end, want.compute_end),
+                        (got.return_start, want.return_start),
+                        (got.return_end, want.return_end),
+                    ] {
+                        assert!((a - b).abs() <= 1e-9 * t.makespan.max(1.0), "{what} worker {w}");
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 500, "only {checked} workers compared");
 }

@@ -6,13 +6,13 @@
 
 mod common;
 use common::*;
-use dls_lp::rounds::{PortOp, Rounds};
+use dls_lp::sequence::{PortOp, Sequence};
 use dls_lp::{plan, steady_state, Latency, Platform, Ports, Request, Strategy, Worker};
 
 /// Replay the sequence strictly in order: a port free time, each worker's
 /// compute queue; returns each chunk's return end. (No gap filled: every
 /// plan's own timeline must be at least this early.)
-fn strict(p: &Platform, r: &Rounds, ports: Ports) -> Vec<f64> {
+fn strict(p: &Platform, r: &Sequence, ports: Ports) -> Vec<f64> {
     let wk = p.workers();
     let n = r.chunks.len();
     let (mut computed, mut returned) = (vec![f64::NAN; n], vec![f64::NAN; n]);
@@ -40,7 +40,7 @@ fn strict(p: &Platform, r: &Rounds, ports: Ports) -> Vec<f64> {
     returned
 }
 
-fn lanes(r: &Rounds, ports: Ports) -> Vec<Vec<PortOp>> {
+fn lanes(r: &Sequence, ports: Ports) -> Vec<Vec<PortOp>> {
     match ports {
         Ports::One => vec![r.ops.clone()],
         Ports::Two => {
@@ -57,7 +57,7 @@ fn lanes(r: &Rounds, ports: Ports) -> Vec<Vec<PortOp>> {
 /// computed compete: the earliest to be ready goes (ties: the first in the
 /// lane). Returns every chunk's times (send start, send end, compute end,
 /// return start, return end).
-fn filled(p: &Platform, r: &Rounds, ports: Ports) -> Vec<[f64; 5]> {
+fn filled(p: &Platform, r: &Sequence, ports: Ports) -> Vec<[f64; 5]> {
     let wk = p.workers();
     let mut tm = vec![[f64::NAN; 5]; r.chunks.len()];
     let mut worker_free = vec![0.0f64; wk.len()];
@@ -125,7 +125,7 @@ fn filled(p: &Platform, r: &Rounds, ports: Ports) -> Vec<[f64; 5]> {
 
 /// Checks a plan; returns whether filling gaps made some chunk end earlier
 /// than strictly in order.
-fn check_sound(p: &Platform, r: &Rounds, load: u64, ports: Ports, what: &str) -> bool {
+fn check_sound(p: &Platform, r: &Sequence, load: u64, ports: Ports, what: &str) -> bool {
     let n = r.chunks.len();
     let (mut sends, mut returns) = (vec![0; n], vec![0; n]);
     let mut held = vec![0u64; p.len()];
@@ -171,7 +171,7 @@ fn check_sound(p: &Platform, r: &Rounds, load: u64, ports: Ports, what: &str) ->
 
 /// At every instant, what each worker holds (chunks whose send has started
 /// and whose return has not ended) stays within its memory.
-fn check_memory(p: &Platform, r: &Rounds, tm: &[[f64; 5]], what: &str) {
+fn check_memory(p: &Platform, r: &Sequence, tm: &[[f64; 5]], what: &str) {
     for (w, x) in p.workers().iter().enumerate() {
         let Some(b) = x.max_load else { continue };
         let mut ev: Vec<(f64, i64)> = Vec::new();
@@ -207,7 +207,8 @@ fn rounds_plans_are_sound_and_never_worse_than_one_round() {
                     ..Request::new(load, Strategy::Rounds)
                 };
                 let pl = plan(&platform, &req).expect("plans");
-                let r = pl.rounds.as_ref().expect("a multi-round plan");
+                assert!(pl.multi_round(), "a multi-round plan");
+                let r = &pl.sequence;
                 filled_some |= check_sound(&platform, r, load, ports, &what);
                 assert_eq!(pl.loads.iter().sum::<u64>(), load);
                 let bound = steady_state(&platform, ports).expect("bound").makespan_bound(load);
@@ -298,20 +299,14 @@ fn many_rounds_approach_the_bound_and_latencies_limit_them() {
         .collect();
     let slow = Platform::new(slow).expect("valid");
     let rs = plan(&slow, &Request::new(load, Strategy::Rounds)).expect("plans");
-    let count = |p: &dls_lp::Plan| p.rounds.as_ref().map_or(1, |r| r.count);
+    let count = |p: &dls_lp::Plan| p.sequence.count;
     assert!(
         count(&rs) < count(&r),
         "{} rounds with latencies, {} without",
         count(&rs),
         count(&r)
     );
-    check_sound(
-        &slow,
-        rs.rounds.as_ref().expect("rounds"),
-        load,
-        Ports::One,
-        "latencies",
-    );
+    check_sound(&slow, &rs.sequence, load, Ports::One, "latencies");
 }
 
 #[test]
@@ -325,13 +320,7 @@ fn rounds_run_any_batch_whatever_the_memory() {
     .expect("valid");
     assert!(plan(&platform, &Request::new(2000, Strategy::Fifo)).is_err());
     let pl = plan(&platform, &Request::new(2000, Strategy::Rounds)).expect("plans");
-    check_sound(
-        &platform,
-        pl.rounds.as_ref().expect("rounds"),
-        2000,
-        Ports::One,
-        "memory",
-    );
+    check_sound(&platform, &pl.sequence, 2000, Ports::One, "memory");
 }
 
 /// A compute latency fitted from noise (the test bed's star 3: 43 ms on a
@@ -352,8 +341,9 @@ fn a_doubtful_latency_costs_little_either_way() {
     let with = Platform::new(with).expect("valid");
     let req = Request::new(200, Strategy::Rounds);
     let hedged = plan(&with, &req).expect("plans");
-    let r = hedged.rounds.as_ref().expect("rounds");
-    let (_, without) = dls_lp::rounds::execute(&bare, &r.chunks, &r.ops, Ports::One);
+    assert!(hedged.multi_round());
+    let r = &hedged.sequence;
+    let (_, without) = dls_lp::sequence::execute(&bare, &r.chunks, &r.ops, Ports::One);
     let for_bare = plan(&bare, &req).expect("plans").makespan();
     // The plan for the latency, had it been believed alone: the best of the
     // same family weighed with it, at most the one-round plan.

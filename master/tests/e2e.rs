@@ -80,7 +80,7 @@ async fn every_strategy_computes_every_product_under_one_port() {
         // hold for one round.
         // A sequence (`rounds`, even of one round) may fill the port's gaps
         // with later transfers: the one-round orders hold for the others.
-        if done.plan.rounds.is_some() {
+        if done.plan.multi_round() {
             assert!(
                 matches!(strategy, Strategy::Best | Strategy::Rounds),
                 "{strategy} planned several rounds"

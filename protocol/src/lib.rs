@@ -23,15 +23,18 @@
 //! ```
 
 pub mod auth;
+#[cfg(feature = "io")]
 pub mod conn;
 pub mod error;
 pub mod frame;
+#[cfg(feature = "io")]
 pub mod handshake;
 pub mod message;
 pub mod seal;
 pub mod values;
 
 pub use auth::Token;
+#[cfg(feature = "io")]
 pub use conn::Connection;
 pub use error::{Error, Result};
 pub use message::{

@@ -12,6 +12,7 @@
 //! ```
 
 pub mod cli;
+pub mod config;
 pub mod gate;
 pub mod kernel;
 pub mod server;

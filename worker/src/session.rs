@@ -2,8 +2,8 @@
 //! → computed → granted → returned), computing on a blocking thread so the
 //! connection keeps answering heartbeats and grants, and the idle timeout.
 
+use crate::config::{Config, Reference, SpeedChange, WorkerConn, MAX_IN_FLIGHT};
 use crate::kernel;
-use crate::server::{Config, SpeedChange, WorkerConn, MAX_IN_FLIGHT};
 use dls_protocol::{ChunkId, Error, ErrorCode, Form, Frame, FromWorker, JobId, Result, ToWorker, Values};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -409,35 +409,6 @@ impl Session {
         Ok(())
     }
 }
-
-/// Emulation of a slower processor: after computing `count` products of
-/// a form, wait `(slowdown − 1) · count · t(form)` (with a speed change, the
-/// products past it count `slowdown · factor − 1`), where t(form) is this
-/// machine's time for one product measured once, unloaded
-/// (`kernel::seconds_per_product`). Tying the wait to a reference rather
-/// than to the time just measured keeps the emulated speed steady when
-/// other processes share the cores: on a busy machine a measured time, and
-/// a wait proportional to it, would swing `slowdown`-fold.
-#[derive(Default, Debug)]
-pub struct Reference {
-    per_product: std::sync::Mutex<HashMap<Form, f64>>,
-}
-
-impl Reference {
-    /// This machine's time for one product of `form`, measured at the
-    /// first call and the same ever after.
-    pub fn seconds_per_product(&self, kernel: &kernel::Kernel, form: &Form) -> f64 {
-        if let Some(&t) = self.per_product.lock().ok().and_then(|m| m.get(form).copied()).as_ref() {
-            return t;
-        }
-        let t = kernel::seconds_per_product(kernel, form);
-        if let Ok(mut m) = self.per_product.lock() {
-            m.insert(*form, t);
-        }
-        t
-    }
-}
-
 /// Compute (`work_factor` times over, emulating a slower processor), then
 /// (emulation) wait `wait_units` times one product's reference time
 /// (`Reference`). The time reported is the kernel's plus the wait; a

@@ -2,10 +2,10 @@
 
 use super::{nan_if_null, start_calibrated, stats, Family, Options};
 use crate::runtime::batch::Batch;
-use crate::runtime::on_demand::Sizing;
 use crate::runtime::pool::Pool;
 use crate::session::{self, RunConfig};
 use anyhow::{Context, Result};
+use dls_core::on_demand::Sizing;
 use dls_lp::{Platform, Strategy};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
@@ -70,14 +70,14 @@ pub async fn baselines_on(
     let equal = dls_lp::baseline::with_loads(
         &platform,
         order.clone(),
-        dls_lp::baseline::proportional(m, &vec![1.0; p]),
+        dls_lp::rounding::proportional(m, &vec![1.0; p]),
         cfg.ports,
     );
     let speeds_w: Vec<f64> = platform.workers().iter().map(|w| 1.0 / w.w).collect();
     let prop = dls_lp::baseline::with_loads(
         &platform,
         order,
-        dls_lp::baseline::proportional(m, &speeds_w),
+        dls_lp::rounding::proportional(m, &speeds_w),
         cfg.ports,
     );
     // On demand: self-scheduling (about four chunks per worker), factoring
@@ -86,7 +86,7 @@ pub async fn baselines_on(
     let self_sched = dls_lp::baseline::with_loads(
         &platform,
         dls_lp::plan::order_inc_c(&platform),
-        dls_lp::baseline::proportional(m, &vec![1.0; p]),
+        dls_lp::rounding::proportional(m, &vec![1.0; p]),
         cfg.ports,
     );
     let mut rows: Vec<BaselineRow> = Vec::new();

@@ -65,12 +65,13 @@ impl PlanJson {
             workers: platform
                 .workers()
                 .iter()
+                .zip(plan.worker_times())
                 .enumerate()
-                .map(|(i, w)| WorkerJson {
+                .map(|(i, (w, t))| WorkerJson {
                     name: w.name.clone(),
                     alpha: plan.alpha[i],
                     load: plan.loads[i],
-                    times: crate::output::report::Times::from(&plan.integer.workers[i]),
+                    times: crate::output::report::Times::from(&t),
                 })
                 .collect(),
             notes: plan.notes.clone(),
@@ -115,8 +116,9 @@ pub fn table(platform: &Platform, plan: &Plan) -> String {
     );
     let mut rows = plan.scenario.send_order.clone();
     rows.extend((0..platform.len()).filter(|i| !plan.scenario.send_order.contains(i)));
+    let times = plan.worker_times();
     for i in rows {
-        let t = plan.integer.workers[i];
+        let t = times[i];
         let _ = writeln!(
             out,
             "{:<16} {:>12.3} {:>8} {:>12.6} {:>12.6} {:>12.6} {:>12.6} {:>12.6} {:>10.6}",

@@ -1,7 +1,7 @@
 //! The summary of a run: predicted against measured, worker by worker.
 
-use crate::runtime::record::Measured;
 use crate::runtime::shell::Outcome;
+use dls_core::record::Measured;
 use dls_lp::{Plan, Platform, WorkerTimes};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -151,11 +151,12 @@ impl RunReport {
             workers: platform
                 .workers()
                 .iter()
+                .zip(plan.worker_times())
                 .enumerate()
-                .map(|(i, w)| WorkerReport {
+                .map(|(i, (w, predicted))| WorkerReport {
                     name: w.name.clone(),
                     load: plan.loads[i],
-                    predicted: Times::from(&plan.integer.workers[i]),
+                    predicted: Times::from(&predicted),
                     measured: Times::from(&measured.workers[i]),
                     compute_secs: measured.compute_secs[i],
                 })

@@ -4,10 +4,10 @@
 //! what the plan predicted (`"args": {"predicted": true}`); in each, thread
 //! 0 is the master's port and thread i+1 is worker i.
 
-use crate::runtime::record::Measured;
 use anyhow::{Context, Result};
-use dls_lp::rounds::Rounds;
-use dls_lp::{Plan, WorkerTimes};
+use dls_core::record::Measured;
+use dls_lp::sequence::PortOp;
+use dls_lp::Plan;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -69,88 +69,11 @@ fn span(pid: u32, tid: u32, cat: &str, worker: &str, start: f64, end: f64, extra
     }
 }
 
-fn worker_spans(pid: u32, names: &[String], times: &[WorkerTimes], loads: &[u64], extra: &Value) -> Vec<Span> {
-    let mut out = Vec::new();
-    for (i, t) in times.iter().enumerate() {
-        if loads[i] == 0 {
-            continue;
-        }
-        let tid = i as u32 + 1;
-        let mut x = extra.clone();
-        if let Some(o) = x.as_object_mut() {
-            o.insert("load".into(), json!(loads[i]));
-        }
-        let w = &names[i];
-        out.push(span(pid, tid, "send", w, t.send_start, t.send_end, x.clone()));
-        out.push(span(pid, tid, "compute", w, t.send_end, t.compute_end, x.clone()));
-        if t.return_start > t.compute_end {
-            out.push(span(pid, tid, "idle", w, t.compute_end, t.return_start, x.clone()));
-        }
-        out.push(span(pid, tid, "return", w, t.return_start, t.return_end, x));
-    }
-    out
-}
-
-/// A one-round run: each worker's phases as one span each, the port's
-/// transfers as measured and as planned.
-fn one_round_spans(names: &[String], plan: &Plan, measured: &Measured) -> Vec<Span> {
-    let mut spans = Vec::new();
-    let measured_extra = json!({ "predicted": false });
-    spans.extend(worker_spans(
-        MEASURED_PID,
-        names,
-        &measured.workers,
-        &plan.loads,
-        &measured_extra,
-    ));
-    for t in &measured.transfers {
-        let cat = if t.send { "send" } else { "return" };
-        spans.push(span(
-            MEASURED_PID,
-            0,
-            cat,
-            &names[t.worker],
-            t.start,
-            t.end,
-            json!({ "predicted": false }),
-        ));
-    }
-    let predicted = json!({ "predicted": true });
-    spans.extend(worker_spans(
-        PREDICTED_PID,
-        names,
-        &plan.integer.workers,
-        &plan.loads,
-        &predicted,
-    ));
-    for (i, t) in plan.integer.workers.iter().enumerate() {
-        if plan.loads[i] > 0 {
-            spans.push(span(
-                PREDICTED_PID,
-                0,
-                "send",
-                &names[i],
-                t.send_start,
-                t.send_end,
-                predicted.clone(),
-            ));
-            spans.push(span(
-                PREDICTED_PID,
-                0,
-                "return",
-                &names[i],
-                t.return_start,
-                t.return_end,
-                predicted.clone(),
-            ));
-        }
-    }
-    spans
-}
-
-/// A multi-round run, chunk by chunk: on each worker's track its sends,
-/// computations and returns; predicted ones from the plan's chunk times.
-fn chunk_spans(names: &[String], plan: &Plan, r: &Rounds, measured: &Measured) -> Vec<Span> {
+/// A run chunk by chunk: on each worker's track its sends, computations,
+/// waits for the port and returns; predicted ones from the plan's
+/// sequence, measured ones as they happened. One round or many, the same.
+fn chunk_spans(names: &[String], plan: &Plan, measured: &Measured) -> Vec<Span> {
+    let r = &plan.sequence;
     let mut out = Vec::new();
     let no = json!({ "predicted": false });
     for t in &measured.transfers {
@@ -180,7 +103,7 @@ fn chunk_spans(names: &[String], plan: &Plan, r: &Rounds, measured: &Measured) -
     let yes = json!({ "predicted": true });
     let mut busy = vec![0.0f64; plan.loads.len()];
     for op in &r.ops {
-        let dls_lp::rounds::PortOp::Send(j) = *op else { continue };
+        let PortOp::Send(j) = *op else { continue };
         let (c, t) = (r.chunks[j], r.times[j]);
         let (w, tid) = (&names[c.worker], c.worker as u32 + 1);
         let x = json!({ "predicted": true, "load": c.units, "round": c.round });
@@ -196,6 +119,17 @@ fn chunk_spans(names: &[String], plan: &Plan, r: &Rounds, measured: &Measured) -
             t.compute_end,
             x.clone(),
         ));
+        if t.return_start > t.compute_end {
+            out.push(span(
+                PREDICTED_PID,
+                tid,
+                "idle",
+                w,
+                t.compute_end,
+                t.return_start,
+                x.clone(),
+            ));
+        }
         out.push(span(PREDICTED_PID, tid, "return", w, t.return_start, t.return_end, x));
         out.push(span(PREDICTED_PID, 0, "send", w, t.send_start, t.send_end, yes.clone()));
         out.push(span(
@@ -215,11 +149,7 @@ impl Trace {
     /// Measured and predicted side by side.
     pub fn new(names: &[String], plan: &Plan, measured: &Measured) -> Trace {
         let mut spans = Vec::new();
-        if let Some(r) = &plan.rounds {
-            spans.extend(chunk_spans(names, plan, r, measured));
-        } else {
-            spans.extend(one_round_spans(names, plan, measured));
-        }
+        spans.extend(chunk_spans(names, plan, measured));
         let mut tracks = vec!["master port".to_string()];
         tracks.extend(names.iter().cloned());
         let mut marks = Vec::new();

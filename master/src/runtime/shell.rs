@@ -6,10 +6,10 @@
 use crate::runtime::batch::Batch;
 use crate::runtime::data::Sink;
 use crate::runtime::link_task::{Cmd, Ev, LinkTask, Watch};
-use crate::runtime::machine::{BatchMachine, Command, Config, Input, Status};
 use crate::runtime::pool::Pool;
-use crate::runtime::record::Measured;
 use anyhow::{anyhow, bail, Result};
+use dls_core::machine::{BatchMachine, Command, Config, Input, Status};
+use dls_core::record::Measured;
 use dls_lp::{Plan, Platform};
 use dls_protocol::{ChunkId, JobId, Values};
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,7 +37,7 @@ pub struct RunOptions {
     /// (the self-scheduling and factoring baselines; the plan only names
     /// the workers and the predictions). Recovery rounds are planned as
     /// usual.
-    pub self_schedule: Option<crate::runtime::on_demand::Sizing>,
+    pub self_schedule: Option<dls_core::on_demand::Sizing>,
     /// Online correction of multi-round plans (`--no-adapt` turns it off).
     pub adapt: bool,
 }

@@ -1,12 +1,14 @@
-//! The schedule of a multi-round plan: one planned sequence of transfers
+//! The schedule of every planned round: one planned sequence of transfers
 //! on the master's port (sends and returns interleaved), taken in order;
 //! with two ports, the sends in their order and the returns in theirs. The
 //! head of a lane goes when the port is free (the machine asks only then)
-//! and, for a return, its chunk is computed. While the head is a return
+//! and, for a return, its chunk is computed. A one-round plan of the
+//! report's orders is taken strictly so. In a multi-round plan
+//! (`Sequence::fill_gaps`), while the head is a return
 //! still computing, the port does not idle if it need not: the first later
 //! transfer that is its worker's next one in the lane and can go now is
 //! taken if it ends before the awaited chunk is expected to be computed
-//! (the gap the plan itself fills, `dls_lp::rounds::execute`), or, once
+//! (the gap the plan itself fills, `dls_lp::sequence::execute`), or, once
 //! that expected instant has passed by some time, if it takes no longer
 //! than that time (the awaited worker is late: others are not held up by
 //! it, and it waits at most as long again). Each worker's transfers keep
@@ -19,8 +21,8 @@
 //! has started may be resized ([`Sequenced::resize`]): online correction
 //! moves products between the chunks not yet sent.
 
-use crate::runtime::executor::{Chunk, Event, Schedule, Stage, Unexpected};
-use dls_lp::rounds::{PortOp, Rounds};
+use crate::schedule::{Chunk, Event, Stage, Unexpected};
+use dls_lp::sequence::{PortOp, Sequence};
 use dls_lp::tol::GAP_FIT;
 use dls_lp::{Ports, Worker};
 use dls_protocol::ChunkId;
@@ -75,6 +77,10 @@ pub struct Sequenced {
     next_id: u64,
     /// The plan's lag: a worker may hold this many chunks plus one.
     lag: usize,
+    /// Whether later transfers may fill the port's idle gaps (multi-round
+    /// plans), or the lanes are taken strictly in order (the report's
+    /// one-round orders).
+    fill: bool,
     /// The planned costs of each worker.
     costs: Vec<Worker>,
     clock: Clock,
@@ -84,7 +90,7 @@ impl Sequenced {
     /// The plan's chunks in pieces of at most `max_piece` products, with
     /// ids from `first_id`, taking products `0..` in send order; workers
     /// with the planned `costs`.
-    pub fn new(ports: Ports, costs: &[Worker], plan: &Rounds, max_piece: usize, first_id: u64) -> Sequenced {
+    pub fn new(ports: Ports, costs: &[Worker], plan: &Sequence, max_piece: usize, first_id: u64) -> Sequenced {
         let p = costs.len();
         let (planned, ops) = (&plan.chunks, &plan.ops);
         let lanes = match ports {
@@ -99,7 +105,7 @@ impl Sequenced {
             .map(|ops: Vec<PortOp>| {
                 let mut mine = vec![Vec::new(); p];
                 for (i, &op) in ops.iter().enumerate() {
-                    mine[planned[Self::chunk_of(op)].worker].push(i);
+                    mine[planned[op.chunk()].worker].push(i);
                 }
                 Lane {
                     ops,
@@ -127,6 +133,7 @@ impl Sequenced {
             max_piece: max_piece.max(1),
             next_id: first_id,
             lag: plan.lag,
+            fill: plan.fill_gaps,
             costs: costs.to_vec(),
             clock: Clock {
                 now: 0.0,
@@ -189,6 +196,11 @@ impl Sequenced {
     /// One past the largest chunk id used.
     pub fn next_id(&self) -> u64 {
         self.next_id
+    }
+
+    /// Whether this is a multi-round plan's sequence (its gaps filled).
+    pub fn fills_gaps(&self) -> bool {
+        self.fill
     }
 
     /// The plan's lag (a worker holds up to lag + 1 chunks at once).
@@ -263,16 +275,10 @@ impl Sequenced {
         (withdrawn, made)
     }
 
-    fn chunk_of(op: PortOp) -> usize {
-        match op {
-            PortOp::Send(j) | PortOp::Return(j) => j,
-        }
-    }
-
     /// Whether `op` is made: every piece through (sent, or returned), or
     /// nothing to move (an emptied chunk, a lost worker).
     fn made(&self, op: PortOp) -> bool {
-        let c = &self.planned[Self::chunk_of(op)];
+        let c = &self.planned[op.chunk()];
         self.lost[c.worker]
             || match op {
                 PortOp::Send(_) => c
@@ -312,7 +318,7 @@ impl Sequenced {
     /// next piece not sent; a return's next piece not returned, once it
     /// is computed.
     fn takeable(&self, op: PortOp) -> Option<usize> {
-        let pieces = &self.planned[Self::chunk_of(op)].pieces;
+        let pieces = &self.planned[op.chunk()].pieces;
         match op {
             PortOp::Send(_) => pieces.iter().copied().find(|&q| self.stage[q] == Stage::Pending),
             PortOp::Return(_) => pieces
@@ -369,6 +375,9 @@ impl Sequenced {
         let PortOp::Return(h) = head else {
             return Err(None);
         };
+        if !self.fill {
+            return Err(None);
+        }
         let pieces = &self.planned[h].pieces;
         let Some(&hq) = pieces.iter().find(|&&q| self.stage[q] != Stage::Returned) else {
             return Err(None);
@@ -406,12 +415,13 @@ impl Sequenced {
     }
 }
 
-impl Schedule for Sequenced {
-    fn at(&mut self, now: f64) {
+/// What the batch machine asks of a round's schedule ([`crate::schedule::Schedule`]).
+impl Sequenced {
+    pub fn at(&mut self, now: f64) {
         self.clock.now = self.clock.now.max(now);
     }
 
-    fn pace(&mut self, worker: usize, factors: [f64; 3]) {
+    pub fn pace(&mut self, worker: usize, factors: [f64; 3]) {
         if let Some(p) = self.clock.pace.get_mut(worker) {
             if factors.iter().all(|f| f.is_finite() && *f > 0.0) {
                 *p = factors;
@@ -419,7 +429,7 @@ impl Schedule for Sequenced {
         }
     }
 
-    fn wake_at(&self) -> Option<f64> {
+    pub fn wake_at(&self) -> Option<f64> {
         (0..self.lanes.len())
             .filter_map(|l| match self.choose(l) {
                 Err(Some((awaited, shortest))) if (awaited + shortest).is_finite() => Some(awaited + shortest),
@@ -429,7 +439,7 @@ impl Schedule for Sequenced {
             .min_by(f64::total_cmp)
     }
 
-    fn next_send(&mut self) -> Option<Chunk> {
+    pub fn next_send(&mut self) -> Option<Chunk> {
         let (op, q) = self.choose(0).ok()?;
         if !matches!(op, PortOp::Send(_)) {
             return None;
@@ -439,7 +449,7 @@ impl Schedule for Sequenced {
         Some(self.chunks[q])
     }
 
-    fn next_return(&mut self) -> Option<(usize, ChunkId)> {
+    pub fn next_return(&mut self) -> Option<(usize, ChunkId)> {
         let (op, q) = self.choose(self.return_lane()).ok()?;
         if !matches!(op, PortOp::Return(_)) {
             return None;
@@ -448,7 +458,7 @@ impl Schedule for Sequenced {
         Some((self.chunks[q].worker, self.chunks[q].id))
     }
 
-    fn on_event(&mut self, ev: Event) -> Result<(), Unexpected> {
+    pub fn on_event(&mut self, ev: Event) -> Result<(), Unexpected> {
         let (worker, chunk) = ev.key();
         let q = *self.index.get(&chunk).ok_or(Unexpected(ev))?;
         if self.chunks[q].worker != worker || self.lost.get(worker).copied().unwrap_or(true) {
@@ -473,11 +483,11 @@ impl Schedule for Sequenced {
         Ok(())
     }
 
-    fn done(&self) -> bool {
+    pub fn done(&self) -> bool {
         self.lanes.iter().all(|l| l.head >= l.ops.len())
     }
 
-    fn lose(&mut self, worker: usize) -> Vec<Chunk> {
+    pub fn lose(&mut self, worker: usize) -> Vec<Chunk> {
         if worker >= self.lost.len() || self.lost[worker] {
             return Vec::new();
         }
@@ -491,7 +501,7 @@ impl Schedule for Sequenced {
             .collect()
     }
 
-    fn awaiting_ready(&self, worker: usize) -> bool {
+    pub fn awaiting_ready(&self, worker: usize) -> bool {
         !self.lost.get(worker).copied().unwrap_or(true)
             && self
                 .chunks
@@ -500,7 +510,10 @@ impl Schedule for Sequenced {
                 .any(|(c, s)| c.worker == worker && matches!(s, Stage::Sending | Stage::Sent))
     }
 
-    fn chunk(&self, id: ChunkId) -> Option<Chunk> {
+    pub fn chunk(&self, id: ChunkId) -> Option<Chunk> {
         self.index.get(&id).map(|&q| self.chunks[q])
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,8 +7,8 @@
 //! transfers stays, only chunk sizes change. Plain functions over plain
 //! data: the machine (`machine.rs`) feeds them and applies the result.
 
-use dls_lp::baseline::spread;
 use dls_lp::bound::steady_state;
+use dls_lp::rounding::spread;
 use dls_lp::{Platform, Ports, Worker};
 use std::collections::VecDeque;
 
@@ -164,7 +164,7 @@ pub struct Slot {
 /// those workers) once it is through `busy[worker]` seconds of work it
 /// already holds ([`level`]); no chunk above `cap(worker)` products. Each
 /// worker's part is spread over its slots in round order
-/// (`dls_lp::baseline::spread`), so its chunks differ by at most one
+/// (`dls_lp::rounding::spread`), so its chunks differ by at most one
 /// product and no worker loses or gains a product to rounding in every
 /// round. A worker that slowed down still holds chunks sized for its old
 /// pace: without `busy` the products it cannot reach in time would be
@@ -243,7 +243,7 @@ fn capped_split(total: u64, weights: &[f64], caps: &[u64]) -> Option<Vec<u64>> {
             return None;
         }
         let w: Vec<f64> = open.iter().map(|&i| weights[i]).collect();
-        let split = dls_lp::baseline::proportional(left, &w);
+        let split = dls_lp::rounding::proportional(left, &w);
         let over: Vec<usize> = (0..open.len())
             .filter(|&k| out[open[k]] + split[k] > caps[open[k]])
             .collect();

@@ -1,11 +1,11 @@
 //! Online correction inside the batch machine: the decision is
-//! `runtime/adapt.rs`'s; this applies it to the running round (resizing its
+//! `core/src/adapt.rs`'s; this applies it to the running round (resizing its
 //! unsent chunks and moving their products).
 
 use super::BatchMachine;
-use crate::runtime::adapt::{reshare, Slot};
-use crate::runtime::record::Adaptation;
-use crate::runtime::sequenced::Sequenced;
+use crate::adapt::{reshare, Slot};
+use crate::record::Adaptation;
+use crate::schedule::Schedule;
 use dls_protocol::ChunkId;
 use std::sync::Arc;
 
@@ -20,9 +20,12 @@ impl BatchMachine {
         }
         let ports = self.port.ports();
         let round = &mut self.rounds[k];
-        let Some(seq) = (round.sched.as_mut() as &mut dyn std::any::Any).downcast_mut::<Sequenced>() else {
+        let Schedule::Planned(seq) = &mut round.sched else {
             return;
         };
+        if !seq.fills_gaps() {
+            return; // one round: nothing later to reshare
+        }
         let (Some(done), Some((next, ids))) = (seq.round_of(sent), seq.resizable()) else {
             return;
         };

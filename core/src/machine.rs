@@ -15,12 +15,12 @@
 //! - a recovery round never asks a worker to hold more than its `max_load`
 //!   at once: what does not fit waits for results to come back.
 
-use crate::runtime::adapt::{Observed, Phase};
-use crate::runtime::executor::{chunks, Chunk, Event, Executor, Port, Schedule};
-use crate::runtime::on_demand::{OnDemand, Sizing};
-use crate::runtime::record::{Failure, Measured, Recorder, Replan};
-use crate::runtime::sequenced::Sequenced;
-use dls_lp::rounds::Rounds;
+use crate::adapt::{Observed, Phase};
+use crate::on_demand::{OnDemand, Sizing};
+use crate::port::Port;
+use crate::record::{Failure, Measured, Recorder, Replan};
+use crate::schedule::{Chunk, Event, Schedule};
+use crate::sequenced::Sequenced;
 use dls_lp::{Plan, Platform, Request, Rounding, Strategy, Worker};
 use dls_protocol::ChunkId;
 use std::collections::HashMap;
@@ -45,6 +45,21 @@ pub struct Config {
     /// Online correction of multi-round plans: between rounds, resize the
     /// chunks not yet sent from the speeds measured so far.
     pub adapt: bool,
+}
+
+impl Config {
+    /// For simulated runs: chunks as planned, no straggler or stall limit,
+    /// no online correction.
+    pub fn simulated() -> Config {
+        Config {
+            max_chunk: usize::MAX,
+            straggler: None,
+            stall_timeout: 1e9,
+            self_schedule: None,
+            liveness: 1.0,
+            adapt: false,
+        }
+    }
 }
 
 /// What a worker did, as the shell saw it.
@@ -99,7 +114,7 @@ pub enum Status {
 
 /// One round: a schedule and the batch products of each of its chunks.
 struct Round {
-    sched: Box<dyn Schedule>,
+    sched: Schedule,
     jobs: HashMap<ChunkId, Arc<[usize]>>,
     /// Chunks are made as workers ask (self-scheduling, factoring), not
     /// when the round is planned: the round's products, which chunks
@@ -189,7 +204,7 @@ impl BatchMachine {
                 let sched = OnDemand::new(&workers, m, sizing, &speeds, &caps, machine.next_id);
                 machine.next_id += sched.id_span();
                 machine.rounds.push(Round {
-                    sched: Box::new(sched),
+                    sched: Schedule::OnDemand(sched),
                     jobs: HashMap::new(),
                     on_demand: Some(products.into()),
                 });
@@ -199,45 +214,30 @@ impl BatchMachine {
         Ok(machine)
     }
 
-    fn add_planned(&mut self, plan: &Plan, products: &[usize], now: f64) {
-        if let Some(r) = &plan.rounds {
-            self.add_sequenced(plan, r, products, now);
-            return;
-        }
-        let mut table = chunks(&plan.scenario.send_order, &plan.loads, self.cfg.max_chunk);
-        for c in table.iter_mut().flatten() {
-            c.id = ChunkId(c.id.0 + self.next_id);
-            self.committed[c.worker] += c.len as u64;
-        }
-        self.push_due(plan, now);
-        let flat: Vec<_> = table.iter().flatten().copied().collect();
-        let ex = Executor::new(
-            plan.ports,
-            &plan.scenario.send_order,
-            &plan.scenario.return_order,
-            table,
-        );
-        self.add_round(Box::new(ex), &flat, products);
-    }
-
-    /// A multi-round plan: its chunks (split to at most `max_chunk`
+    /// A planned round: the plan's chunks (split to at most `max_chunk`
     /// products, the pieces sent and returned back to back) take batch
     /// products in the order they are sent.
-    fn add_sequenced(&mut self, plan: &Plan, r: &Rounds, products: &[usize], now: f64) {
-        let mut seq = Sequenced::new(plan.ports, self.platform.workers(), r, self.cfg.max_chunk, self.next_id);
+    fn add_planned(&mut self, plan: &Plan, products: &[usize], now: f64) {
+        let mut seq = Sequenced::new(
+            plan.ports,
+            self.platform.workers(),
+            &plan.sequence,
+            self.cfg.max_chunk,
+            self.next_id,
+        );
         seq.at(now);
         let table = seq.pieces().to_vec();
         for c in &table {
             self.committed[c.worker] += c.len as u64;
         }
         self.push_due(plan, now);
-        self.add_round(Box::new(seq), &table, products);
+        self.add_round(Schedule::Planned(seq), &table, products);
     }
 
     /// A round planned at `now` pushes back each of its workers' predicted
     /// compute end by the round's own (the straggler check's clock).
     fn push_due(&mut self, plan: &Plan, now: f64) {
-        for (w, t) in plan.integer.workers.iter().enumerate() {
+        for (w, t) in plan.worker_times().iter().enumerate() {
             if plan.loads[w] > 0 {
                 let start = if self.due[w].is_finite() {
                     self.due[w].max(now)
@@ -249,7 +249,7 @@ impl BatchMachine {
         }
     }
 
-    fn add_round(&mut self, sched: Box<dyn Schedule>, table: &[Chunk], products: &[usize]) {
+    fn add_round(&mut self, sched: Schedule, table: &[Chunk], products: &[usize]) {
         let k = self.rounds.len();
         let mut jobs = HashMap::new();
         for c in table {

@@ -5,7 +5,7 @@
 //! port (the machine offers the port to a send before a return, to keep
 //! workers busy).
 
-use crate::runtime::executor::{Chunk, Event, Schedule, Stage, Unexpected};
+use crate::schedule::{Chunk, Event, Stage, Unexpected};
 use dls_protocol::ChunkId;
 use std::collections::VecDeque;
 
@@ -147,8 +147,9 @@ impl OnDemand {
     }
 }
 
-impl Schedule for OnDemand {
-    fn next_send(&mut self) -> Option<Chunk> {
+/// What the batch machine asks of a round's schedule ([`crate::schedule::Schedule`]).
+impl OnDemand {
+    pub fn next_send(&mut self) -> Option<Chunk> {
         if self.left() == 0 {
             return None;
         }
@@ -169,7 +170,7 @@ impl Schedule for OnDemand {
         Some(chunk)
     }
 
-    fn next_return(&mut self) -> Option<(usize, ChunkId)> {
+    pub fn next_return(&mut self) -> Option<(usize, ChunkId)> {
         while self.ready.front().is_some_and(|&k| self.lost[self.chunks[k].worker]) {
             self.ready.pop_front();
         }
@@ -178,7 +179,7 @@ impl Schedule for OnDemand {
         Some((self.chunks[k].worker, self.chunks[k].id))
     }
 
-    fn on_event(&mut self, ev: Event) -> Result<(), Unexpected> {
+    pub fn on_event(&mut self, ev: Event) -> Result<(), Unexpected> {
         let (worker, chunk) = ev.key();
         let k = self.find(worker, chunk).ok_or(Unexpected(ev))?;
         match (ev, self.stage[k]) {
@@ -197,13 +198,13 @@ impl Schedule for OnDemand {
         Ok(())
     }
 
-    fn done(&self) -> bool {
+    pub fn done(&self) -> bool {
         // Every product handed out, and every chunk returned or handed back
         // as lost.
         self.left() == 0 && self.settled == self.chunks.len()
     }
 
-    fn lose(&mut self, worker: usize) -> Vec<Chunk> {
+    pub fn lose(&mut self, worker: usize) -> Vec<Chunk> {
         if worker >= self.lost.len() || self.lost[worker] {
             return Vec::new();
         }
@@ -234,14 +235,14 @@ impl Schedule for OnDemand {
         gone
     }
 
-    fn awaiting_ready(&self, worker: usize) -> bool {
+    pub fn awaiting_ready(&self, worker: usize) -> bool {
         self.chunks
             .iter()
             .zip(&self.stage)
             .any(|(c, s)| c.worker == worker && matches!(s, Stage::Sending | Stage::Sent))
     }
 
-    fn chunk(&self, id: ChunkId) -> Option<Chunk> {
+    pub fn chunk(&self, id: ChunkId) -> Option<Chunk> {
         let k = id.0.checked_sub(self.first_id)? as usize;
         self.chunks.get(k).copied()
     }

@@ -8,7 +8,8 @@ use super::*;
 /// returns, never overlap; with two ports a send and a return may start at
 /// the same instant): what the planner's own earliest execution says.
 fn planned_transfers(pl: &Plan) -> Vec<(f64, f64, bool, usize)> {
-    let r = pl.rounds.as_ref().expect("a multi-round plan");
+    assert!(pl.multi_round(), "a multi-round plan");
+    let r = &pl.sequence;
     let mut v: Vec<_> = r
         .chunks
         .iter()
@@ -31,8 +32,8 @@ fn by_kind_worker_start(a: &(f64, f64, bool, usize), b: &(f64, f64, bool, usize)
 /// Each worker's last return end when a multi-round plan's sequence is
 /// taken strictly in order (no gap filled) on workers whose true costs are
 /// `truth`: one port, each worker computing in arrival order.
-fn strictly_in_order(truth: &[Worker], r: &dls_lp::rounds::Rounds) -> Vec<f64> {
-    use dls_lp::rounds::PortOp;
+fn strictly_in_order(truth: &[Worker], r: &dls_lp::Sequence) -> Vec<f64> {
+    use dls_lp::sequence::PortOp;
     let mut port = 0.0f64;
     let mut free = vec![0.0f64; truth.len()];
     let mut last = vec![0.0f64; truth.len()];
@@ -103,7 +104,8 @@ fn a_rounds_plan_runs_exactly_as_predicted() {
             }
             if ports == Ports::One {
                 check_one_port(&run.transfers, &what);
-                let r = pl.rounds.as_ref().expect("rounds");
+                assert!(pl.multi_round(), "rounds");
+                let r = &pl.sequence;
                 filled |= pl.makespan() < latest(&strictly_in_order(p.workers(), r)) * (1.0 - 1e-9);
             }
         }
@@ -120,7 +122,8 @@ fn a_rounds_plan_runs_exactly_as_predicted() {
 fn a_late_worker_does_not_hold_the_others_up() {
     let p = platform();
     let pl = plan(&p, &Request::new(600, Strategy::Rounds)).expect("plans");
-    let r = pl.rounds.as_ref().expect("rounds");
+    assert!(pl.multi_round(), "rounds");
+    let r = &pl.sequence;
     assert!(r.count > 1, "several rounds");
     let peak = |w: usize| {
         let per = r
@@ -189,7 +192,7 @@ fn a_late_worker_does_not_hold_the_others_up() {
 fn a_rounds_plan_survives_losses_at_every_stage() {
     let p = platform();
     let pl = plan(&p, &Request::new(400, Strategy::Rounds)).expect("plans");
-    assert!(pl.rounds.as_ref().is_some_and(|r| r.count > 1), "several rounds");
+    assert!(pl.multi_round() && pl.sequence.count > 1, "several rounds");
     for victim in pl.send_order() {
         for stage in [Stage::Sending, Stage::Computing, Stage::AwaitingGrant, Stage::Returning] {
             for nth in [0, 2] {
@@ -225,7 +228,8 @@ fn online_correction_gives_a_slowed_worker_less() {
     let p = platform();
     let m = 2000u64;
     let pl = plan(&p, &Request::new(m, Strategy::Rounds)).expect("plans");
-    let r = pl.rounds.as_ref().expect("rounds");
+    assert!(pl.multi_round(), "rounds");
+    let r = &pl.sequence;
     assert!(r.count >= 4, "several rounds: {}", r.count);
     // The worker with the largest share slows 3× halfway through its part.
     let victim = (0..p.len()).max_by_key(|&w| pl.loads[w]).expect("a worker");
@@ -252,7 +256,7 @@ fn online_correction_gives_a_slowed_worker_less() {
     assert!(seen.windows(2).all(|x| x[1] > x[0]), "estimates rise: {seen:?}");
     let last = seen[seen.len() - 1];
     assert!(
-        last <= 3.0 + 1e-9 && last * (1.0 + crate::runtime::adapt::DEADBAND) >= 3.0,
+        last <= 3.0 + 1e-9 && last * (1.0 + crate::adapt::DEADBAND) >= 3.0,
         "the slowdown seen: {seen:?}"
     );
     assert!(

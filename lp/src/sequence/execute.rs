@@ -9,7 +9,7 @@
 //! sequence lets it), and the awaited return starts exactly when it would
 //! have, so no transfer ever starts later than in the strict execution,
 //! and every gap-filled transfer starts earlier. The runtime fills gaps by
-//! the same rule (`master/src/runtime/sequenced.rs`), with its estimate of
+//! the same rule (`core/src/sequenced.rs`), with its estimate of
 //! when the awaited chunk is computed; on the planned costs the two agree.
 
 use super::{ChunkTimes, PortOp, RoundChunk};
@@ -25,14 +25,26 @@ use std::collections::BTreeSet;
 /// computed. Per-message latencies count. Returns each chunk's times and
 /// the makespan.
 pub fn execute(platform: &Platform, chunks: &[RoundChunk], ops: &[PortOp], ports: Ports) -> (Vec<ChunkTimes>, f64) {
-    let sim = simulate(platform, chunks, ops, ports, true);
+    run(platform, chunks, ops, ports, true)
+}
+
+/// Each chunk's times and the makespan of `ops`, with the gaps filled if
+/// `fill`, else strictly in order.
+pub(super) fn run(
+    platform: &Platform,
+    chunks: &[RoundChunk],
+    ops: &[PortOp],
+    ports: Ports,
+    fill: bool,
+) -> (Vec<ChunkTimes>, f64) {
+    let sim = simulate(platform, chunks, ops, ports, fill);
     let makespan = sim.makespan();
     (sim.times, makespan)
 }
 
 /// The makespan of `ops` taken strictly in order (no gap filled): never
 /// earlier than [`execute`]'s, and cheaper to compute.
-pub(super) fn strict_makespan(platform: &Platform, chunks: &[RoundChunk], ops: &[PortOp], ports: Ports) -> f64 {
+pub fn strict_makespan(platform: &Platform, chunks: &[RoundChunk], ops: &[PortOp], ports: Ports) -> f64 {
     simulate(platform, chunks, ops, ports, false).makespan()
 }
 
@@ -122,7 +134,7 @@ impl Sim<'_> {
             }
             return;
         }
-        let mut lane = Lane::new(self.wk.len(), ops, |op| self.chunks[chunk(op)].worker);
+        let mut lane = Lane::new(self.wk.len(), ops, |op| self.chunks[op.chunk()].worker);
         let mut t = 0.0f64;
         while let Some(head) = lane.head() {
             let (pos, start) = self.choose(&lane, head, t);
@@ -167,12 +179,6 @@ impl Sim<'_> {
             }
             t = wake;
         }
-    }
-}
-
-fn chunk(op: PortOp) -> usize {
-    match op {
-        PortOp::Send(j) | PortOp::Return(j) => j,
     }
 }
 

@@ -1,0 +1,146 @@
+//! Schedules of one round: which chunk to send next and which worker to
+//! grant the port for its results, from the events of that round. Every
+//! planned round follows its plan's sequence ([`Sequenced`]); the
+//! on-demand baselines ([`OnDemand`]) hand chunks out as workers ask. Both
+//! know nothing of sockets or other rounds: the port belongs to the batch
+//! machine (`machine.rs`), which asks a schedule for a transfer only when
+//! the port is free for it.
+
+use crate::on_demand::OnDemand;
+use crate::sequenced::Sequenced;
+use dls_protocol::ChunkId;
+use std::fmt;
+
+/// A contiguous range of products `[start, start + len)` for one worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunk {
+    pub worker: usize,
+    pub id: ChunkId,
+    pub start: usize,
+    pub len: usize,
+}
+
+/// What the runtime saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// The worker has the whole chunk.
+    Received { worker: usize, chunk: ChunkId },
+    /// The worker computed the chunk.
+    Ready { worker: usize, chunk: ChunkId },
+    /// The master has the chunk's whole results.
+    Results { worker: usize, chunk: ChunkId },
+}
+
+impl Event {
+    /// The worker and chunk it is about.
+    pub fn key(self) -> (usize, ChunkId) {
+        match self {
+            Event::Received { worker, chunk } | Event::Ready { worker, chunk } | Event::Results { worker, chunk } => {
+                (worker, chunk)
+            }
+        }
+    }
+}
+
+/// An event the plan does not allow: the worker broke the protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unexpected(pub Event);
+
+impl fmt::Display for Unexpected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unexpected {:?} at this point of the schedule", self.0)
+    }
+}
+
+impl std::error::Error for Unexpected {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    Pending,
+    Sending,
+    Sent,
+    Ready,
+    Returning,
+    Returned,
+}
+
+/// A round's schedule: the plan's sequence ([`Sequenced`], every planned
+/// round, one chunk a worker or many) or an on-demand baseline
+/// ([`OnDemand`]). A schedule tracks its own chunks; the port is not its
+/// to hold: the machine asks for the next send or return only when the
+/// port is free for it, and the schedule marks that transfer as started.
+pub enum Schedule {
+    Planned(Sequenced),
+    OnDemand(OnDemand),
+}
+
+macro_rules! each {
+    ($s:expr, $x:ident => $e:expr) => {
+        match $s {
+            Schedule::Planned($x) => $e,
+            Schedule::OnDemand($x) => $e,
+        }
+    };
+}
+
+impl Schedule {
+    /// The chunk to send now, if any.
+    pub fn next_send(&mut self) -> Option<Chunk> {
+        each!(self, s => s.next_send())
+    }
+
+    /// The (worker, chunk) to grant the port for its results now, if any.
+    pub fn next_return(&mut self) -> Option<(usize, ChunkId)> {
+        each!(self, s => s.next_return())
+    }
+
+    pub fn on_event(&mut self, ev: Event) -> Result<(), Unexpected> {
+        each!(self, s => s.on_event(ev))
+    }
+
+    /// Every chunk returned or handed back.
+    pub fn done(&self) -> bool {
+        each!(self, s => s.done())
+    }
+
+    /// Give up on `worker`: the chunks it had not returned (and, when no
+    /// worker is left to take them, the chunks nobody was given yet).
+    pub fn lose(&mut self, worker: usize) -> Vec<Chunk> {
+        each!(self, s => s.lose(worker))
+    }
+
+    /// Whether `worker` holds a chunk of this schedule not yet computed.
+    pub fn awaiting_ready(&self, worker: usize) -> bool {
+        each!(self, s => s.awaiting_ready(worker))
+    }
+
+    /// A chunk by id, with the worker it went to.
+    pub fn chunk(&self, id: ChunkId) -> Option<Chunk> {
+        each!(self, s => s.chunk(id))
+    }
+
+    /// The time (seconds from the start of the run) of what the schedule
+    /// is told or asked next: the planned sequence decides by the clock.
+    pub fn at(&mut self, now: f64) {
+        if let Schedule::Planned(s) = self {
+            s.at(now);
+        }
+    }
+
+    /// What the machine has seen of `worker`'s pace: measured over planned
+    /// time for sending, computing and returning.
+    pub fn pace(&mut self, worker: usize, factors: [f64; 3]) {
+        if let Schedule::Planned(s) = self {
+            s.pace(worker, factors);
+        }
+    }
+
+    /// When the schedule would decide differently with no event in
+    /// between (so the machine should be asked again then), if ever.
+    pub fn wake_at(&self) -> Option<f64> {
+        match self {
+            Schedule::Planned(s) => s.wake_at(),
+            Schedule::OnDemand(_) => None,
+        }
+    }
+}

@@ -1,0 +1,326 @@
+//! A simulated platform that drives the [`BatchMachine`]: workers that
+//! receive, compute in arrival order and return when granted, at given
+//! true costs, every command and reply through the real codec, with
+//! workers killed at chosen points or slowed partway. Deterministic, so
+//! tests, experiments and benchmarks can run a batch without sockets.
+
+use crate::machine::{BatchMachine, Command, Config, Input, Status};
+use crate::record::Measured;
+use bytes::BytesMut;
+use dls_lp::{Plan, Platform, Worker};
+use dls_protocol::{frame, ChunkId, Frame, FromWorker, JobId, ToWorker};
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+
+/// Through the codec and back; the message must survive unchanged.
+fn wire<M>(f: Frame<M>)
+where
+    M: serde::Serialize + serde::de::DeserializeOwned + dls_protocol::Payload + PartialEq + std::fmt::Debug + Clone,
+{
+    let mut buf = BytesMut::new();
+    frame::encode(&f, &mut buf).expect("encodes");
+    let back = frame::decode::<M>(&mut buf, 1 << 30).expect("decodes").expect("whole");
+    assert_eq!(back, f);
+    assert!(buf.is_empty(), "no stray bytes");
+}
+
+/// Where a worker is with a chunk when it dies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum At {
+    /// Halfway through the send of its chunk.
+    Sending,
+    /// Just after it has the chunk, before it has computed it.
+    Computing,
+    /// Computed, results held, waiting for its grant.
+    AwaitingGrant,
+    /// Halfway through the return of its results.
+    Returning,
+}
+
+/// Kill `worker` at `stage` of its `nth` chunk (0-based, in the order its
+/// chunks reach that stage).
+#[derive(Debug, Clone, Copy)]
+pub struct Kill {
+    pub worker: usize,
+    pub stage: At,
+    pub nth: usize,
+}
+
+pub fn kill(worker: usize, stage: At, nth: usize) -> Kill {
+    Kill { worker, stage, nth }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum SimEv {
+    Received(ChunkId),
+    Ready(ChunkId),
+    Results(ChunkId),
+    Die,
+}
+
+#[derive(Debug, PartialEq)]
+struct Timed(f64, u64, usize, SimEv);
+impl Eq for Timed {}
+impl PartialOrd for Timed {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Timed {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // Earliest first; ties in order of scheduling.
+        o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
+    }
+}
+
+/// What a simulated run did.
+pub struct Run {
+    pub status: Status,
+    /// When the machine stopped running (simulated seconds).
+    pub end: f64,
+    pub measured: Measured,
+    /// How many times each product was stored.
+    pub stored: Vec<u32>,
+    /// (start, end, is_send, worker) of every transfer that completed.
+    pub transfers: Vec<(f64, f64, bool, usize)>,
+    /// The most products each worker held at once (sent, not yet returned).
+    pub max_held: Vec<usize>,
+}
+
+/// `worker` computes `factor` times slower (or faster) from its `after`-th
+/// product on (chunk by chunk: a chunk started past it is all changed).
+#[derive(Debug, Clone, Copy)]
+pub struct Change {
+    pub worker: usize,
+    pub after: usize,
+    pub factor: f64,
+}
+
+/// What goes wrong in a simulated run: workers killed at given points, a
+/// worker whose speed changes partway.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    pub kills: Vec<Kill>,
+    pub change: Option<Change>,
+}
+
+struct Sim {
+    truth: Vec<Worker>,
+    change: Option<Change>,
+    /// Products each worker has started computing.
+    started: Vec<usize>,
+    /// Each chunk's computing time, as the worker reports it.
+    secs: HashMap<ChunkId, f64>,
+    queue: BinaryHeap<Timed>,
+    seq: u64,
+    compute_free: Vec<f64>,
+    dead: Vec<bool>,
+    kills: Vec<Kill>,
+    /// Chunks of each worker that reached each stage so far.
+    reached: HashMap<(usize, At), usize>,
+    lens: HashMap<ChunkId, usize>,
+    open: HashMap<(usize, ChunkId, bool), f64>,
+    transfers: Vec<(f64, f64, bool, usize)>,
+    stored: Vec<u32>,
+    held: Vec<usize>,
+    max_held: Vec<usize>,
+}
+
+const JOB: JobId = JobId(7);
+
+impl Sim {
+    fn push(&mut self, t: f64, worker: usize, ev: SimEv) {
+        self.seq += 1;
+        self.queue.push(Timed(t, self.seq, worker, ev));
+    }
+
+    /// A chunk of `worker` reaches `stage` at `now`, for `span` seconds:
+    /// schedule its death if a kill says so.
+    fn reach(&mut self, worker: usize, stage: At, now: f64, span: f64) {
+        let n = self.reached.entry((worker, stage)).or_insert(0);
+        let nth = *n;
+        *n += 1;
+        if self
+            .kills
+            .iter()
+            .any(|k| k.worker == worker && k.stage == stage && k.nth == nth)
+        {
+            self.push(now + span / 2.0, worker, SimEv::Die);
+        }
+    }
+
+    fn carry_out(&mut self, cmd: Command, now: f64) {
+        match cmd {
+            Command::Assign {
+                worker,
+                chunk,
+                products,
+                reading,
+            } => {
+                assert!(reading > 0.0);
+                let len = products.len();
+                let msg = ToWorker::Assign {
+                    job: JOB,
+                    chunk,
+                    form: dls_protocol::Form::square(1),
+                    count: len as u32,
+                };
+                wire(Frame::with_payload(msg, vec![1.0f64; 2 * len]));
+                self.lens.insert(chunk, len);
+                self.held[worker] += len;
+                self.max_held[worker] = self.max_held[worker].max(self.held[worker]);
+                self.open.insert((worker, chunk, true), now);
+                let w = &self.truth[worker];
+                let got = now + w.latency.send + len as f64 * w.c;
+                let slower = self
+                    .change
+                    .filter(|c| c.worker == worker && self.started[worker] >= c.after)
+                    .map_or(1.0, |c| c.factor);
+                self.started[worker] += len;
+                let secs = w.latency.compute + len as f64 * w.w * slower;
+                self.secs.insert(chunk, secs);
+                let done = got.max(self.compute_free[worker]) + secs;
+                self.compute_free[worker] = done;
+                self.push(got, worker, SimEv::Received(chunk));
+                self.push(done, worker, SimEv::Ready(chunk));
+                self.reach(worker, At::Sending, now, got - now);
+            }
+            Command::Grant { worker, chunk } => {
+                wire(Frame::new(ToWorker::Grant { job: JOB, chunk }));
+                self.open.insert((worker, chunk, false), now);
+                let span = self.truth[worker].latency.ret + self.lens[&chunk] as f64 * self.truth[worker].d;
+                self.push(now + span, worker, SimEv::Results(chunk));
+                self.reach(worker, At::Returning, now, span);
+            }
+            Command::Store { products, .. } => {
+                for &g in products.iter() {
+                    self.stored[g] += 1;
+                }
+            }
+            Command::Release { worker, cancel } => {
+                if cancel {
+                    wire(Frame::new(ToWorker::Cancel { job: JOB }));
+                }
+                self.dead[worker] = true;
+            }
+        }
+    }
+
+    /// The worker's reply crosses the wire; the input the shell would give.
+    fn reply(&mut self, worker: usize, ev: SimEv, t: f64) -> Input {
+        match ev {
+            SimEv::Received(chunk) => {
+                wire(Frame::new(FromWorker::Received { job: JOB, chunk }));
+                let start = self.open.remove(&(worker, chunk, true)).expect("a send was open");
+                self.transfers.push((start, t, true, worker));
+                self.reach(worker, At::Computing, t, 0.0);
+                Input::Received(chunk)
+            }
+            SimEv::Ready(chunk) => {
+                let secs = self.secs[&chunk];
+                wire(Frame::new(FromWorker::Ready {
+                    job: JOB,
+                    chunk,
+                    compute_secs: secs,
+                }));
+                self.reach(worker, At::AwaitingGrant, t, 0.0);
+                Input::Ready(chunk, secs)
+            }
+            SimEv::Results(chunk) => {
+                let len = self.lens[&chunk];
+                let msg = FromWorker::Results {
+                    job: JOB,
+                    chunk,
+                    form: dls_protocol::Form::square(1),
+                    count: len as u32,
+                };
+                wire(Frame::with_payload(msg, vec![0.5f64; len]));
+                let start = self.open.remove(&(worker, chunk, false)).expect("a return was open");
+                self.transfers.push((start, t, false, worker));
+                self.held[worker] -= len;
+                Input::Results(chunk)
+            }
+            SimEv::Die => {
+                self.dead[worker] = true;
+                Input::Lost("killed".into())
+            }
+        }
+    }
+}
+
+/// Run `plan` (made for `platform`) through a [`BatchMachine`] on
+/// simulated workers whose true costs are `truth`, with `faults`; the
+/// machine is ticked every 50 simulated milliseconds and whenever it asks.
+///
+/// # Panics
+/// If the machine breaks the protocol's rules that the simulation checks
+/// (a message that does not survive the codec, a return not granted), or
+/// runs a million steps without ending: a bug of the machine.
+pub fn simulate(platform: &Platform, truth: &[Worker], plan: &Plan, cfg: Config, faults: &Faults) -> Run {
+    let (kills, change) = (&faults.kills, faults.change);
+    let mut machine = BatchMachine::new(platform.clone(), plan, cfg).expect("machine");
+    let p = platform.len();
+    let mut sim = Sim {
+        truth: truth.to_vec(),
+        change,
+        started: vec![0; p],
+        secs: HashMap::new(),
+        queue: BinaryHeap::new(),
+        seq: 0,
+        compute_free: vec![0.0; p],
+        dead: vec![false; p],
+        kills: kills.to_vec(),
+        reached: HashMap::new(),
+        lens: HashMap::new(),
+        open: HashMap::new(),
+        transfers: Vec::new(),
+        stored: vec![0; plan.load as usize],
+        held: vec![0; p],
+        max_held: vec![0; p],
+    };
+    let tick = 0.05;
+    let (mut now, mut next_tick) = (0.0, tick);
+    let mut commands = machine.start(0.0);
+    let mut steps = 0;
+    loop {
+        for cmd in commands.drain(..) {
+            sim.carry_out(cmd, now);
+        }
+        if machine.status() != Status::Running {
+            break;
+        }
+        steps += 1;
+        assert!(steps < 1_000_000, "the simulation does not end");
+        let next = sim.queue.peek().map(|t| t.0);
+        // The shell wakes the machine when it asks to, as well as on ticks.
+        let due = machine
+            .wake_at()
+            .filter(|&w| w > now)
+            .map_or(next_tick, |w| w.min(next_tick));
+        if next.is_none_or(|t| t > due) {
+            now = due;
+            if due >= next_tick {
+                next_tick += tick;
+            }
+            commands = machine.on_tick(now);
+            continue;
+        }
+        let Some(Timed(t, _, worker, ev)) = sim.queue.pop() else {
+            break;
+        };
+        if sim.dead[worker] {
+            continue;
+        }
+        now = t;
+        let input = sim.reply(worker, ev, t);
+        commands = machine.on_event(worker, input, t);
+    }
+    Run {
+        status: machine.status(),
+        end: now,
+        stored: sim.stored,
+        transfers: sim.transfers,
+        max_held: sim.max_held,
+        measured: machine.finish(),
+    }
+}
