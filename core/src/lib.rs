@@ -23,12 +23,14 @@
 //! ```
 //!
 //! Modules: [`machine`] (the batch state machine, with online correction),
-//! [`port`] (who holds the master's port), [`schedule`] (a round's
+//! [`port`] (who holds the master's port), [`chunk`] (chunks and the
+//! events about them), [`schedule`] (a round's
 //! schedule: the plan's [`sequenced`] sequence or an [`on_demand`]
 //! baseline), [`adapt`] (what correction decides), [`record`] (what a run
 //! measured), [`sim`] (a simulated platform that drives the machine).
 
 pub mod adapt;
+pub mod chunk;
 pub mod machine;
 pub mod on_demand;
 pub mod port;

@@ -5,7 +5,7 @@
 //! port (the machine offers the port to a send before a return, to keep
 //! workers busy).
 
-use crate::schedule::{Chunk, Event, Stage, Unexpected};
+use crate::chunk::{Chunk, Event, Stage, Unexpected};
 use dls_protocol::ChunkId;
 use std::collections::VecDeque;
 

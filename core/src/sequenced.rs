@@ -21,7 +21,7 @@
 //! has started may be resized ([`Sequenced::resize`]): online correction
 //! moves products between the chunks not yet sent.
 
-use crate::schedule::{Chunk, Event, Stage, Unexpected};
+use crate::chunk::{Chunk, Event, Stage, Unexpected};
 use dls_lp::sequence::{PortOp, Sequence};
 use dls_lp::tol::GAP_FIT;
 use dls_lp::{Ports, Worker};

@@ -18,7 +18,7 @@ struct Cli {
     /// Log lines as text or as one JSON object per line (RUST_LOG sets what
     /// is logged; NO_COLOR turns colour off).
     #[arg(long, value_enum, default_value = "text", global = true)]
-    log_format: crate::LogFormat,
+    log_format: dls_common::LogFormat,
 }
 
 #[derive(Debug, Args)]
@@ -93,7 +93,7 @@ enum Command {
 
 /// `--memory-limit`: a size with units or a share of this machine's memory.
 fn memory_size(text: &str) -> Result<u64, String> {
-    crate::parse_size(text, crate::meminfo_bytes("MemTotal"))
+    dls_common::parse_size(text, dls_common::meminfo_bytes("MemTotal"))
 }
 
 fn cores() -> usize {
@@ -104,7 +104,7 @@ fn daemon(args: DaemonArgs) -> Result<()> {
     let Some(listen) = args.listen else {
         bail!("--listen ADDR is required (e.g. --listen 0.0.0.0:7070), or use `dls-worker bench`");
     };
-    let token = crate::load_token(args.token_file.as_deref())?;
+    let token = dls_common::load_token(args.token_file.as_deref())?;
     if token.is_none() && !listen.ip().is_loopback() && !args.insecure {
         bail!(
             "refusing to listen on {listen} without a token: pass --token-file FILE or set DLS_TOKEN (and give the master the same), or --insecure to accept any master"
@@ -134,7 +134,10 @@ fn daemon(args: DaemonArgs) -> Result<()> {
     if threads == 0 {
         bail!("--threads must be at least 1");
     }
-    let mut cfg = Config::new(threads, args.memory_limit.unwrap_or_else(crate::default_memory_limit));
+    let mut cfg = Config::new(
+        threads,
+        args.memory_limit.unwrap_or_else(dls_common::default_memory_limit),
+    );
     cfg.token = token;
     cfg.slowdown = args.slowdown;
     cfg.speed_change = args.speed_change;
@@ -213,7 +216,7 @@ fn bench(size: usize, threads: Option<usize>, json: bool) -> Result<()> {
 /// The whole `dls-worker` program: flags, logging, daemon or bench.
 pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    crate::init_logging("info", cli.log_format);
+    dls_common::init_logging("info", cli.log_format);
     let res = match cli.command {
         Some(Command::Bench { size, threads, json }) => bench(size, threads, json),
         None => daemon(cli.daemon),
@@ -227,36 +230,13 @@ pub fn main() -> std::process::ExitCode {
     }
 }
 
-/// Every option and argument of `cmd` and its subcommands that has no help
-/// line, as "command subcommand option" (for the tests that keep `--help`
-/// complete, here and in `dls`).
-pub fn undocumented(cmd: &clap::Command) -> Vec<String> {
-    fn walk(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
-        for a in cmd.get_arguments() {
-            let id = a.get_id().as_str();
-            if id == "help" || id == "version" {
-                continue;
-            }
-            if a.get_help().is_none_or(|h| h.to_string().trim().is_empty()) {
-                out.push(format!("{path} {id}"));
-            }
-        }
-        for sub in cmd.get_subcommands() {
-            walk(sub, &format!("{path} {}", sub.get_name()), out);
-        }
-    }
-    let mut out = Vec::new();
-    walk(cmd, cmd.get_name(), &mut out);
-    out
-}
-
 #[cfg(test)]
 mod help_tests {
     use clap::CommandFactory;
 
     #[test]
     fn every_option_of_every_command_says_what_it_is() {
-        let missing = super::undocumented(&super::Cli::command());
+        let missing = dls_common::undocumented(&super::Cli::command());
         assert!(missing.is_empty(), "options without help:\n{}", missing.join("\n"));
     }
 }

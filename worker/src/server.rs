@@ -207,7 +207,7 @@ async fn handle(c: Conn, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
         evict,
     } = c;
     let _ = stream.set_nodelay(true);
-    crate::keepalive(&stream);
+    dls_common::keepalive(&stream);
     let mut conn: WorkerConn = Connection::new(Throttled::new(stream, cfg.link_rate));
     let caps = cfg.capabilities();
     // The session slot is taken only once the master is authenticated.

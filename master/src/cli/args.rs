@@ -17,7 +17,7 @@ pub struct Cli {
     /// Log lines as text or as one JSON object per line (RUST_LOG sets what
     /// is logged; NO_COLOR turns colour off).
     #[arg(long, value_enum, default_value = "text", global = true)]
-    pub log_format: dls_worker::LogFormat,
+    pub log_format: dls_common::LogFormat,
 }
 
 /// What the products of a batch are: their shape, type, and whether one
@@ -445,7 +445,7 @@ mod help_tests {
 
     #[test]
     fn every_option_of_every_command_says_what_it_is() {
-        let missing = dls_worker::cli::undocumented(&Cli::command());
+        let missing = dls_common::undocumented(&Cli::command());
         assert!(missing.is_empty(), "options without help:\n{}", missing.join("\n"));
     }
 }

@@ -20,7 +20,7 @@ pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     // Warnings (a worker lost, say) by default; RUST_LOG for more. Colour
     // only on a terminal, never with NO_COLOR.
-    dls_worker::init_logging("warn", cli.log_format);
+    dls_common::init_logging("warn", cli.log_format);
     match run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

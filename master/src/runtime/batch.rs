@@ -71,7 +71,7 @@ impl ChunkInputs {
 /// Memory this machine can still give a process (MemAvailable in
 /// /proc/meminfo), when it says.
 pub fn available_memory() -> Option<u64> {
-    dls_worker::meminfo_bytes("MemAvailable")
+    dls_common::meminfo_bytes("MemAvailable")
 }
 
 /// Bytes the master holds for `count` products of `form` (A, B and C),

@@ -40,7 +40,7 @@ pub const MAX_FRAME: u64 = dls_protocol::frame::ABSOLUTE_MAX_FRAME;
 
 /// The token from `--token-file`, else `DLS_TOKEN`, else none (the same two
 /// ways `dls-worker` takes it).
-pub use dls_worker::load_token;
+pub use dls_common::load_token;
 
 /// Connect to one worker and authenticate. A connection the worker drops
 /// for a newer one before it authenticated (a flood of other clients) is
@@ -82,7 +82,7 @@ async fn connect_once(name: &str, address: &str, token: Option<&Token>, t: Conne
         .with_context(|| format!("{}: cannot connect (is dls-worker running there?)", who(name, address)))
         .map_err(Attempt::Failed)?;
     let _ = stream.set_nodelay(true);
-    dls_worker::keepalive(&stream);
+    dls_common::keepalive(&stream);
     let mut conn = Connection::new(stream);
     let caps = match handshake::master_sealed(&mut conn, token, MAX_FRAME, t.handshake, t.encrypt).await {
         Ok(caps) => caps,
