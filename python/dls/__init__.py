@@ -107,6 +107,13 @@ def run(
     trace: PathLike = None,
     gantt: PathLike = None,
     progress: bool = False,
+    encrypt: bool = False,
+    require_all: bool = False,
+    ports: int = 1,
+    rounding: str = "refined",
+    straggler: Optional[float] = None,
+    adapt: bool = True,
+    chunk_mb: int = 64,
 ) -> Run:
     """Run the batch C[i] = A[i] @ B[i] on the workers and return a :class:`Run`.
 
@@ -124,6 +131,14 @@ def run(
     :class:`InputError`, :class:`ConnectError` or :class:`RunError`, all
     :class:`Error`. ``progress=True`` shows how many products are back on
     ``sys.stderr`` (a terminal or a notebook).
+
+    The other options are those of ``dls run``: ``encrypt`` (every frame
+    sealed; needs a token), ``require_all`` (fail unless every worker
+    answers and can be measured, instead of leaving it out), ``ports`` (1,
+    the one-port model, or 2), ``rounding`` ("refined" or "paper"),
+    ``straggler`` (give up on a worker this many times later than
+    predicted), ``adapt`` (online correction of multi-round plans) and
+    ``chunk_mb`` (the largest message, in MiB).
     """
     a, b = _arrays(a, b)
     native = _native.run(
@@ -139,6 +154,13 @@ def run(
         verify=verify,
         seed=seed,
         progress=progress,
+        encrypt=encrypt,
+        require_all=require_all,
+        ports=ports,
+        rounding=rounding,
+        straggler=straggler,
+        adapt=adapt,
+        chunk_mb=chunk_mb,
     )
     done = Run(native)
     if trace is not None:
@@ -148,31 +170,11 @@ def run(
     return done
 
 
-def matmul(
-    a: Any,
-    b: Any,
-    *,
-    workers: Workers = None,
-    cluster: PathLike = None,
-    slurm: bool = False,
-    token_file: PathLike = None,
-    strategy: str = "best",
-    platform: PathLike = None,
-    progress: bool = False,
-) -> np.ndarray:
+def matmul(a: Any, b: Any, **options: Any) -> np.ndarray:
     """The batch of products A[i] @ B[i] computed on the workers, C in batch
-    order: what :func:`run` returns as ``c``, with the same arguments."""
-    return run(
-        a,
-        b,
-        workers=workers,
-        cluster=cluster,
-        slurm=slurm,
-        token_file=token_file,
-        strategy=strategy,
-        platform=platform,
-        progress=progress,
-    ).c
+    order: what :func:`run` returns as ``c``, with the same keyword
+    arguments (every option of ``dls run``)."""
+    return run(a, b, **options).c
 
 
 def plan(platform: Union[str, "os.PathLike[str]"], load: int, strategy: str = "fifo", ports: int = 1) -> Dict[str, Any]:

@@ -33,6 +33,13 @@ def run(
     verify: int = 3,
     seed: int = 0,
     progress: bool = False,
+    encrypt: bool = False,
+    require_all: bool = False,
+    ports: int = 1,
+    rounding: str = "refined",
+    straggler: Optional[float] = None,
+    adapt: bool = True,
+    chunk_mb: int = 64,
 ) -> NativeRun: ...
 def plan(platform: str, load: int, strategy: str = "fifo", ports: int = 1) -> str: ...
 def calibrate(

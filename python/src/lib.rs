@@ -10,10 +10,9 @@
 use dls_master::config::cluster::Cluster;
 use dls_master::config::platform_file::PlatformFile;
 use dls_master::runtime::batch::Batch;
-use dls_master::runtime::calibrate::{self as calibration, CalibrateOptions};
 use dls_master::runtime::data::{External, MemorySink, Source};
 use dls_master::runtime::local::{self, Emulated, LocalWorkers};
-use dls_master::runtime::{link, pool::Pool};
+use dls_master::runtime::shell::RunOptions;
 use dls_master::session::{self, RunConfig};
 use dls_protocol::{DType, Form, Shape, Values};
 use numpy::{IntoPyArray, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
@@ -256,6 +255,22 @@ fn strategy_of(s: &str) -> PyResult<dls_lp::Strategy> {
     s.parse().map_err(input)
 }
 
+fn ports_of(ports: u8) -> PyResult<dls_lp::Ports> {
+    match ports {
+        1 => Ok(dls_lp::Ports::One),
+        2 => Ok(dls_lp::Ports::Two),
+        _ => Err(input(format!("ports must be 1 or 2 (got {ports})"))),
+    }
+}
+
+fn rounding_of(s: &str) -> PyResult<dls_lp::Rounding> {
+    match s {
+        "refined" => Ok(dls_lp::Rounding::Refined),
+        "paper" => Ok(dls_lp::Rounding::Paper),
+        _ => Err(input(format!("rounding {s:?}: refined or paper"))),
+    }
+}
+
 /// What a finished batch left: C, the summary (JSON), the trace (JSON)
 /// and its Gantt chart (SVG).
 #[pyclass(module = "dls._native")]
@@ -272,7 +287,7 @@ struct NativeRun {
 
 /// Run a batch of products: see `dls.run`.
 #[pyfunction]
-#[pyo3(signature = (a, b, *, workers=None, cluster=None, slurm=false, worker_port=7070, token_file=None, strategy="best", platform=None, verify=3, seed=0, progress=false))]
+#[pyo3(signature = (a, b, *, workers=None, cluster=None, slurm=false, worker_port=7070, token_file=None, strategy="best", platform=None, verify=3, seed=0, progress=false, encrypt=false, require_all=false, ports=1, rounding="refined", straggler=None, adapt=true, chunk_mb=64))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -288,6 +303,13 @@ fn run(
     verify: usize,
     seed: u64,
     progress: bool,
+    encrypt: bool,
+    require_all: bool,
+    ports: u8,
+    rounding: &str,
+    straggler: Option<f64>,
+    adapt: bool,
+    chunk_mb: u64,
 ) -> PyResult<NativeRun> {
     let batch = batch_of(a, b)?;
     if batch.count == 0 {
@@ -299,11 +321,34 @@ fn run(
         Some(p) => Some(PlatformFile::load_for(p, &batch.form).map_err(|e| input(chain(&e)))?.0),
         None => cluster.known_platform().transpose().map_err(|e| input(chain(&e)))?,
     };
+    if let Some(f) = straggler.filter(|f| !(f.is_finite() && *f >= 1.0)) {
+        return Err(input(format!("straggler must be a factor of at least 1 (got {f})")));
+    }
+    if !(1..=1 << 20).contains(&chunk_mb) {
+        return Err(input(format!("chunk_mb must be from 1 to 1048576 (got {chunk_mb})")));
+    }
     let cfg = RunConfig {
         strategy: strategy_of(strategy)?,
+        ports: ports_of(ports)?,
+        rounding: rounding_of(rounding)?,
         verify,
         seed,
-        ..RunConfig::default()
+        options: RunOptions {
+            max_chunk_bytes: chunk_mb << 20,
+            straggler,
+            adapt,
+            ..RunOptions::default()
+        },
+    };
+    if encrypt && token.is_none() {
+        return Err(input(
+            "encrypt=True needs a token (the keys are derived from it): give token_file or set DLS_TOKEN",
+        ));
+    }
+    let reach = session::Workers {
+        require_all,
+        encrypt,
+        ..session::Workers::new(cluster, token)
     };
     let c = Values::try_zeros(batch.form.dtype, batch.c_len())
         .ok_or_else(|| input(format!("no memory for the results of {} products", batch.count)))?;
@@ -315,8 +360,8 @@ fn run(
         let on_chunk = move |k: usize| {
             counter.fetch_add(k, std::sync::atomic::Ordering::Relaxed);
         };
-        let (done, _left) = session::run_on(&cluster, token.as_ref(), given, &batch, &cfg, &mut sink, on_chunk).await?;
-        Ok((done, sink.0))
+        let done = session::run(&reach, given, None, &batch, &cfg, &mut sink, on_chunk).await?;
+        Ok::<_, anyhow::Error>((done, sink.0))
     };
     // The progress line goes to Python's sys.stderr (a terminal or a notebook).
     let mut shown = usize::MAX;
@@ -334,8 +379,8 @@ fn run(
         tick(py)?;
         py.import("sys")?.getattr("stderr")?.call_method1("write", ("\n",))?;
     }
-    let (done, c) = done.map_err(|e| match e.downcast_ref::<session::RunOnError>() {
-        Some(session::RunOnError::Workers(_)) => ConnectError::new_err(chain(&e)),
+    let (done, c) = done.map_err(|e| match e.downcast_ref::<session::RunError>() {
+        Some(session::RunError::Workers(_)) => ConnectError::new_err(chain(&e)),
         _ => RunError::new_err(chain(&e)),
     })?;
     let shape = [done.report.load as usize, form.shape.n as usize, form.shape.m as usize];
@@ -398,11 +443,11 @@ fn calibrate(
     };
     let cluster = cluster_of(workers, cluster, slurm, worker_port)?;
     let token = session::token(token_file.as_deref(), Some(&cluster)).map_err(|e| input(chain(&e)))?;
+    let reach = session::Workers::new(cluster, token);
     let fut = async move {
-        let (mut pool, _) = Pool::connect_available(&cluster, token.as_ref(), link::ConnectOptions::default()).await?;
-        let cal = calibration::calibrate_available(&mut pool, &CalibrateOptions::for_form(form)).await;
-        pool.close().await;
-        Ok(cal?.0)
+        reach
+            .with_pool(async |pool, _| Ok(reach.calibrate(pool, form).await?.0))
+            .await
     };
     let cal = wait(py, fut, |_| Ok(()))?.map_err(|e| ConnectError::new_err(chain(&e)))?;
     serde_json::to_string(&cal).map_err(|e| Error::new_err(e.to_string()))

@@ -148,6 +148,46 @@ def test_workers_started_apart_with_a_token(tmp_path):
         d.stop()
 
 
+def test_every_run_option_of_the_cli_works_encrypted(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("python-test-token-encrypt-0123456789")
+    token.chmod(0o600)
+    d = Daemons(2, token_file=token)
+    try:
+        rng = np.random.default_rng(5)
+        a, b = rng.standard_normal((24, 6, 5)), rng.standard_normal((24, 5, 4))
+        done = dls.run(
+            a,
+            b,
+            workers=d.addresses,
+            token_file=token,
+            encrypt=True,
+            require_all=True,
+            strategy="rounds",
+            ports=2,
+            rounding="paper",
+            straggler=5.0,
+            adapt=False,
+            chunk_mb=1,
+            verify=2,
+            seed=1,
+        )
+        np.testing.assert_allclose(done.c, np.matmul(a, b), rtol=1e-12, atol=1e-12)
+        assert done.summary["strategy"] == "rounds"
+        c = dls.matmul(a, b, workers=d.addresses, token_file=token, encrypt=True, verify=2, seed=1)
+        np.testing.assert_allclose(c, np.matmul(a, b), rtol=1e-12, atol=1e-12)
+        # Encryption without a token, and options out of range, are the
+        # caller's mistakes.
+        for bad in [dict(encrypt=True), dict(ports=3), dict(rounding="nearest"), dict(straggler=0.5)]:
+            kw = dict(workers=d.addresses)
+            if "encrypt" not in bad:
+                kw["token_file"] = token
+            with pytest.raises(dls.InputError):
+                dls.run(a, b, **kw, **bad)
+    finally:
+        d.stop()
+
+
 def test_inputs_are_read_in_place_not_copied_whole():
     """The master copies A and B a chunk at a time as it sends them: its
     peak memory grows by C (which it returns) and a few chunks, not by a

@@ -2,21 +2,18 @@
 
 use crate::cli::args::{cluster_of, runtime, token_of, Products, RoundingArg, RunArgs, Workers};
 use crate::cli::outputs;
-use crate::config::cluster::Cluster;
 use crate::config::platform_file::PlatformFile;
 use crate::learn::Model;
 use crate::output::status::StatusRow;
 use crate::output::trace::Trace;
 use crate::runtime::batch::Batch;
-use crate::runtime::calibrate::{self, CalibrateOptions, Calibration};
+use crate::runtime::calibrate;
 use crate::runtime::link::{self, ConnectOptions};
-use crate::runtime::pool::{LeftOut, Pool};
 use crate::runtime::shell::RunOptions;
 use crate::session::{self, BatchRun, RunConfig};
 use anyhow::{bail, Context, Result};
-use dls_lp::Platform;
 use dls_lp::{Ports, Rounding};
-use dls_protocol::{Form, Token};
+use dls_protocol::Form;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
@@ -43,22 +40,18 @@ pub fn calibrate(
                 .collect()
         }
     };
-    let cluster = cluster_of(workers)?;
-    let token = token_of(workers.token_file.as_deref(), Some(&cluster))?;
+    let reach = session_workers(workers, require_all)?;
     runtime()?.block_on(async {
-        let (mut pool, _) = connect(&cluster, token.as_ref(), require_all, workers.encrypt).await?;
-        let mut cals = Vec::new();
-        for f in &forms {
-            eprintln!("calibrating {} worker(s) with products of {f} ...", pool.len());
-            match calibrate_pool(&mut pool, *f, require_all).await {
-                Ok((cal, _)) => cals.push(cal),
-                Err(e) => {
-                    pool.close().await;
-                    return Err(e);
+        let mut cals = reach
+            .with_pool(async |pool, _| {
+                let mut cals = Vec::new();
+                for f in &forms {
+                    eprintln!("calibrating {} worker(s) with products of {f} ...", pool.len());
+                    cals.push(reach.calibrate(pool, *f).await?.0);
                 }
-            }
-        }
-        pool.close().await;
+                Ok(cals)
+            })
+            .await?;
         let scaling = match cals.len() {
             1 => None,
             _ => Some(calibrate::scaling(&cals)?),
@@ -97,48 +90,17 @@ pub fn calibrate(
     })
 }
 
-/// Connect to the cluster's workers: all of them (`require_all`), or those
-/// that answer, warning about the others.
-async fn connect(
-    cluster: &Cluster,
-    token: Option<&Token>,
-    require_all: bool,
-    encrypt: bool,
-) -> Result<(Pool, Vec<LeftOut>)> {
-    if encrypt && token.is_none() {
-        bail!("--encrypt needs a token (the keys are derived from it): give --token-file or set DLS_TOKEN");
-    }
-    let t = ConnectOptions {
-        encrypt,
-        ..ConnectOptions::default()
-    };
-    if require_all {
-        return Ok((Pool::connect(cluster, token, t).await?, Vec::new()));
-    }
-    let (pool, left) = Pool::connect_available(cluster, token, t).await?;
-    warn_left_out(&left);
-    Ok((pool, left))
-}
-
-/// Calibrate the pool's workers: all of them (`require_all`), or those that
-/// can be measured, warning about (and dropping) the others.
-async fn calibrate_pool(pool: &mut Pool, form: Form, require_all: bool) -> Result<(Calibration, Vec<LeftOut>)> {
-    let opts = CalibrateOptions::for_form(form);
-    if require_all {
-        return Ok((calibrate::calibrate(pool.links_mut(), &opts).await?, Vec::new()));
-    }
-    let (cal, left) = calibrate::calibrate_available(pool, &opts).await?;
-    warn_left_out(&left);
-    Ok((cal, left))
-}
-
-fn warn_left_out(left: &[LeftOut]) {
-    for l in left {
-        eprintln!(
-            "warning: worker {} left out: {} (--require-all makes this an error)",
-            l.worker, l.reason
-        );
-    }
+/// How to reach the workers the flags name: the session API's
+/// [`session::Workers`], with its remarks printed on stderr.
+fn session_workers(workers: &Workers, require_all: bool) -> Result<session::Workers> {
+    let cluster = cluster_of(workers)?;
+    let token = token_of(workers.token_file.as_deref(), Some(&cluster))?;
+    Ok(session::Workers {
+        require_all,
+        encrypt: workers.encrypt,
+        notes: |s| eprintln!("{s}"),
+        ..session::Workers::new(cluster, token)
+    })
 }
 
 /// `dls status`: every worker asked at once; with `wait`, again every half
@@ -277,63 +239,6 @@ fn model_of(args: &RunArgs, form: &Form) -> Result<Option<(PathBuf, Model)>> {
     Ok(Some((path, model)))
 }
 
-/// The costs to plan with: given, learned for every worker, or calibrated
-/// now; refined by what earlier runs taught.
-async fn platform_for(
-    pool: &mut Pool,
-    given: Option<Platform>,
-    mut model: Option<&mut Model>,
-    form: Form,
-    require_all: bool,
-) -> Result<(Platform, Vec<LeftOut>)> {
-    let names = pool.names();
-    let mut left = Vec::new();
-    let platform = match (given, model.as_deref()) {
-        (Some(p), _) => only_connected(p, &names)?,
-        (None, Some(m)) if m.covers(&names) => m.base(&names)?,
-        (None, _) => {
-            eprintln!("calibrating {} worker(s) (no --platform given) ...", pool.len());
-            let (cal, l) = calibrate_pool(pool, form, require_all).await?;
-            left = l;
-            for w in &cal.workers {
-                for warn in &w.warnings {
-                    eprintln!("warning: {}: {warn}", w.name);
-                }
-            }
-            let platform = cal.platform()?;
-            if let Some(m) = model.as_deref_mut() {
-                m.remember(&platform);
-            }
-            platform
-        }
-    };
-    let platform = match model {
-        Some(m) if m.batches > 0 => {
-            eprintln!("planning with costs learned from {} earlier batch(es)", m.batches);
-            m.refine(&platform)?
-        }
-        _ => platform,
-    };
-    Ok((platform, left))
-}
-
-/// The platform's workers that are connected, in the pool's order.
-fn only_connected(p: Platform, names: &[String]) -> Result<Platform> {
-    if p.workers().iter().map(|w| &w.name).eq(names.iter()) {
-        return Ok(p);
-    }
-    let idx = names
-        .iter()
-        .map(|n| {
-            p.workers()
-                .iter()
-                .position(|w| &w.name == n)
-                .ok_or_else(|| anyhow::anyhow!("the platform has no worker named {n:?}"))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(p.subset(&idx)?)
-}
-
 fn progress_bar(len: usize) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(len as u64);
     if !std::io::stderr().is_terminal() {
@@ -357,8 +262,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
             outputs::check_writable(p, what, &inputs)?;
         }
     }
-    let cluster = cluster_of(&args.workers)?;
-    let token = token_of(args.workers.token_file.as_deref(), Some(&cluster))?;
+    let reach = session_workers(&args.workers, args.require_all)?;
+    let cluster = &reach.cluster;
     let batch = batch_of(args)?;
     if let Some(p) = &args.output {
         // C's values and the .npy header.
@@ -388,46 +293,22 @@ pub fn run(args: &RunArgs) -> Result<()> {
         None => None,
     };
     let mut discard = crate::runtime::data::Discard;
-    let done = runtime()?
-        .block_on(async {
-            let (mut pool, mut left) =
-                connect(&cluster, token.as_ref(), args.require_all, args.workers.encrypt).await?;
-            if let Some((_, m)) = model.as_mut() {
-                let pairs: Vec<(String, String)> = pool
-                    .links()
-                    .iter()
-                    .map(|l| (l.name.clone(), l.address.clone()))
-                    .collect();
-                m.alias(&pairs);
-            }
-            let done = async {
-                let (platform, l) = platform_for(
-                    &mut pool,
-                    given,
-                    model.as_mut().map(|m| &mut m.1),
-                    batch.form,
-                    args.require_all,
-                )
-                .await?;
-                left.extend(l);
-                let bar = progress_bar(batch.count);
-                let sink: &mut dyn crate::runtime::data::Sink = match writer.as_mut() {
-                    Some(w) => w,
-                    None => &mut discard,
-                };
-                let done =
-                    session::run_batch_into(&mut pool, &platform, &batch, &cfg, 1, sink, |k| bar.inc(k as u64)).await;
-                bar.finish_and_clear();
-                done
-            }
-            .await;
-            pool.close().await;
-            done.map(|d| (d, left))
-        })
-        .map(|(mut d, left)| {
-            d.report.left_out = left;
-            d
-        })?;
+    let bar = progress_bar(batch.count);
+    let sink: &mut dyn crate::runtime::data::Sink = match writer.as_mut() {
+        Some(w) => w,
+        None => &mut discard,
+    };
+    let done = runtime()?.block_on(session::run(
+        &reach,
+        given,
+        model.as_mut().map(|m| &mut m.1),
+        &batch,
+        &cfg,
+        sink,
+        |k| bar.inc(k as u64),
+    ));
+    bar.finish_and_clear();
+    let done = done?;
     if let Some((path, m)) = model.as_mut() {
         m.observe(&done.report)?;
         m.save(path)?;

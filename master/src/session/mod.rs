@@ -28,6 +28,9 @@ use anyhow::{anyhow, bail, Result};
 use dls_lp::{Plan, Platform, Ports, Request, Rounding, Strategy, Worker};
 use dls_protocol::{Form, JobId, Values};
 
+mod workers;
+pub use workers::{run, RunError, Workers};
+
 /// How to plan and check a batch.
 #[derive(Debug, Clone, Copy)]
 pub struct RunConfig {
@@ -264,61 +267,4 @@ pub fn slurm_hosts() -> Result<Vec<String>> {
         bail!("--slurm: scontrol lists no host for {list:?}");
     }
     Ok(hosts)
-}
-
-/// Why [`run_on`] failed: the workers could not be reached or measured,
-/// or the batch itself failed.
-#[derive(Debug)]
-pub enum RunOnError {
-    Workers(anyhow::Error),
-    Batch(anyhow::Error),
-}
-
-impl std::fmt::Display for RunOnError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RunOnError::Workers(e) | RunOnError::Batch(e) => write!(f, "{e:#}"),
-        }
-    }
-}
-
-impl std::error::Error for RunOnError {}
-
-/// A batch run start to end, as `dls run` runs it: connect to the cluster's
-/// workers that answer (those that do not are left out and returned),
-/// calibrate them for the batch's products unless `platform` gives their
-/// costs, plan with `cfg`, run with every product's C going to `sink`,
-/// verify, and close the connections whatever happens.
-pub async fn run_on(
-    cluster: &crate::config::cluster::Cluster,
-    token: Option<&dls_protocol::Token>,
-    platform: Option<Platform>,
-    batch: &Batch,
-    cfg: &RunConfig,
-    sink: &mut dyn Sink,
-    on_chunk: impl FnMut(usize) + Send,
-) -> std::result::Result<(BatchRun, Vec<crate::runtime::pool::LeftOut>), RunOnError> {
-    use crate::runtime::{calibrate, link, pool::Pool};
-    let (mut pool, mut left) = Pool::connect_available(cluster, token, link::ConnectOptions::default())
-        .await
-        .map_err(RunOnError::Workers)?;
-    let done = async {
-        let platform = match platform {
-            Some(p) => p,
-            None => {
-                let opts = calibrate::CalibrateOptions::for_form(batch.form);
-                let (cal, l) = calibrate::calibrate_available(&mut pool, &opts)
-                    .await
-                    .map_err(RunOnError::Workers)?;
-                left.extend(l);
-                cal.platform().map_err(RunOnError::Workers)?
-            }
-        };
-        run_batch_into(&mut pool, &platform, batch, cfg, 1, sink, on_chunk)
-            .await
-            .map_err(RunOnError::Batch)
-    }
-    .await;
-    pool.close().await;
-    Ok((done?, left))
 }
