@@ -8,7 +8,7 @@
 //! `cargo bench -p dls-master --bench check [-- N [ROUNDS]]` (default
 //! n = 256, 31 rounds). Prints medians and ratios.
 
-use dls_master::runtime::check::{probe, Expected};
+use dls_master::session::check::{probe, Expected};
 use dls_protocol::{ChunkId, Connection, DType, Form, FromWorker, JobId, ToWorker, Values};
 use dls_worker::kernel::{self, Dims, Kernel};
 use rand::SeedableRng;

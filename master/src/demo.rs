@@ -7,7 +7,6 @@
 use crate::output::table::{Col, Table};
 use crate::runtime::batch::Batch;
 use crate::runtime::calibrate::{self, CalibrateOptions};
-use crate::runtime::link::ConnectOptions;
 use crate::runtime::pool::Pool;
 use crate::session::{self, RunConfig};
 use anyhow::{bail, Context, Result};
@@ -101,15 +100,7 @@ pub async fn run(cfg: &DemoConfig, out_dir: &Path, mut say: impl FnMut(&str)) ->
             w.name, spec.address, w.link_rate, w.slowdown
         ));
     }
-    let result = async {
-        let mut pool = Pool::connect(&local.cluster, None, ConnectOptions::default()).await?;
-        let rows = demo_runs(&mut pool, cfg, out_dir, &mut say).await;
-        pool.close().await;
-        rows
-    }
-    .await;
-    local.stop().await;
-    result
+    crate::session::on_local(local, async |pool| demo_runs(pool, cfg, out_dir, &mut say).await).await
 }
 
 /// Calibrate the demo's workers, then run the batch under every strategy.

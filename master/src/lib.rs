@@ -15,5 +15,5 @@ pub mod demo;
 pub mod experiments;
 pub mod learn;
 pub mod output;
-pub mod runtime;
+mod runtime;
 pub mod session;

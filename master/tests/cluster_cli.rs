@@ -140,10 +140,10 @@ fn status_lists_every_worker_free_busy_or_unreachable() {
     let cluster = dls_master::config::cluster::Cluster::from_list(&w.addrs[0]).expect("cluster");
     let tok = dls_protocol::Token::parse(token);
     let mut pool = rt
-        .block_on(dls_master::runtime::pool::Pool::connect(
+        .block_on(dls_master::session::Pool::connect(
             &cluster,
             tok.as_ref(),
-            dls_master::runtime::link::ConnectOptions::default(),
+            dls_master::session::ConnectOptions::default(),
         ))
         .expect("a master holds w0");
     let (ok, out, err) = dls(&["status", "--workers", &list, "--json"], Some(token));

@@ -4,8 +4,8 @@
 
 mod common;
 use dls_lp::Strategy;
-use dls_master::runtime::batch::Batch;
-use dls_master::runtime::calibrate::{self, CalibrateOptions};
+use dls_master::session::Batch;
+use dls_master::session::CalibrateOptions;
 use dls_master::session::{self, RunConfig};
 use serde_json::Value;
 use std::time::Duration;
@@ -51,7 +51,7 @@ async fn every_strategy_computes_every_product_under_one_port() {
         max_probe_seconds: 2.0,
         ..CalibrateOptions::new(16)
     };
-    let cal = calibrate::calibrate(pool.links_mut(), &opts).await.expect("calibrates");
+    let cal = session::calibrate(pool.links_mut(), &opts).await.expect("calibrates");
     let platform = cal.platform().expect("platform");
     let batch = Batch::random(60, 16, 5);
     for (job, strategy) in Strategy::ALL.into_iter().enumerate() {
@@ -117,11 +117,11 @@ async fn calibration_probes_stop_growing_past_the_time_budget() {
         max_probe_bytes: 16 * 16 * 16 * 8, // 8 units of 16×16
         ..CalibrateOptions::new(16)
     };
-    let full = calibrate::calibrate(pool.links_mut(), &opts).await.expect("calibrates");
+    let full = session::calibrate(pool.links_mut(), &opts).await.expect("calibrates");
     let units: Vec<u64> = full.workers[0].samples.iter().map(|s| s.0).collect();
     assert_eq!(units, [1, 2, 4, 8]);
     opts.max_probe_seconds = 0.0;
-    let short = calibrate::calibrate(pool.links_mut(), &opts).await.expect("calibrates");
+    let short = session::calibrate(pool.links_mut(), &opts).await.expect("calibrates");
     let units: Vec<u64> = short.workers[0].samples.iter().map(|s| s.0).collect();
     assert_eq!(units, [1, 2, 4]);
     pool.close().await;
@@ -183,7 +183,7 @@ async fn two_ports_overlap_sends_and_returns_but_never_two_of_a_kind() {
     let cfg = RunConfig {
         ports: dls_lp::Ports::Two,
         verify: 2,
-        options: dls_master::runtime::shell::RunOptions {
+        options: dls_master::session::RunOptions {
             max_chunk_bytes: 8 * 16 * 32 * 32,
             ..Default::default()
         },
@@ -221,7 +221,7 @@ async fn rounds_run_a_batch_ten_times_what_the_workers_hold() {
         reps: 1,
         ..CalibrateOptions::new(n as usize)
     };
-    let platform = calibrate::calibrate(pool.links_mut(), &opts)
+    let platform = session::calibrate(pool.links_mut(), &opts)
         .await
         .expect("calibrates")
         .platform()
@@ -269,7 +269,7 @@ async fn idle_workers_stay_with_the_master_while_a_slow_one_is_measured() {
         ..CalibrateOptions::new(32)
     };
     let t0 = std::time::Instant::now();
-    let cal = calibrate::calibrate(pool.links_mut(), &opts).await.expect("calibrates");
+    let cal = session::calibrate(pool.links_mut(), &opts).await.expect("calibrates");
     assert!(
         t0.elapsed() > Duration::from_secs(2),
         "the slow worker took a while ({:?})",
@@ -315,7 +315,7 @@ async fn rectangular_float32_and_shared_b_batches_run_end_to_end() {
                 max_probe_bytes: 1 << 18,
                 ..CalibrateOptions::for_form(form)
             };
-            let cal = calibrate::calibrate(pool.links_mut(), &opts).await.expect("calibrates");
+            let cal = session::calibrate(pool.links_mut(), &opts).await.expect("calibrates");
             assert_eq!(cal.form, form);
             let platform = cal.platform().expect("platform");
             let batch = Batch::random_form(form, 50, 3).expect("memory");
@@ -324,7 +324,7 @@ async fn rectangular_float32_and_shared_b_batches_run_end_to_end() {
                 let cfg = RunConfig {
                     strategy,
                     verify: batch.count,
-                    options: dls_master::runtime::shell::RunOptions {
+                    options: dls_master::session::RunOptions {
                         // Several chunks a worker, to cross the shared B once each.
                         max_chunk_bytes: 6 * form.in_bytes(1),
                         ..Default::default()

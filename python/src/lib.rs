@@ -9,11 +9,11 @@
 
 use dls_master::config::cluster::Cluster;
 use dls_master::config::platform_file::PlatformFile;
-use dls_master::runtime::batch::Batch;
-use dls_master::runtime::data::{External, MemorySink, Source};
-use dls_master::runtime::local::{self, Emulated, LocalWorkers};
-use dls_master::runtime::shell::RunOptions;
+use dls_master::session::Batch;
+use dls_master::session::RunOptions;
 use dls_master::session::{self, RunConfig};
+use dls_master::session::{local, Emulated, LocalWorkers};
+use dls_master::session::{External, Source};
 use dls_protocol::{DType, Form, Shape, Values};
 use numpy::{IntoPyArray, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::create_exception;
@@ -350,13 +350,11 @@ fn run(
         encrypt,
         ..session::Workers::new(cluster, token)
     };
-    let c = Values::try_zeros(batch.form.dtype, batch.c_len())
-        .ok_or_else(|| input(format!("no memory for the results of {} products", batch.count)))?;
+    let mut sink = batch.memory_sink().map_err(|e| input(format!("{e:#}")))?;
     let (form, total) = (batch.form, batch.count);
     let stored = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = stored.clone();
     let fut = async move {
-        let mut sink = MemorySink(c);
         let on_chunk = move |k: usize| {
             counter.fetch_add(k, std::sync::atomic::Ordering::Relaxed);
         };

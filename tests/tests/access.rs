@@ -4,8 +4,8 @@
 mod common;
 use common::{token_file, Proc};
 use dls_master::config::cluster::Cluster;
-use dls_master::runtime::link::ConnectOptions;
-use dls_master::runtime::pool::Pool;
+use dls_master::session::ConnectOptions;
+use dls_master::session::Pool;
 use dls_protocol::Token;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;

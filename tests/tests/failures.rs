@@ -8,10 +8,10 @@
 use dls_lp::{Platform, Worker};
 use dls_master::config::cluster::Cluster;
 use dls_master::output::report::RunReport;
-use dls_master::runtime::batch::Batch;
-use dls_master::runtime::link::ConnectOptions;
-use dls_master::runtime::pool::Pool;
-use dls_master::runtime::shell::RunOptions;
+use dls_master::session::Batch;
+use dls_master::session::ConnectOptions;
+use dls_master::session::Pool;
+use dls_master::session::RunOptions;
 use dls_master::session::{self, RunConfig};
 mod common;
 use common::Proc;
@@ -396,7 +396,7 @@ async fn quitter(listener: tokio::net::TcpListener) {
 
 #[test]
 fn a_worker_lost_during_calibration_is_left_out() {
-    use dls_master::runtime::calibrate::{calibrate_available, CalibrateOptions};
+    use dls_master::session::{calibrate_available, CalibrateOptions};
     let good = Proc::start(&[]);
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {

@@ -8,9 +8,7 @@ use crate::cli::args::{runtime, ExperimentArgs, ExperimentKind};
 use crate::config::cluster::Cluster;
 use crate::experiments::{self as x, AdaptRow, BaselineRow, Family, HeuristicsRow, LinearityRow, ParticipationRow};
 use crate::runtime::batch::Batch;
-use crate::runtime::calibrate::CalibrateOptions;
-use crate::runtime::link::ConnectOptions;
-use crate::runtime::pool::Pool;
+use crate::session::{self, Workers};
 use anyhow::{bail, Context, Result};
 use dls_protocol::Token;
 use serde::{de::DeserializeOwned, Serialize};
@@ -65,10 +63,9 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
             ExperimentKind::Linearity => {
                 let rows = match &remote {
                     Some(c) => {
-                        let mut pool = Pool::connect(c, token.as_ref(), ConnectOptions::default()).await?;
-                        let r = x::linearity(pool.links_mut(), opts.size).await;
-                        pool.close().await;
-                        r?
+                        Workers::all(c.clone(), token.clone())
+                            .with_pool(async |pool, _| x::linearity(pool.links_mut(), opts.size).await)
+                            .await?
                     }
                     None => linearity_local(&opts).await?,
                 };
@@ -154,8 +151,9 @@ async fn heuristics_rows(
     } else {
         0
     };
-    let mut pool = Pool::connect(c, token, ConnectOptions::default()).await?;
-    x::heuristics_cluster(&mut pool, opts, family, speeds, first).await
+    Workers::all(c.clone(), token.cloned())
+        .with_pool(async |pool, _| x::heuristics_cluster(pool, opts, family, speeds, first).await)
+        .await
 }
 
 /// Baselines on the cluster or on emulated stars.
@@ -168,12 +166,13 @@ async fn baselines_rows(
     let Some(cl) = remote else {
         return x::baselines_local(opts, |l| eprintln!("{l}")).await;
     };
-    let mut pool = Pool::connect(cl, token, ConnectOptions::default()).await?;
-    let platform = x::calibrate_or_close(&mut pool, &CalibrateOptions::new(opts.size)).await?;
     let batch = Batch::random(opts.batch, opts.size, opts.seed);
-    let r = x::baselines_on(&mut pool, &platform, &batch, 0, speeds).await;
-    pool.close().await;
-    r
+    Workers::all(cl.clone(), token.cloned())
+        .with_pool(async |pool, _| {
+            let platform = x::calibrated(pool, opts.size).await?;
+            x::baselines_on(pool, &platform, &batch, 0, speeds).await
+        })
+        .await
 }
 
 /// `--replot`: the outputs again from the stored rows.
@@ -235,15 +234,7 @@ async fn linearity_local(opts: &x::Options) -> Result<Vec<LinearityRow>> {
         })
         .collect();
     let workers = crate::runtime::local::start(&specs).await?;
-    let r = async {
-        let mut pool = Pool::connect(&workers.cluster, None, ConnectOptions::default()).await?;
-        let r = x::linearity(pool.links_mut(), opts.size).await;
-        pool.close().await;
-        r
-    }
-    .await;
-    workers.stop().await;
-    r
+    session::on_local(workers, async |pool| x::linearity(pool.links_mut(), opts.size).await).await
 }
 
 fn write_outputs<T: Serialize>(dir: &Path, kind: &str, rows: &[T], csv: String, svg: String) -> Result<()> {

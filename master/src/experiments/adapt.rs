@@ -5,9 +5,8 @@
 //! and with `--no-adapt`, alternately, `reps` times each; the medians are
 //! compared.
 
-use super::{start_calibrated, Family, Options};
+use super::{on_calibrated, Family, Options};
 use crate::runtime::batch::Batch;
-use crate::runtime::link::ConnectOptions;
 use crate::runtime::local::{self, Emulated};
 use crate::runtime::pool::Pool;
 use crate::session::{self, RunConfig};
@@ -46,9 +45,7 @@ pub async fn adapt_local(opts: &Options, reps: usize, mut say: impl FnMut(&str))
         let speeds = Family::HeterogeneousStar.speeds(&mut rng, opts.workers);
         // Calibrate on unchanged workers (the change is per batch, and
         // calibration must see the first speed), then plan.
-        let (workers, mut pool, platform) = start_calibrated(&speeds, opts).await?;
-        pool.close().await;
-        workers.stop().await;
+        let platform = on_calibrated(&speeds, opts, async |_, platform| Ok(platform)).await?;
         let plan = dls_lp::plan(&platform, &Request::new(batch.count as u64, Strategy::Rounds))?;
         let victim = (0..platform.len()).max_by_key(|&w| plan.loads[w]).unwrap_or(0);
         let change = SpeedChange {
@@ -64,14 +61,7 @@ pub async fn adapt_local(opts: &Options, reps: usize, mut say: impl FnMut(&str))
             })
             .collect();
         let workers = local::start_measured(&specs, opts.size).await?;
-        let result = async {
-            let mut pool = Pool::connect(&workers.cluster, None, ConnectOptions::default()).await?;
-            let r = runs(&mut pool, &platform, &batch, reps).await;
-            pool.close().await;
-            r
-        }
-        .await;
-        workers.stop().await;
+        let result = session::on_local(workers, async |pool| runs(pool, &platform, &batch, reps).await).await;
         for (rep, adapt, predicted, measured, corrections) in result? {
             rows.push(AdaptRow {
                 platform: k,

@@ -1,6 +1,6 @@
 //! What users would do instead of planning, on the same workers and batch.
 
-use super::{nan_if_null, start_calibrated, stats, Family, Options};
+use super::{nan_if_null, on_calibrated, stats, Family, Options};
 use crate::runtime::batch::Batch;
 use crate::runtime::pool::Pool;
 use crate::session::{self, RunConfig};
@@ -152,10 +152,10 @@ pub async fn baselines_local(opts: &Options, mut say: impl FnMut(&str)) -> Resul
     let mut rows = Vec::new();
     for k in 0..opts.platforms {
         let speeds = Family::HeterogeneousStar.speeds(&mut rng, opts.workers);
-        let (workers, mut pool, platform) = start_calibrated(&speeds, opts).await?;
-        let result = baselines_on(&mut pool, &platform, &batch, k, &speeds).await;
-        pool.close().await;
-        workers.stop().await;
+        let result = on_calibrated(&speeds, opts, async |pool, platform| {
+            baselines_on(pool, &platform, &batch, k, &speeds).await
+        })
+        .await;
         rows.extend(result?);
         say(&format!("platform #{k}: speeds {speeds:?} done"));
     }

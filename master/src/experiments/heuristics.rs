@@ -2,7 +2,7 @@
 //! measured and predicted, normalised by INC_C's prediction (the report's
 //! Figures 10–12).
 
-use super::{calibrate_opts, calibrate_or_close, nan_if_null, run_all, start_calibrated, stats, Family, Options};
+use super::{calibrated, nan_if_null, on_calibrated, run_all, stats, Family, Options};
 use crate::output::table::{Col, Table};
 use crate::runtime::batch::Batch;
 use crate::runtime::pool::Pool;
@@ -62,11 +62,10 @@ pub async fn heuristics_local(opts: &Options, mut say: impl FnMut(&str)) -> Resu
     ] {
         for k in 0..opts.platforms {
             let speeds = family.speeds(&mut rng, opts.workers);
-            let (workers, mut pool, platform) = start_calibrated(&speeds, opts).await?;
-            let reports = run_all(&mut pool, &platform, &batch, &HEURISTICS).await;
-            pool.close().await;
-            workers.stop().await;
-            let reports = reports?;
+            let reports = on_calibrated(&speeds, opts, async |pool, platform| {
+                run_all(pool, &platform, &batch, &HEURISTICS).await
+            })
+            .await?;
             say(&format!("{} #{k}: speeds {speeds:?} done", family.name()));
             rows.extend(heuristics_rows(family, k, &speeds, &reports));
         }
@@ -84,19 +83,14 @@ pub async fn heuristics_cluster(
     speeds: &[(f64, f64)],
     first: usize,
 ) -> Result<Vec<HeuristicsRow>> {
-    let platform = calibrate_or_close(pool, &calibrate_opts(opts.size)).await?;
-    let runs = async {
-        let mut rows = Vec::new();
-        for k in 0..opts.platforms {
-            let batch = Batch::random(opts.batch, opts.size, opts.seed + k as u64);
-            let reports = run_all(pool, &platform, &batch, &HEURISTICS).await?;
-            rows.extend(heuristics_rows(family, first + k, speeds, &reports));
-        }
-        Ok(rows)
+    let platform = calibrated(pool, opts.size).await?;
+    let mut rows = Vec::new();
+    for k in 0..opts.platforms {
+        let batch = Batch::random(opts.batch, opts.size, opts.seed + k as u64);
+        let reports = run_all(pool, &platform, &batch, &HEURISTICS).await?;
+        rows.extend(heuristics_rows(family, first + k, speeds, &reports));
     }
-    .await;
-    pool.close().await;
-    runs
+    Ok(rows)
 }
 
 /// Per family and strategy: mean (and spread) of predicted and measured

@@ -37,7 +37,6 @@ pub use participation::{
 
 use crate::runtime::batch::Batch;
 use crate::runtime::calibrate::{self, CalibrateOptions};
-use crate::runtime::link::ConnectOptions;
 use crate::runtime::local::{self, Emulated};
 use crate::runtime::pool::Pool;
 use crate::session::{self, RunConfig};
@@ -121,14 +120,11 @@ pub(crate) fn calibrate_opts(size: usize) -> CalibrateOptions {
     CalibrateOptions::new(size)
 }
 
-/// Calibrate the pool's workers into a platform; on failure the pool is
-/// closed (its workers are told `Bye`) before the error is returned.
-pub async fn calibrate_or_close(pool: &mut Pool, opts: &CalibrateOptions) -> Result<Platform> {
-    let platform = async { calibrate::calibrate(pool.links_mut(), opts).await?.platform() }.await;
-    if platform.is_err() {
-        pool.close().await;
-    }
-    platform
+/// Calibrate the pool's workers into a platform.
+pub async fn calibrated(pool: &mut Pool, size: usize) -> Result<Platform> {
+    calibrate::calibrate(pool.links_mut(), &calibrate_opts(size))
+        .await?
+        .platform()
 }
 
 /// Run `strategies` on `links`, one batch each; (strategy, report).
@@ -192,30 +188,24 @@ impl Family {
 }
 
 /// Start emulated workers with these (communication, computation) speeds,
-/// connect to them and calibrate them. On failure the workers are stopped.
-pub(crate) async fn start_calibrated(
+/// connect to them, calibrate them and do `work` with the pool and the
+/// platform; the pool is closed and the workers stopped whatever happens.
+pub(crate) async fn on_calibrated<T>(
     speeds: &[(f64, f64)],
     opts: &Options,
-) -> Result<(local::LocalWorkers, Pool, Platform)> {
+    work: impl AsyncFnOnce(&mut Pool, Platform) -> Result<T>,
+) -> Result<T> {
     let specs: Vec<Emulated> = speeds
         .iter()
         .enumerate()
         .map(|(i, &(c, w))| opts.emulation.worker(format!("w{i}"), c, w))
         .collect();
     let workers = local::start_measured(&specs, opts.size).await?;
-    let ready = async {
-        let mut pool = Pool::connect(&workers.cluster, None, ConnectOptions::default()).await?;
-        let platform = calibrate_or_close(&mut pool, &calibrate_opts(opts.size)).await?;
-        Ok::<_, anyhow::Error>((pool, platform))
-    }
-    .await;
-    match ready {
-        Ok((pool, platform)) => Ok((workers, pool, platform)),
-        Err(e) => {
-            workers.stop().await;
-            Err(e)
-        }
-    }
+    session::on_local(workers, async |pool| {
+        let platform = calibrated(pool, opts.size).await?;
+        work(pool, platform).await
+    })
+    .await
 }
 
 /// Mean and standard deviation.

@@ -1,12 +1,10 @@
 //! Section 5.3.4 of the report: which workers take part as a link speeds up.
 
-use super::{calibrate_opts, run_all, Emulation, Options};
+use super::{calibrated, run_all, Emulation, Options};
 use crate::output::table::{Col, Table};
 use crate::runtime::batch::Batch;
-use crate::runtime::calibrate;
-use crate::runtime::link::ConnectOptions;
 use crate::runtime::local::{self, Emulated};
-use crate::runtime::pool::Pool;
+use crate::session::Workers;
 use anyhow::Result;
 use dls_lp::{Platform, Strategy};
 use serde::{Deserialize, Serialize};
@@ -76,10 +74,9 @@ pub async fn participation_on(
     mut say: impl FnMut(&str),
 ) -> Result<Vec<ParticipationRow>> {
     let batch = Batch::random(opts.batch, opts.size, opts.seed);
-    let mut pool = Pool::connect(cluster, token, ConnectOptions::default()).await?;
-    let full = calibrate::calibrate(pool.links_mut(), &calibrate_opts(opts.size)).await;
-    pool.close().await;
-    let full = full?.platform()?;
+    let full = Workers::all(cluster.clone(), token.cloned())
+        .with_pool(async |pool, _| calibrated(pool, opts.size).await)
+        .await?;
     let costs: Vec<String> = full
         .workers()
         .iter()
@@ -93,10 +90,10 @@ pub async fn participation_on(
             ..cluster.clone()
         };
         let platform = Platform::new(full.workers()[..allowed].to_vec())?;
-        let mut pool = Pool::connect(&first, token, ConnectOptions::default()).await?;
-        let reports = run_all(&mut pool, &platform, &batch, &[Strategy::Fifo]).await;
-        pool.close().await;
-        let r = reports?.remove(0);
+        let r = Workers::all(first, token.cloned())
+            .with_pool(async |pool, _| run_all(pool, &platform, &batch, &[Strategy::Fifo]).await)
+            .await?
+            .remove(0);
         out.push(ParticipationRow {
             x,
             allowed,

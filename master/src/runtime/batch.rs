@@ -219,6 +219,14 @@ impl Batch {
     pub fn c_len(&self) -> usize {
         self.count * self.form.shape.c_len() as usize
     }
+
+    /// A sink in memory for every product's C (zeros until stored), or an
+    /// error naming the batch if this machine cannot allocate it.
+    pub fn memory_sink(&self) -> anyhow::Result<data::MemorySink> {
+        let c = Values::try_zeros(self.form.dtype, self.c_len())
+            .ok_or_else(|| anyhow::anyhow!("no memory for the results of {} products of {}", self.count, self.form))?;
+        Ok(data::MemorySink(c))
+    }
 }
 
 /// C_i of a batch's results, widened to f64.

@@ -4,32 +4,39 @@
 //! ```no_run
 //! # async fn doc() -> anyhow::Result<()> {
 //! use dls_master::config::cluster::Cluster;
-//! use dls_master::runtime::{batch::Batch, calibrate, link, pool::Pool};
-//! use dls_master::session;
+//! use dls_master::session::{self, Batch, RunConfig, Workers};
 //! let cluster = Cluster::from_list("127.0.0.1:7070,127.0.0.1:7071")?;
-//! let mut pool = Pool::connect(&cluster, None, link::ConnectOptions::default()).await?;
-//! let cal = calibrate::calibrate(pool.links_mut(), &calibrate::CalibrateOptions::new(128)).await?;
-//! let platform = cal.platform()?;
+//! let workers = Workers::new(cluster, None);
 //! let batch = Batch::random(1000, 128, 42);
-//! let done = session::run_batch(&mut pool, &platform, &batch, &session::RunConfig::default(), 1, |_| {}).await?;
+//! let mut results = batch.memory_sink()?;
+//! let done = session::run(&workers, None, None, &batch, &RunConfig::default(), &mut results, |_| {}).await?;
 //! println!("{}", done.report.table());
-//! pool.close().await;
 //! # Ok(()) }
 //! ```
 
 use crate::output::report::RunReport;
 use crate::output::trace::Trace;
-use crate::runtime::batch::{self, Batch};
-use crate::runtime::data::{MemorySink, Sink};
-use crate::runtime::link::Link;
-use crate::runtime::pool::Pool;
-use crate::runtime::shell::{self, Outcome, Results, RunOptions};
+use crate::runtime::batch;
+use crate::runtime::shell::{self, Results};
 use anyhow::{anyhow, bail, Result};
 use dls_lp::{Plan, Platform, Ports, Request, Rounding, Strategy, Worker};
-use dls_protocol::{Form, JobId, Values};
+use dls_protocol::{Form, JobId};
 
 mod workers;
-pub use workers::{run, RunError, Workers};
+pub use workers::{on_local, run, RunError, Workers};
+
+// The runtime beneath the session is private; these are the parts a
+// caller names: the batch and where its data comes from and goes, the
+// pool a session holds, calibration, emulated workers on this machine,
+// and the master's check of a product (for its benchmark).
+pub use crate::runtime::batch::Batch;
+pub use crate::runtime::calibrate::{calibrate, calibrate_available, CalibrateOptions, Calibration};
+pub use crate::runtime::check;
+pub use crate::runtime::data::{Discard, External, InputFile, MemorySink, Sink, Source};
+pub use crate::runtime::link::{ConnectOptions, Link};
+pub use crate::runtime::local::{self, Emulated, LocalWorkers};
+pub use crate::runtime::pool::{LeftOut, Pool};
+pub use crate::runtime::shell::{Outcome, RunOptions};
 
 /// How to plan and check a batch.
 #[derive(Debug, Clone, Copy)]
@@ -114,21 +121,10 @@ pub async fn run_batch(
     job: u64,
     on_chunk: impl FnMut(usize) + Send,
 ) -> Result<BatchRun> {
-    let mut sink = memory_sink(batch)?;
+    let mut sink = batch.memory_sink()?;
     let mut done = run_batch_into(pool, platform, batch, cfg, job, &mut sink, on_chunk).await?;
     done.outcome.c = sink.0;
     Ok(done)
-}
-
-fn memory_sink(batch: &Batch) -> Result<MemorySink> {
-    let c = Values::try_zeros(batch.form.dtype, batch.c_len()).ok_or_else(|| {
-        anyhow!(
-            "no memory for the results of {} products of {}",
-            batch.count,
-            batch.form
-        )
-    })?;
-    Ok(MemorySink(c))
 }
 
 /// As [`run_batch`], with every product's C given to `sink` as it arrives
@@ -178,7 +174,7 @@ pub async fn run_plan(
     job: u64,
     on_chunk: impl FnMut(usize) + Send,
 ) -> Result<BatchRun> {
-    let mut sink = memory_sink(batch)?;
+    let mut sink = batch.memory_sink()?;
     let mut on_chunk = on_chunk;
     let into = results(batch, cfg, &mut sink, &mut on_chunk);
     let mut done = run_plan_into(pool, platform, plan, batch, cfg, job, into).await?;

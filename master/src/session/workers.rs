@@ -9,6 +9,7 @@ use crate::runtime::batch::Batch;
 use crate::runtime::calibrate::{self, CalibrateOptions, Calibration};
 use crate::runtime::data::Sink;
 use crate::runtime::link::ConnectOptions;
+use crate::runtime::local::LocalWorkers;
 use crate::runtime::pool::{LeftOut, Pool};
 use anyhow::{anyhow, bail, Result};
 use dls_lp::Platform;
@@ -37,6 +38,14 @@ impl Workers {
             require_all: false,
             encrypt: false,
             notes: |_| {},
+        }
+    }
+
+    /// Every worker of `cluster`, or an error (as the experiments need).
+    pub fn all(cluster: Cluster, token: Option<Token>) -> Workers {
+        Workers {
+            require_all: true,
+            ..Workers::new(cluster, token)
         }
     }
 
@@ -87,6 +96,16 @@ impl Workers {
             ));
         }
     }
+}
+
+/// Connect to every one of the emulated workers `local`, do `work` with
+/// the pool, close it and stop the workers, whatever `work` returned.
+pub async fn on_local<T>(local: LocalWorkers, work: impl AsyncFnOnce(&mut Pool) -> Result<T>) -> Result<T> {
+    let done = Workers::all(local.cluster.clone(), None)
+        .with_pool(async |pool, _| work(pool).await)
+        .await;
+    local.stop().await;
+    done
 }
 
 /// Why [`run`] failed: the workers could not be reached or measured, or

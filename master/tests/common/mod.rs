@@ -117,7 +117,7 @@ pub fn naive_all(a: &[f64], b: &[f64], m: usize, n: usize) -> Vec<f64> {
 
 /// C of any batch by the textbook loop in float64, and Σ|A||B| of each
 /// entry (the scale of its rounding).
-pub fn naive_batch(batch: &dls_master::runtime::batch::Batch) -> (Vec<f64>, Vec<f64>) {
+pub fn naive_batch(batch: &dls_master::session::Batch) -> (Vec<f64>, Vec<f64>) {
     use dls_worker::kernel::naive_dims;
     let d = batch.dims();
     let abs = |v: &[f64]| v.iter().map(|x| x.abs()).collect::<Vec<f64>>();
@@ -132,7 +132,7 @@ pub fn naive_batch(batch: &dls_master::runtime::batch::Batch) -> (Vec<f64>, Vec<
 
 /// Every entry of C within (k + 2)·ε of its type times Σ|A||B| of the
 /// naive product: the rounding any summation order may make.
-pub fn assert_batch_right(batch: &dls_master::runtime::batch::Batch, c: &dls_protocol::Values) {
+pub fn assert_batch_right(batch: &dls_master::session::Batch, c: &dls_protocol::Values) {
     assert_eq!(c.dtype(), batch.form.dtype, "C keeps the inputs' type");
     let (want, scale) = naive_batch(batch);
     assert_eq!(c.len(), want.len());
@@ -151,9 +151,9 @@ pub fn assert_close(got: &[f64], want: &[f64], n: usize) {
 }
 
 /// Connect to the started workers (named w0, w1, ...).
-pub async fn connect(w: &Workers) -> dls_master::runtime::pool::Pool {
+pub async fn connect(w: &Workers) -> dls_master::session::Pool {
     let cluster = dls_master::config::cluster::Cluster::from_list_indexed(&w.list()).expect("cluster");
-    dls_master::runtime::pool::Pool::connect(&cluster, None, dls_master::runtime::link::ConnectOptions::default())
+    dls_master::session::Pool::connect(&cluster, None, dls_master::session::ConnectOptions::default())
         .await
         .expect("connects")
 }

@@ -83,7 +83,9 @@ pub fn fit(points: &[(f64, f64)]) -> Fit {
 /// if significant ([`t95`] standard errors from zero); otherwise the cost
 /// per unit is the mean of the probes' costs per unit. R² is that of
 /// [`fit`] (the report's linearity measure). Sizes must be positive, else
-/// this is [`fit`].
+/// this is [`fit`]. (Calibration judges the scatter too: see
+/// [`fit_relative_judged`].)
+#[cfg(test)]
 pub fn fit_relative(points: &[(f64, f64)]) -> Fit {
     fit_relative_judged(points, Scatter::default())
 }

@@ -3,7 +3,7 @@
 //! computing k products (the worker's own timing) and returning k units
 //! (k·n² values); a line through (k, seconds) gives the cost per unit (its
 //! slope), the latency (its intercept, when it stands out of the noise) and
-//! R², fitted on the costs per unit ([`fit_relative`]: probe times vary by
+//! R², fitted on the costs per unit ([`fit_relative_judged`]: probe times vary by
 //! a few percent whatever their size).
 //!
 //! Links are probed one worker after the other, so that, as in a run, the
@@ -22,7 +22,9 @@ use dls_lp::{Latency, Platform, Worker};
 use dls_protocol::{DType, Form, FromWorker, ToWorker, Values};
 use std::time::{Duration, Instant};
 
-pub use fit::{fit, fit_relative, fit_relative_judged, t95, Fit, Scatter};
+pub use fit::{fit, fit_relative_judged, Fit, Scatter};
+#[cfg(test)]
+pub use fit::{fit_relative, t95};
 
 /// One worker's measurements and fits.
 #[derive(Debug, Clone, serde::Serialize)]
