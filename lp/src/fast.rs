@@ -52,6 +52,18 @@ struct Point {
     s: f64,
 }
 
+impl Point {
+    /// No load on any of `p` workers.
+    fn empty(p: usize) -> Point {
+        Point {
+            alpha: vec![0.0; p],
+            n: 0.0,
+            r: 0.0,
+            s: 0.0,
+        }
+    }
+}
+
 struct Chain {
     c: Vec<f64>,
     w: Vec<f64>,
@@ -88,12 +100,7 @@ impl Chain {
     /// Forward pass: the loads of a choice.
     fn point(&self, take: &[bool]) -> Point {
         let mut g = 1.0;
-        let mut p = Point {
-            alpha: vec![0.0; self.len()],
-            n: 0.0,
-            r: 0.0,
-            s: 0.0,
-        };
+        let mut p = Point::empty(self.len());
         for i in 0..self.len() {
             if take[i] {
                 let a = g / (self.c[i] + self.w[i]);
@@ -111,12 +118,7 @@ impl Chain {
     /// until the sends fill the time before the first return (`S = 1`).
     fn fill(&self, support: &[f64]) -> Point {
         let mut g = 1.0;
-        let mut p = Point {
-            alpha: vec![0.0; self.len()],
-            n: 0.0,
-            r: 0.0,
-            s: 0.0,
-        };
+        let mut p = Point::empty(self.len());
         for i in 0..self.len() {
             if support[i] <= 0.0 {
                 continue;

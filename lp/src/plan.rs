@@ -218,7 +218,7 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
                 rounds.makespan,
                 one.makespan()
             ));
-            return Ok(from_rounds(platform, req, rounds, false, notes));
+            return Ok(from_rounds(platform, req, rounds, notes));
         }
         _ => {}
     }
@@ -241,12 +241,13 @@ fn plan_multi_round(platform: &Platform, req: &Request) -> Result<Plan> {
     } else {
         format!("rounds: {} rounds, lag {}, {} chunks", r.count, r.lag, r.chunks.len())
     };
-    Ok(from_rounds(platform, req, r, false, vec![note]))
+    Ok(from_rounds(platform, req, r, vec![note]))
 }
 
 /// A plan from a multi-round sequence: loads are the chunks' totals, the
-/// orders those of each worker's first send and return.
-fn from_rounds(platform: &Platform, req: &Request, r: Sequence, optimal: bool, notes: Vec<String>) -> Plan {
+/// orders those of each worker's first send and return. Never `optimal`:
+/// `rounds` heuristically approaches the steady-state bound.
+fn from_rounds(platform: &Platform, req: &Request, r: Sequence, notes: Vec<String>) -> Plan {
     let p = platform.len();
     let loads = r.loads(p);
     let scenario = Scenario {
@@ -261,7 +262,7 @@ fn from_rounds(platform: &Platform, req: &Request, r: Sequence, optimal: bool, n
         strategy: req.strategy,
         ports: req.ports,
         load: req.load,
-        optimal,
+        optimal: false,
         scenario,
         alpha: loads.iter().map(|&l| l as f64).collect(),
         loads,

@@ -76,7 +76,7 @@ impl Sequence {
     /// The chunks and transfers of a one-round plan: one chunk per worker
     /// with a load, every send in send order, then every return in return
     /// order. Workers with no load are left out.
-    pub fn one_round_ops(scenario: &Scenario, loads: &[u64]) -> (Vec<RoundChunk>, Vec<PortOp>) {
+    fn one_round_ops(scenario: &Scenario, loads: &[u64]) -> (Vec<RoundChunk>, Vec<PortOp>) {
         let loaded = |w: &usize| loads.get(*w).is_some_and(|&l| l > 0);
         let order: Vec<usize> = scenario.send_order.iter().copied().filter(loaded).collect();
         let chunks: Vec<RoundChunk> = order

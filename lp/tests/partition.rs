@@ -10,6 +10,11 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-12)
 }
 
+/// `got` is the optimum's time `best` (within rounding); `what` says whose.
+fn assert_optimal(got: f64, best: f64, what: impl std::fmt::Display) {
+    assert!(close(got, best), "{what}: {got} vs optimum {best}");
+}
+
 /// A speed function of the shape the model assumes: increasing and concave
 /// (and growing slower than proportionally) up to a peak, then decreasing.
 fn speed_fn(r: &mut rand_chacha::ChaCha8Rng) -> Speed {
@@ -96,21 +101,11 @@ fn fpm_is_optimal_against_dynamic_programming() {
         let a = fpm(&ps, n).expect("partitions");
         valid(&a, &ps, n);
         let best = dp(&ps, n);
-        assert!(
-            close(a.time, best.time),
-            "seed {seed}: fpm {} vs optimum {}",
-            a.time,
-            best.time
-        );
+        assert_optimal(a.time, best.time, format!("seed {seed}: fpm"));
         if bounded {
             let rec = fpm_bounded_recursive(&ps, n).expect("partitions");
             valid(&rec, &ps, n);
-            assert!(
-                close(rec.time, best.time),
-                "seed {seed}: recursive {} vs optimum {}",
-                rec.time,
-                best.time
-            );
+            assert_optimal(rec.time, best.time, format!("seed {seed}: recursive"));
         }
     }
 }
@@ -160,12 +155,7 @@ fn related_processors_against_dynamic_programming() {
                 assert!(b.is_none_or(|b| *e <= b));
             }
             let best = unrelated(p, n, 1, cost_time(&cost, &k, &bounds)).expect("dp");
-            assert!(
-                close(a.time, best.time),
-                "{cost:?} seed {seed}: {} vs optimum {}",
-                a.time,
-                best.time
-            );
+            assert_optimal(a.time, best.time, format!("{cost:?} seed {seed}"));
         }
     }
 }

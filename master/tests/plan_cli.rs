@@ -48,6 +48,16 @@ mod tempfile_lite {
     }
 }
 
+/// `dls plan --platform PLATFORM --load 100 ARGS... --json`, parsed.
+fn plan_json(platform: &str, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["plan", "--platform", platform, "--load", "100"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let (ok, out, err) = dls(&all);
+    assert!(ok, "{all:?}: {err}");
+    serde_json::from_str(&out).expect("JSON on stdout")
+}
+
 const TWO: &str =
     "[[worker]]\nname = \"a\"\nc = 0.01\nw = 0.1\nd = 0.005\n[[worker]]\nname = \"b\"\nc = 0.02\nw = 0.2\nd = 0.01\n";
 
@@ -55,18 +65,7 @@ const TWO: &str =
 fn json_has_the_documented_shape() {
     let f = platform_file(TWO);
     for strategy in ["fifo", "lifo", "inc-c", "inc-w", "best"] {
-        let (ok, out, err) = dls(&[
-            "plan",
-            "--platform",
-            f.path(),
-            "--load",
-            "100",
-            "--strategy",
-            strategy,
-            "--json",
-        ]);
-        assert!(ok, "{err}");
-        let v: serde_json::Value = serde_json::from_str(&out).expect("JSON on stdout");
+        let v = plan_json(f.path(), &["--strategy", strategy]);
         assert_eq!(v["strategy"], strategy);
         assert_eq!(v["ports"], 1);
         assert_eq!(v["load"], 100);
@@ -102,18 +101,7 @@ fn json_has_the_documented_shape() {
             .fold(0.0, f64::max);
         assert!((last_end - makespan).abs() < 1e-9);
     }
-    let (ok, out, _) = dls(&[
-        "plan",
-        "--platform",
-        f.path(),
-        "--load",
-        "100",
-        "--ports",
-        "2",
-        "--json",
-    ]);
-    assert!(ok);
-    assert!(out.contains("\"ports\": 2"));
+    assert_eq!(plan_json(f.path(), &["--ports", "2"])["ports"], 2);
 }
 
 #[test]
@@ -242,18 +230,7 @@ fn plan_reports_the_steady_state_bound() {
         "[[worker]]\nname = \"a\"\nc = 0.1\nw = 0.1\nd = 0.1\n\n[[worker]]\nname = \"b\"\nc = 0.2\nw = 0.1\nd = 0.2\n",
     );
     for (ports, want) in [("1", 20.0), ("2", 10.0)] {
-        let (ok, out, err) = dls(&[
-            "plan",
-            "--platform",
-            f.path(),
-            "--load",
-            "100",
-            "--ports",
-            ports,
-            "--json",
-        ]);
-        assert!(ok, "{err}");
-        let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        let v = plan_json(f.path(), &["--ports", ports]);
         let bound = v["bound"].as_f64().expect("bound");
         assert!((bound - want).abs() < 1e-9, "ports {ports}: bound {bound}, want {want}");
         let makespan = v["makespan"].as_f64().expect("makespan");

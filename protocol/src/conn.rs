@@ -22,6 +22,17 @@ struct Partial<M> {
     filled: usize,
 }
 
+impl<M> Partial<M> {
+    /// A frame of this head, its payload still to come.
+    fn of(head: frame::Head<M>) -> Partial<M> {
+        Partial {
+            msg: head.msg,
+            payload: Values::zeros(head.dtype, head.values),
+            filled: 0,
+        }
+    }
+}
+
 /// The sealers of an encrypted connection: (send, receive).
 struct Crypt {
     send: Sealer,
@@ -170,11 +181,7 @@ where
             if let Some(head) = frame::parse_head::<In>(&self.rbuf, self.max_frame)? {
                 check(&head.msg)?;
                 self.rbuf.advance(head.head_bytes);
-                self.partial = Some(Partial {
-                    msg: head.msg,
-                    payload: Values::zeros(head.dtype, head.values),
-                    filled: 0,
-                });
+                self.partial = Some(Partial::of(head));
                 continue;
             }
             if !self.fill().await? {
@@ -287,11 +294,7 @@ where
                             payload: Values::default(),
                         }));
                     }
-                    self.partial = Some(Partial {
-                        msg: head.msg,
-                        payload: Values::zeros(head.dtype, head.values),
-                        filled: 0,
-                    });
+                    self.partial = Some(Partial::of(head));
                     continue;
                 }
             }

@@ -1,20 +1,10 @@
 //! The handshake over an in-memory stream: tokens, versions, timeouts.
 
+mod common;
+use common::{caps, T};
 use dls_protocol::handshake;
 use dls_protocol::*;
 use std::time::Duration;
-
-const T: Duration = Duration::from_secs(5);
-
-fn caps() -> Capabilities {
-    Capabilities {
-        cores: 2,
-        threads: 1,
-        memory_limit: 1 << 30,
-        kernel: "test".into(),
-        emulated: false,
-    }
-}
 
 async fn run(
     master_token: Option<&str>,
@@ -30,14 +20,7 @@ async fn run(
         let mut m: Connection<_, FromWorker, ToWorker> = Connection::new(a);
         handshake::master(&mut m, mt.as_ref(), 1 << 20, T).await
     };
-    let ws = handshake::WorkerSide {
-        token: wt.as_ref(),
-        caps: &c,
-        frame_cap: 1 << 30,
-        timeout: T,
-        require_encrypt: false,
-        status: None,
-    };
+    let ws = common::worker_side(wt.as_ref(), &c);
     tokio::join!(master, handshake::worker(&mut w, &ws, || {}, || Ok(())))
 }
 
@@ -99,14 +82,7 @@ async fn version_mismatch_names_both_versions() {
         .expect("sends");
         m.read_frame().await.expect("reads").expect("a frame").msg
     };
-    let ws = handshake::WorkerSide {
-        token: None,
-        caps: &c,
-        frame_cap: 1 << 30,
-        timeout: T,
-        require_encrypt: false,
-        status: None,
-    };
+    let ws = common::worker_side(None, &c);
     let (reply, res) = tokio::join!(master, handshake::worker(&mut w, &ws, || {}, || Ok(())));
     assert!(res.is_err());
     match reply {
@@ -127,12 +103,8 @@ async fn a_silent_peer_times_out() {
     let res = handshake::worker(
         &mut w,
         &handshake::WorkerSide {
-            token: None,
-            caps: &c,
-            frame_cap: 1 << 30,
             timeout: Duration::from_secs(3),
-            require_encrypt: false,
-            status: None,
+            ..common::worker_side(None, &c)
         },
         || {},
         || Ok(()),
@@ -198,14 +170,7 @@ async fn a_refused_admission_reaches_the_master() {
             message: "busy".into(),
         })
     };
-    let ws = handshake::WorkerSide {
-        token: None,
-        caps: &c,
-        frame_cap: 1 << 30,
-        timeout: T,
-        require_encrypt: false,
-        status: None,
-    };
+    let ws = common::worker_side(None, &c);
     let (m, w) = tokio::join!(master, handshake::worker(&mut w, &ws, || {}, busy));
     assert!(w.is_err());
     assert!(

@@ -2,25 +2,15 @@
 //! every kind round-trip, nothing of the plaintext crosses, any change in
 //! transit fails, and the two sides agree on whether to encrypt.
 
+mod common;
+use common::{caps, T};
 use dls_protocol::handshake;
 use dls_protocol::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
-const T: Duration = Duration::from_secs(5);
 const TOKEN: &str = "sealed-test-token-0123456789";
-
-fn caps() -> Capabilities {
-    Capabilities {
-        cores: 2,
-        threads: 1,
-        memory_limit: 1 << 30,
-        kernel: "test".into(),
-        emulated: false,
-    }
-}
 
 type M<S> = Connection<S, FromWorker, ToWorker>;
 type W<S> = Connection<S, ToWorker, FromWorker>;
@@ -54,12 +44,8 @@ async fn shake(
         handshake::worker(
             &mut w,
             &handshake::WorkerSide {
-                token: t2.as_ref(),
-                caps: &c,
-                frame_cap: 1 << 30,
-                timeout: T,
                 require_encrypt: require,
-                status: None,
+                ..common::worker_side(t2.as_ref(), &c)
             },
             || {},
             || Ok(()),

@@ -30,6 +30,15 @@ def worker_binary() -> str:
     pytest.skip("no dls-worker binary: build it with `cargo build --bin dls-worker` or set DLS_WORKER")
 
 
+@pytest.fixture
+def token(tmp_path):
+    """A token file only its owner may read, as workers and master require."""
+    path = tmp_path / "token"
+    path.write_text("python-test-token-0123456789")
+    path.chmod(0o600)
+    return path
+
+
 class Daemons:
     """`dls-worker` processes on 127.0.0.1, stopped by `stop`."""
 
@@ -132,10 +141,7 @@ def test_plan_and_calibrate_return_what_the_cli_prints(cluster, tmp_path):
     assert abs(plan["makespan"] - 40.0) < 1e-9
 
 
-def test_workers_started_apart_with_a_token(tmp_path):
-    token = tmp_path / "token"
-    token.write_text("python-test-token-0123456789")
-    token.chmod(0o600)
+def test_workers_started_apart_with_a_token(token):
     d = Daemons(2, token_file=token)
     try:
         a, b = np.ones((8, 4, 3)), np.ones((8, 3, 2))
@@ -148,10 +154,7 @@ def test_workers_started_apart_with_a_token(tmp_path):
         d.stop()
 
 
-def test_every_run_option_of_the_cli_works_encrypted(tmp_path):
-    token = tmp_path / "token"
-    token.write_text("python-test-token-encrypt-0123456789")
-    token.chmod(0o600)
+def test_every_run_option_of_the_cli_works_encrypted(token):
     d = Daemons(2, token_file=token)
     try:
         rng = np.random.default_rng(5)

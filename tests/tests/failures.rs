@@ -36,12 +36,7 @@ fn run_with_victim(blow: Blow, max_chunk_bytes: u64) -> (RunReport, Vec<f64>, Ba
     let victim = Proc::start(&["--link-rate", "1", "--slowdown", "3000"]);
     let others = [Proc::start(&[]), Proc::start(&[])];
     let list = format!("{},{},{}", victim.addr, others[0].addr, others[1].addr);
-    let platform = Platform::new(
-        (0..3)
-            .map(|i| Worker::new(format!("w{i}"), 0.01, 0.01, 0.005))
-            .collect(),
-    )
-    .expect("platform");
+    let platform = common::equal_platform(3, 0.01, 0.01, 0.005);
     let batch = Batch::random(M, N, 9);
     let (needle, sig) = match blow {
         Blow::Kill(n) => (n, "-KILL"),
@@ -70,10 +65,7 @@ fn run_with_victim(blow: Blow, max_chunk_bytes: u64) -> (RunReport, Vec<f64>, Ba
             (hit, victim)
         });
         let out = rt.block_on(async {
-            let cluster = Cluster::from_list_indexed(&list).expect("cluster");
-            let mut pool = Pool::connect(&cluster, None, ConnectOptions::default())
-                .await
-                .expect("connects");
+            let mut pool = common::pool_of(&list, None, ConnectOptions::default()).await;
             let done = tokio::time::timeout(
                 Duration::from_secs(120),
                 session::run_batch(&mut pool, &platform, &b, &cfg, 1, |_| {}),
@@ -281,16 +273,8 @@ fn wrong_results_are_redone_elsewhere(lie: Lie) {
         let liar = l.local_addr().expect("addr").to_string();
         tokio::spawn(lying_worker(l, lie));
         let list = format!("{liar},{}", good.addr);
-        let platform = Platform::new(
-            (0..2)
-                .map(|i| Worker::new(format!("w{i}"), 0.01, 0.01, 0.005))
-                .collect(),
-        )
-        .expect("platform");
-        let cluster = Cluster::from_list_indexed(&list).expect("cluster");
-        let mut pool = Pool::connect(&cluster, None, ConnectOptions::default())
-            .await
-            .expect("connects");
+        let platform = common::equal_platform(2, 0.01, 0.01, 0.005);
+        let mut pool = common::pool_of(&list, None, ConnectOptions::default()).await;
         let batch = Batch::random(M, N, 3);
         let done = session::run_batch(&mut pool, &platform, &batch, &RunConfig::default(), 1, |_| {}).await;
         let d = done.expect("the run completes on the honest worker");
@@ -322,12 +306,8 @@ fn a_straggler_is_given_up_on_when_asked() {
     let list = format!("{},{},{}", victim.addr, others[0].addr, others[1].addr);
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let report = rt.block_on(async {
-        let platform =
-            Platform::new((0..3).map(|i| Worker::new(format!("w{i}"), 1e-4, 1e-4, 5e-5)).collect()).expect("platform");
-        let cluster = Cluster::from_list_indexed(&list).expect("cluster");
-        let mut pool = Pool::connect(&cluster, None, ConnectOptions::default())
-            .await
-            .expect("connects");
+        let platform = common::equal_platform(3, 1e-4, 1e-4, 5e-5);
+        let mut pool = common::pool_of(&list, None, ConnectOptions::default()).await;
         let cfg = RunConfig {
             options: RunOptions {
                 straggler: Some(2.0),
@@ -363,10 +343,7 @@ fn losing_every_worker_fails_clearly() {
         });
         let out = rt.block_on(async {
             let platform = Platform::new(vec![Worker::new("w0", 0.01, 0.01, 0.005)]).expect("platform");
-            let cluster = Cluster::from_list_indexed(&addr).expect("cluster");
-            let mut pool = Pool::connect(&cluster, None, ConnectOptions::default())
-                .await
-                .expect("connects");
+            let mut pool = common::pool_of(&addr, None, ConnectOptions::default()).await;
             let done = session::run_batch(
                 &mut pool,
                 &platform,

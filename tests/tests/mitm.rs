@@ -4,11 +4,8 @@
 
 mod common;
 use common::{token_file, Proc, TOKEN};
-use dls_lp::{Platform, Worker};
-use dls_master::config::cluster::Cluster;
 use dls_master::session::Batch;
 use dls_master::session::ConnectOptions;
-use dls_master::session::Pool;
 use dls_master::session::{self, RunConfig};
 use rand::{Rng, SeedableRng};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -92,14 +89,8 @@ async fn run_through_proxy(
     let via = l.local_addr().expect("addr").to_string();
     tokio::spawn(proxy(l, workers[0].addr.clone(), every, 4096, seed));
     let list = format!("{via},{}", workers[1].addr);
-    let platform = Platform::new(
-        (0..2)
-            .map(|i| Worker::new(format!("w{i}"), 0.01, 0.01, 0.005))
-            .collect(),
-    )
-    .expect("platform");
-    let cluster = Cluster::from_list_indexed(&list).expect("cluster");
-    let mut pool = Pool::connect(&cluster, token, t).await.expect("connects");
+    let platform = common::equal_platform(2, 0.01, 0.01, 0.005);
+    let mut pool = common::pool_of(&list, token, t).await;
     let batch = Batch::random(M, N, seed);
     let cfg = RunConfig {
         verify: 0,

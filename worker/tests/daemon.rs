@@ -308,6 +308,20 @@ async fn expect_error(c: &mut Master, code: ErrorCode) -> String {
     }
 }
 
+/// The head of an Assign frame of one 4×4 product that announces
+/// `payload` bytes, whatever follows it.
+fn assign_head(payload: u64) -> Vec<u8> {
+    let mut frame = Vec::new();
+    let assign = ToWorker::Assign {
+        job: JobId(1),
+        chunk: ChunkId(1),
+        form: Form::square(4),
+        count: 1,
+    };
+    dls_protocol::frame::encode_head(&assign, payload, &mut frame).expect("encodes");
+    frame
+}
+
 #[tokio::test]
 async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
     let d = Daemon::start(
@@ -359,18 +373,7 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
     // A truncated frame after the handshake.
     let mut c = next_master(&addr, "tok-0123456789abcdef").await;
     let (ab, _, _) = chunk(&Form::square(4), 1, 1);
-    let mut frame = Vec::new();
-    dls_protocol::frame::encode_head(
-        &ToWorker::Assign {
-            job: JobId(1),
-            chunk: ChunkId(1),
-            form: Form::square(4),
-            count: 1,
-        },
-        ab.as_bytes().len() as u64,
-        &mut frame,
-    )
-    .expect("encodes");
+    let frame = assign_head(ab.as_bytes().len() as u64);
     c.write_raw(&frame).await.expect("writes");
     c.write_raw(&[0u8; 40]).await.expect("writes");
     c.get_mut().shutdown().await.expect("half-closes");
@@ -378,18 +381,7 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
 
     // Dimensions that disagree with the payload.
     let mut c = next_master(&addr, "tok-0123456789abcdef").await;
-    let mut frame = Vec::new();
-    dls_protocol::frame::encode_head(
-        &ToWorker::Assign {
-            job: JobId(1),
-            chunk: ChunkId(1),
-            form: Form::square(4),
-            count: 1,
-        },
-        24,
-        &mut frame,
-    )
-    .expect("encodes");
+    let mut frame = assign_head(24);
     frame.extend_from_slice(&[0u8; 24]);
     c.write_raw(&frame).await.expect("writes");
     expect_error(&mut c, ErrorCode::PayloadMismatch).await;

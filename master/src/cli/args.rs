@@ -107,27 +107,11 @@ impl Products {
     }
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum StrategyArg {
-    Fifo,
-    Lifo,
-    IncC,
-    IncW,
-    Best,
-    Rounds,
-}
-
-impl From<StrategyArg> for Strategy {
-    fn from(s: StrategyArg) -> Strategy {
-        match s {
-            StrategyArg::Fifo => Strategy::Fifo,
-            StrategyArg::Lifo => Strategy::Lifo,
-            StrategyArg::IncC => Strategy::IncC,
-            StrategyArg::IncW => Strategy::IncW,
-            StrategyArg::Best => Strategy::Best,
-            StrategyArg::Rounds => Strategy::Rounds,
-        }
-    }
+/// `--strategy`: one of the planner's strategies, by name (the names
+/// `dls_lp::Strategy` gives, listed in `--help` and in the error).
+pub(crate) fn strategy_parser() -> impl clap::builder::TypedValueParser<Value = Strategy> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Strategy::ALL.map(Strategy::name)).try_map(|s| s.parse::<Strategy>())
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -178,8 +162,8 @@ pub enum Command {
         products: Products,
         /// Which schedule: fifo, lifo, inc-c, inc-w (one round, sends in that order),
         /// best (every one-round family and rounds, the fastest predicted), rounds (multi-round).
-        #[arg(long, value_enum, default_value = "fifo")]
-        strategy: StrategyArg,
+        #[arg(long, default_value = "fifo", value_parser = strategy_parser())]
+        strategy: Strategy,
         /// 1: the master takes part in one transfer at a time; 2: it may send and receive at once.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
         ports: u8,
@@ -355,8 +339,8 @@ pub struct RunArgs {
     pub products: Products,
     /// Which schedule: fifo, lifo, inc-c, inc-w (one round, sends in that order),
     /// best (every one-round family and rounds, the fastest predicted), rounds (multi-round).
-    #[arg(long, value_enum, default_value = "fifo")]
-    pub strategy: StrategyArg,
+    #[arg(long, default_value = "fifo", value_parser = strategy_parser())]
+    pub strategy: Strategy,
     /// 1: the master takes part in one transfer at a time; 2: it may send and receive at once.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
     pub ports: u8,

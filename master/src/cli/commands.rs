@@ -199,7 +199,7 @@ fn run_config(args: &RunArgs) -> Result<RunConfig> {
         }
     }
     Ok(RunConfig {
-        strategy: args.strategy.into(),
+        strategy: args.strategy,
         ports: if args.ports == 1 { Ports::One } else { Ports::Two },
         rounding: match args.rounding {
             RoundingArg::Paper => Rounding::Paper,

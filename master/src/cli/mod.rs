@@ -81,7 +81,7 @@ pub fn run(cli: Cli) -> Result<()> {
             };
             let req = Request {
                 load,
-                strategy: strategy.into(),
+                strategy,
                 ports: if ports == 1 { Ports::One } else { Ports::Two },
                 rounding: match rounding {
                     RoundingArg::Paper => Rounding::Paper,

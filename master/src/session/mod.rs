@@ -121,10 +121,8 @@ pub async fn run_batch(
     job: u64,
     on_chunk: impl FnMut(usize) + Send,
 ) -> Result<BatchRun> {
-    let mut sink = batch.memory_sink()?;
-    let mut done = run_batch_into(pool, platform, batch, cfg, job, &mut sink, on_chunk).await?;
-    done.outcome.c = sink.0;
-    Ok(done)
+    let (platform, plan) = plan_for(pool, platform, batch, cfg)?;
+    run_plan(pool, platform, plan, batch, cfg, job, on_chunk).await
 }
 
 /// As [`run_batch`], with every product's C given to `sink` as it arrives
@@ -136,20 +134,9 @@ pub async fn run_batch_into(
     cfg: &RunConfig,
     job: u64,
     sink: &mut dyn Sink,
-    on_chunk: impl FnMut(usize) + Send,
+    mut on_chunk: impl FnMut(usize) + Send,
 ) -> Result<BatchRun> {
-    if batch.count == 0 {
-        bail!("the batch is empty: give at least one product");
-    }
-    let platform = align(platform, pool.links(), &batch.form)?;
-    let req = Request {
-        load: batch.count as u64,
-        strategy: cfg.strategy,
-        ports: cfg.ports,
-        rounding: cfg.rounding,
-    };
-    let plan = dls_lp::plan(&platform, &req).map_err(|e| anyhow!("planning {} products: {e}", batch.count))?;
-    let mut on_chunk = on_chunk;
+    let (platform, plan) = plan_for(pool, platform, batch, cfg)?;
     run_plan_into(
         pool,
         platform,
@@ -162,6 +149,23 @@ pub async fn run_batch_into(
     .await
 }
 
+/// The platform aligned with the pool's links and the plan of `batch` on
+/// it with `cfg`.
+fn plan_for(pool: &Pool, platform: &Platform, batch: &Batch, cfg: &RunConfig) -> Result<(Platform, Plan)> {
+    if batch.count == 0 {
+        bail!("the batch is empty: give at least one product");
+    }
+    let platform = align(platform, pool.links(), &batch.form)?;
+    let req = Request {
+        load: batch.count as u64,
+        strategy: cfg.strategy,
+        ports: cfg.ports,
+        rounding: cfg.rounding,
+    };
+    let plan = dls_lp::plan(&platform, &req).map_err(|e| anyhow!("planning {} products: {e}", batch.count))?;
+    Ok((platform, plan))
+}
+
 /// Run a plan made elsewhere (a baseline, say) on `platform` (already
 /// aligned with the pool's links, see [`align`]), verify it, report it.
 /// The port model is the plan's. C comes back in memory.
@@ -172,13 +176,12 @@ pub async fn run_plan(
     batch: &Batch,
     cfg: &RunConfig,
     job: u64,
-    on_chunk: impl FnMut(usize) + Send,
+    mut on_chunk: impl FnMut(usize) + Send,
 ) -> Result<BatchRun> {
     let mut sink = batch.memory_sink()?;
-    let mut on_chunk = on_chunk;
     let into = results(batch, cfg, &mut sink, &mut on_chunk);
     let mut done = run_plan_into(pool, platform, plan, batch, cfg, job, into).await?;
-    done.outcome.c = sink.0;
+    done.outcome.c = sink.0; // the memory sink's values are the results
     Ok(done)
 }
 

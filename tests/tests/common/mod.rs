@@ -94,3 +94,21 @@ pub fn token_file(tag: &str) -> std::path::PathBuf {
     .expect("chmod 600");
     path
 }
+
+/// `p` workers w0, w1, ... with the same costs.
+pub fn equal_platform(p: usize, c: f64, w: f64, d: f64) -> dls_lp::Platform {
+    dls_lp::Platform::new((0..p).map(|i| dls_lp::Worker::new(format!("w{i}"), c, w, d)).collect()).expect("platform")
+}
+
+/// A pool of every worker of the comma-separated `list`, named w0, w1, ...
+/// in its order.
+pub async fn pool_of(
+    list: &str,
+    token: Option<&dls_protocol::Token>,
+    t: dls_master::session::ConnectOptions,
+) -> dls_master::session::Pool {
+    let cluster = dls_master::config::cluster::Cluster::from_list_indexed(list).expect("cluster");
+    dls_master::session::Pool::connect(&cluster, token, t)
+        .await
+        .expect("connects")
+}
