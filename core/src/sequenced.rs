@@ -271,7 +271,7 @@ impl Sequenced {
         let pieces = self.cut(j, start, len);
         let made = pieces.iter().map(|&q| self.chunks[q]).collect();
         self.planned[j].pieces = pieces;
-        self.settle();
+        self.settle_worker(self.planned[j].worker);
         (withdrawn, made)
     }
 
@@ -292,6 +292,14 @@ impl Sequenced {
     /// Move every lane's head, and every worker's place in it, past the
     /// transfers made.
     fn settle(&mut self) {
+        for w in 0..self.lost.len() {
+            self.settle_worker(w);
+        }
+    }
+
+    /// As [`Sequenced::settle`], after a change to `w`'s pieces alone
+    /// (whether an op is made depends only on its own worker's pieces).
+    fn settle_worker(&mut self, w: usize) {
         for l in 0..self.lanes.len() {
             let mut head = self.lanes[l].head;
             while let Some(&op) = self.lanes[l].ops.get(head) {
@@ -301,16 +309,14 @@ impl Sequenced {
                 head += 1;
             }
             self.lanes[l].head = head;
-            for w in 0..self.lost.len() {
-                let mut k = self.lanes[l].made[w];
-                while let Some(&pos) = self.lanes[l].mine[w].get(k) {
-                    if !self.made(self.lanes[l].ops[pos]) {
-                        break;
-                    }
-                    k += 1;
+            let mut k = self.lanes[l].made[w];
+            while let Some(&pos) = self.lanes[l].mine[w].get(k) {
+                if !self.made(self.lanes[l].ops[pos]) {
+                    break;
                 }
-                self.lanes[l].made[w] = k;
+                k += 1;
             }
+            self.lanes[l].made[w] = k;
         }
     }
 
@@ -479,7 +485,7 @@ impl Sequenced {
             (Event::Results { .. }, Stage::Returning) => self.stage[q] = Stage::Returned,
             _ => return Err(Unexpected(ev)),
         }
-        self.settle();
+        self.settle_worker(worker);
         Ok(())
     }
 
@@ -492,7 +498,7 @@ impl Sequenced {
             return Vec::new();
         }
         self.lost[worker] = true;
-        self.settle();
+        self.settle_worker(worker);
         self.chunks
             .iter()
             .zip(&self.stage)
