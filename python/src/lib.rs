@@ -59,11 +59,11 @@ fn runtime() -> PyResult<tokio::runtime::Runtime> {
 /// calling `tick`) every 100 ms. On a signal (Ctrl-C raises
 /// KeyboardInterrupt) the runtime is shut down, dropping the batch and
 /// closing its connections, and the signal's exception is raised.
-fn wait<T: Send + 'static>(
+fn wait<T: Send + 'static, E: Send + 'static>(
     py: Python<'_>,
-    fut: impl std::future::Future<Output = anyhow::Result<T>> + Send + 'static,
+    fut: impl std::future::Future<Output = Result<T, E>> + Send + 'static,
     mut tick: impl FnMut(Python<'_>) -> PyResult<()>,
-) -> PyResult<anyhow::Result<T>> {
+) -> PyResult<Result<T, E>> {
     let rt = runtime()?;
     let (tx, mut rx) = std::sync::mpsc::channel();
     rt.spawn(async move {
@@ -359,7 +359,7 @@ fn run(
             counter.fetch_add(k, std::sync::atomic::Ordering::Relaxed);
         };
         let done = session::run(&reach, given, None, &batch, &cfg, &mut sink, on_chunk).await?;
-        Ok::<_, anyhow::Error>((done, sink.0))
+        Ok::<_, session::RunError>((done, sink.0))
     };
     // The progress line goes to Python's sys.stderr (a terminal or a notebook).
     let mut shown = usize::MAX;
@@ -377,9 +377,9 @@ fn run(
         tick(py)?;
         py.import("sys")?.getattr("stderr")?.call_method1("write", ("\n",))?;
     }
-    let (done, c) = done.map_err(|e| match e.downcast_ref::<session::RunError>() {
-        Some(session::RunError::Workers(_)) => ConnectError::new_err(chain(&e)),
-        _ => RunError::new_err(chain(&e)),
+    let (done, c) = done.map_err(|e| match e {
+        session::RunError::Workers(e) => ConnectError::new_err(chain(&e)),
+        session::RunError::Batch(e) => RunError::new_err(chain(&e)),
     })?;
     let shape = [done.report.load as usize, form.shape.n as usize, form.shape.m as usize];
     let c: Py<PyAny> = match c {
