@@ -18,7 +18,7 @@
 use crate::adapt::{Observed, Phase};
 use crate::on_demand::{OnDemand, Sizing};
 use crate::port::Port;
-use crate::record::{Failure, Measured, Recorder, Replan};
+use crate::record::{Adaptation, Failure, Measured, Recorder, Replan};
 use crate::schedule::{Chunk, Event, Schedule};
 use crate::sequenced::Sequenced;
 use dls_lp::{Plan, Platform, Request, Rounding, Strategy, Worker};
@@ -409,6 +409,13 @@ impl BatchMachine {
         for r in &mut self.rounds {
             r.sched.at(now);
         }
+    }
+
+    /// What changed the plan so far, oldest first: workers given up on,
+    /// recovery rounds, online corrections (for the shell to report as
+    /// they appear).
+    pub fn incidents(&self) -> (&[Failure], &[Replan], &[Adaptation]) {
+        (&self.rec.failures, &self.rec.replans, &self.rec.adaptations)
     }
 
     /// What was measured.

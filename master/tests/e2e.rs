@@ -156,8 +156,11 @@ async fn learning_from_runs_shrinks_the_prediction_error() {
             model.refine(&guess).expect("refines")
         };
         let batch = Batch::random(200, n, k);
+        // One-round plans, whose per-worker phases the model learns from
+        // directly.
         let cfg = RunConfig {
             verify: 1,
+            strategy: Strategy::Fifo,
             ..RunConfig::default()
         };
         let done = session::run_batch(&mut pool, &platform, &batch, &cfg, k + 1, |_| {}).await;

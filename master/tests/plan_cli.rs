@@ -234,7 +234,11 @@ fn plan_reports_the_steady_state_bound() {
         let bound = v["bound"].as_f64().expect("bound");
         assert!((bound - want).abs() < 1e-9, "ports {ports}: bound {bound}, want {want}");
         let makespan = v["makespan"].as_f64().expect("makespan");
-        assert!(makespan >= bound);
+        // `best` may reach the bound (rounds), within rounding.
+        assert!(
+            makespan >= bound * (1.0 - 1e-12),
+            "ports {ports}: {makespan} under the bound {bound}"
+        );
         assert!((v["makespan_over_bound"].as_f64().expect("ratio") - makespan / bound).abs() < 1e-12);
     }
     let (ok, out, _) = dls(&["plan", "--platform", f.path(), "--load", "100"]);

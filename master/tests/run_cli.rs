@@ -79,12 +79,12 @@ fn run_with_npy_files_writes_c_trace_and_gantt() {
     assert!(svg.contains("measured"));
     // Titled from the trace's own record of what ran, not its file name.
     assert_eq!(
-        t["otherData"]["title"], "12 products of 8×8 float64, fifo",
+        t["otherData"]["title"], "12 products of 8×8 float64, best",
         "{}",
         t["otherData"]
     );
     assert!(
-        svg.contains("12 products of 8×8 float64, fifo") && !svg.contains("trace.json"),
+        svg.contains("12 products of 8×8 float64, best") && !svg.contains("trace.json"),
         "the chart's title"
     );
 }

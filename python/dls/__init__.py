@@ -14,16 +14,19 @@ the cluster's nodes, or in this process with :class:`LocalCluster`).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Literal, Optional, Sequence, Tuple, TypedDict, TypeVar, Union
 
 import numpy as np
 
 from . import _native
-from ._native import ConnectError, Error, InputError, RunError
+
+__version__: str = _native.__version__
 
 __all__ = [
+    "__version__",
     "matmul",
     "run",
     "plan",
@@ -34,7 +37,133 @@ __all__ = [
     "InputError",
     "ConnectError",
     "RunError",
+    "Strategy",
+    "Summary",
+    "WorkerSummary",
+    "PlanSummary",
 ]
+
+
+class Error(Exception):
+    """Anything dls refuses or fails at."""
+
+
+class InputError(Error, ValueError):
+    """The arrays, shapes, types or arguments are not what dls takes."""
+
+
+class ConnectError(Error, ConnectionError):
+    """No worker could be reached, or none calibrated."""
+
+
+class RunError(Error, RuntimeError):
+    """The batch did not complete."""
+
+
+_NATIVE_ERRORS = (
+    (_native.InputError, InputError),
+    (_native.ConnectError, ConnectError),
+    (_native.RunError, RunError),
+    (_native.Error, Error),
+)
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _translated(f: _F) -> _F:
+    """Raise the extension's errors as this module's classes (which also
+    derive from the matching built-ins), with the same message."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return f(*args, **kwargs)
+        except _native.Error as e:
+            for native, ours in _NATIVE_ERRORS:
+                if isinstance(e, native):
+                    raise ours(str(e)) from None
+            raise  # pragma: no cover - every native error is an _native.Error
+
+    return wrapper  # type: ignore[return-value]
+
+
+Strategy = Literal["fifo", "lifo", "inc-c", "inc-w", "best", "rounds"]
+
+
+class Times(TypedDict):
+    send_start: float
+    send_end: float
+    compute_end: float
+    return_start: float
+    return_end: float
+    idle: float
+
+
+class WorkerSummary(TypedDict):
+    name: str
+    load: int
+    predicted: Times
+    measured: Times
+    compute_secs: float
+
+
+class Summary(TypedDict, total=False):
+    """What ``dls run --json`` prints (``Run.summary``); the optional
+    lists are present when something happened."""
+
+    strategy: Strategy
+    ports: int
+    load: int
+    size: int
+    shape: List[int]
+    dtype: str
+    shared_b: bool
+    optimal: bool
+    send_order: List[str]
+    return_order: List[str]
+    predicted_makespan: float
+    measured_makespan: float
+    ratio: float
+    bound: float
+    measured_over_bound: float
+    homogeneous_makespan: float
+    efficiency: float
+    measured_efficiency: float
+    verified: int
+    max_abs_error: float
+    workers: List[WorkerSummary]
+    master_peak_rss_bytes: Optional[int]
+    left_out: List[Dict[str, Any]]
+    failures: List[Dict[str, Any]]
+    replans: List[Dict[str, Any]]
+    adaptations: List[Dict[str, Any]]
+    notes: List[str]
+
+
+class PlanWorker(TypedDict):
+    name: str
+    alpha: float
+    load: int
+
+
+class PlanSummary(TypedDict, total=False):
+    """What ``dls plan --json`` prints (per worker, its share and times)."""
+
+    strategy: Strategy
+    ports: int
+    load: int
+    optimal: bool
+    makespan: float
+    makespan_rational: float
+    throughput: float
+    bound: float
+    makespan_over_bound: float
+    send_order: List[str]
+    return_order: List[str]
+    homogeneous_makespan: float
+    efficiency: float
+    workers: List[Dict[str, Any]]
+    notes: List[str]
 
 Workers = Union[str, Sequence[str], None]
 PathLike = Union[str, "os.PathLike[str]", None]
@@ -69,7 +198,7 @@ class Run:
 
     def __init__(self, native: Any) -> None:
         self.c: np.ndarray = native.c
-        self.summary: Dict[str, Any] = json.loads(native.summary)
+        self.summary: Summary = json.loads(native.summary)
         self._trace: str = native.trace
         self._gantt: str = native.gantt
 
@@ -83,6 +212,10 @@ class Run:
         with open(path, "w", encoding="utf-8") as f:
             f.write(self._gantt)
 
+    def _repr_svg_(self) -> str:
+        """The Gantt chart, shown inline in a notebook."""
+        return self._gantt
+
     def __repr__(self) -> str:
         s = self.summary
         return (
@@ -91,6 +224,7 @@ class Run:
         )
 
 
+@_translated
 def run(
     a: Any,
     b: Any,
@@ -100,7 +234,7 @@ def run(
     slurm: bool = False,
     worker_port: int = 7070,
     token_file: PathLike = None,
-    strategy: str = "best",
+    strategy: Strategy = "best",
     platform: PathLike = None,
     verify: int = 3,
     seed: int = 0,
@@ -177,12 +311,14 @@ def matmul(a: Any, b: Any, **options: Any) -> np.ndarray:
     return run(a, b, **options).c
 
 
-def plan(platform: Union[str, "os.PathLike[str]"], load: int, strategy: str = "fifo", ports: int = 1) -> Dict[str, Any]:
+@_translated
+def plan(platform: Union[str, "os.PathLike[str]"], load: int, strategy: Strategy = "best", ports: int = 1) -> PlanSummary:
     """The plan for ``load`` products on the workers of a platform file:
     what ``dls plan --json`` prints, as a dict."""
     return json.loads(_native.plan(os.fspath(platform), load, strategy, ports))
 
 
+@_translated
 def calibrate(
     shape: Union[int, Tuple[int, int, int]],
     *,
@@ -217,6 +353,7 @@ class LocalCluster:
     plain workers. Use it as a context manager; :attr:`workers` is what
     ``workers=`` takes."""
 
+    @_translated
     def __init__(self, n: int = 4, emulate: Optional[Iterable[Tuple[Optional[float], float]]] = None) -> None:
         specs: List[Tuple[Optional[float], float]] = (
             [(None, 1.0)] * n if emulate is None else [(r, float(s)) for r, s in emulate]

@@ -397,7 +397,7 @@ fn run(
 
 /// Plan `load` products on the platform file's workers: see `dls.plan`.
 #[pyfunction]
-#[pyo3(signature = (platform, load, strategy="fifo", ports=1))]
+#[pyo3(signature = (platform, load, strategy="best", ports=1))]
 fn plan(platform: PathBuf, load: u64, strategy: &str, ports: u8) -> PyResult<String> {
     let plat = PlatformFile::load(&platform).map_err(|e| input(chain(&e)))?;
     let ports = match ports {
@@ -511,6 +511,7 @@ impl NativeLocalCluster {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("Error", py.get_type::<Error>())?;
     m.add("InputError", py.get_type::<InputError>())?;
     m.add("ConnectError", py.get_type::<ConnectError>())?;

@@ -111,6 +111,8 @@ def test_a_run_reports_and_writes_its_trace_and_chart(cluster, tmp_path):
     assert r.summary["measured_makespan"] > 0 and r.summary["verified"] == 3
     assert (tmp_path / "t.json").read_text().startswith("{")
     assert (tmp_path / "g.svg").read_text().startswith("<svg")
+    # A notebook shows the same chart inline.
+    assert r._repr_svg_() == (tmp_path / "g.svg").read_text()
     want, tol = expected(a, b)
     assert np.all(np.abs(r.c - want) <= tol)
 
@@ -136,9 +138,14 @@ def test_plan_and_calibrate_return_what_the_cli_prints(cluster, tmp_path):
             ), (what, w)
     p = tmp_path / "p.toml"
     p.write_text('[[worker]]\nname = "a"\nc = 1\nw = 2\nd = 1\n')
-    plan = dls.plan(p, 10)
+    plan = dls.plan(p, 10, strategy="fifo")
     # One worker, one round: send, compute, return 10 units in a row.
     assert abs(plan["makespan"] - 40.0) < 1e-9
+    # By default the fastest family: rounds overlap the three phases, so
+    # the makespan falls to the bound, 10 units × max(c, w, d) = 20 s, plus
+    # the first send and the last return of their chunks.
+    best = dls.plan(p, 10)
+    assert best["strategy"] == "best" and 20.0 - 1e-9 <= best["makespan"] < 40.0
 
 
 def test_workers_started_apart_with_a_token(token):
@@ -217,6 +224,12 @@ def test_inputs_are_read_in_place_not_copied_whole():
         d.stop()
 
 
+def test_the_package_says_its_version():
+    cargo = (ROOT / "Cargo.toml").read_text()
+    want = re.search(r'^version = "([^"]+)"', cargo, re.M).group(1)
+    assert dls.__version__ == want
+
+
 def test_bad_input_raises_the_right_error(cluster):
     a, b = np.ones((4, 3, 5)), np.ones((4, 5, 2))
     with pytest.raises(dls.InputError, match="int64"):
@@ -234,6 +247,15 @@ def test_bad_input_raises_the_right_error(cluster):
     with pytest.raises(dls.ConnectError):
         dls.matmul(a, b, workers="127.0.0.1:9")
     assert issubclass(dls.InputError, dls.Error) and issubclass(dls.RunError, dls.Error)
+    # Idiomatic except clauses catch them: bad arguments are ValueErrors,
+    # unreachable workers ConnectionErrors, whichever layer found them.
+    with pytest.raises(ValueError, match="unknown strategy"):
+        dls.matmul(a, b, workers=cluster.workers, strategy="fastest")
+    with pytest.raises(ValueError, match="int64"):
+        dls.matmul(np.ones((4, 3, 5), dtype=np.int64), b, workers=cluster.workers)
+    with pytest.raises(ConnectionError):
+        dls.matmul(a, b, workers="127.0.0.1:9")
+    assert issubclass(dls.ConnectError, dls.Error) and issubclass(dls.RunError, RuntimeError)
     with pytest.raises(dls.InputError, match="slowdown at least 1"):
         dls.LocalCluster(emulate=[(None, 0.5)])
     with pytest.raises(dls.InputError, match="at least one worker"):

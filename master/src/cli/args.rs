@@ -160,9 +160,9 @@ pub enum Command {
         /// --sizes`), or it is refused [default: the file's own].
         #[command(flatten)]
         products: Products,
-        /// Which schedule: fifo, lifo, inc-c, inc-w (one round, sends in that order),
-        /// best (every one-round family and rounds, the fastest predicted), rounds (multi-round).
-        #[arg(long, default_value = "fifo", value_parser = strategy_parser())]
+        /// Which schedule: best (every one-round family and rounds, the fastest predicted),
+        /// fifo, lifo, inc-c, inc-w (one round, sends in that order), rounds (multi-round).
+        #[arg(long, default_value = "best", value_parser = strategy_parser())]
         strategy: Strategy,
         /// 1: the master takes part in one transfer at a time; 2: it may send and receive at once.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
@@ -337,9 +337,9 @@ pub struct RunArgs {
     /// when both are).
     #[command(flatten)]
     pub products: Products,
-    /// Which schedule: fifo, lifo, inc-c, inc-w (one round, sends in that order),
-    /// best (every one-round family and rounds, the fastest predicted), rounds (multi-round).
-    #[arg(long, default_value = "fifo", value_parser = strategy_parser())]
+    /// Which schedule: best (every one-round family and rounds, the fastest predicted),
+    /// fifo, lifo, inc-c, inc-w (one round, sends in that order), rounds (multi-round).
+    #[arg(long, default_value = "best", value_parser = strategy_parser())]
     pub strategy: Strategy,
     /// 1: the master takes part in one transfer at a time; 2: it may send and receive at once.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]

@@ -96,6 +96,17 @@ async fn connect_once(name: &str, address: &str, token: Option<&Token>, t: Conne
             });
         }
     };
+    tracing::debug!(
+        worker = name,
+        address,
+        cores = caps.cores,
+        threads = caps.threads,
+        memory_limit = caps.memory_limit,
+        kernel = %caps.kernel,
+        emulated = caps.emulated,
+        encrypted = t.encrypt,
+        "connected"
+    );
     Ok(Link {
         name: name.to_string(),
         address: address.to_string(),

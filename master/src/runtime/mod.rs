@@ -12,5 +12,6 @@ pub mod data;
 pub mod link;
 mod link_task;
 pub mod local;
+pub mod log;
 pub mod pool;
 pub mod shell;

@@ -6,6 +6,7 @@
 use crate::runtime::batch::Batch;
 use crate::runtime::data::Sink;
 use crate::runtime::link_task::{Cmd, Ev, LinkTask, Watch};
+use crate::runtime::log;
 use crate::runtime::pool::Pool;
 use anyhow::{anyhow, bail, Result};
 use dls_core::machine::{BatchMachine, Command, Config, Input, Status};
@@ -136,6 +137,8 @@ pub async fn execute(
     drop(ev_tx);
     let mut shell = Shell {
         batch,
+        platform,
+        seen: log::Seen::default(),
         senders,
         sink: results.sink,
         keep: results.keep,
@@ -167,6 +170,9 @@ pub async fn execute(
 
 struct Shell<'a> {
     batch: &'a Batch,
+    platform: &'a Platform,
+    /// The machine's incidents already logged.
+    seen: log::Seen,
     senders: Vec<Option<mpsc::Sender<Cmd>>>,
     sink: &'a mut dyn Sink,
     keep: BTreeSet<usize>,
@@ -184,6 +190,7 @@ impl Shell<'_> {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut commands = machine.start(0.0);
         loop {
+            log::incidents(self.platform, machine, &mut self.seen);
             for cmd in commands.drain(..) {
                 self.carry_out(cmd).await?;
             }

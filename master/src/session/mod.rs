@@ -16,8 +16,8 @@
 
 use crate::output::report::RunReport;
 use crate::output::trace::Trace;
-use crate::runtime::batch;
 use crate::runtime::shell::{self, Results};
+use crate::runtime::{batch, log};
 use anyhow::{anyhow, bail, Result};
 use dls_lp::{Plan, Platform, Ports, Request, Rounding, Strategy, Worker};
 use dls_protocol::{Form, JobId};
@@ -55,7 +55,7 @@ pub struct RunConfig {
 impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
-            strategy: Strategy::Fifo,
+            strategy: Strategy::Best,
             ports: Ports::One,
             rounding: Rounding::Refined,
             verify: 3,
@@ -209,7 +209,17 @@ async fn run_plan_into(
     job: u64,
     results: Results<'_>,
 ) -> Result<BatchRun> {
+    log::plan(
+        &platform,
+        &plan,
+        crate::output::report::steady_state_bound(&platform, &plan),
+    );
     let outcome = shell::execute(pool, &platform, &plan, batch, JobId(job), &cfg.options, results).await?;
+    let form = batch.form;
+    log::end(&platform, &plan, &outcome.measured, |n| {
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        (form.in_bytes(n), form.out_bytes(n))
+    });
     let verified = batch::verify(batch, &outcome.kept).map_err(|e| e.context("verification failed"))?;
     let report = RunReport::from_outcome(&platform, &plan, &outcome, &batch.form, verified);
     let names: Vec<String> = platform.workers().iter().map(|w| w.name.clone()).collect();

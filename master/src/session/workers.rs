@@ -80,16 +80,19 @@ impl Workers {
     /// (`require_all`), or those that can be measured, dropping the others.
     pub async fn calibrate(&self, pool: &mut Pool, form: Form) -> Result<(Calibration, Vec<LeftOut>)> {
         let opts = CalibrateOptions::for_form(form);
-        if self.require_all {
-            return Ok((calibrate::calibrate(pool.links_mut(), &opts).await?, Vec::new()));
-        }
-        let (cal, left) = calibrate::calibrate_available(pool, &opts).await?;
+        let (cal, left) = if self.require_all {
+            (calibrate::calibrate(pool.links_mut(), &opts).await?, Vec::new())
+        } else {
+            calibrate::calibrate_available(pool, &opts).await?
+        };
         self.left_out(&left);
+        crate::runtime::log::calibrated(&cal);
         Ok((cal, left))
     }
 
     fn left_out(&self, left: &[LeftOut]) {
         for l in left {
+            tracing::warn!(worker = %l.worker, reason = %l.reason, "worker left out");
             (self.notes)(&format!(
                 "warning: worker {} left out: {} (--require-all makes this an error)",
                 l.worker, l.reason

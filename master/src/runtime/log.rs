@@ -1,0 +1,145 @@
+//! What the master tells its log (`tracing`, target `dls_master`): the
+//! decisions of a run and what changed them. The human summary on stdout
+//! and the remarks on stderr are apart from this; `--log-format json`
+//! turns every event here into one JSON line, fields included.
+//!
+//! Levels: connections and handshakes at debug; calibration, the plan, a
+//! recovery round, a correction and the end at info; a worker lost (or
+//! given up on as a straggler) at warn.
+
+use crate::runtime::calibrate::Calibration;
+use dls_core::machine::BatchMachine;
+use dls_core::record::Measured;
+use dls_lp::{Plan, Platform};
+use tracing::{info, warn};
+
+/// Per worker, its fitted costs and how well the lines fit.
+pub fn calibrated(cal: &Calibration) {
+    for w in &cal.workers {
+        info!(
+            worker = %w.name,
+            c = w.send.slope,
+            w = w.compute.slope,
+            d = w.ret.slope,
+            send_latency = w.send.intercept,
+            compute_latency = w.compute.intercept,
+            return_latency = w.ret.intercept,
+            send_r2 = w.send.r2,
+            compute_r2 = w.compute.r2,
+            return_r2 = w.ret.r2,
+            max_load = w.max_load,
+            warnings = w.warnings.len(),
+            "calibrated"
+        );
+    }
+}
+
+/// The plan about to run: its family, rounds, who takes part and who not,
+/// the predicted makespan against the steady-state bound.
+pub fn plan(platform: &Platform, plan: &Plan, bound: f64) {
+    let names = |pick: fn(u64) -> bool| -> String {
+        let chosen: Vec<&str> = platform
+            .workers()
+            .iter()
+            .zip(&plan.loads)
+            .filter(|(_, &l)| pick(l))
+            .map(|(w, _)| w.name.as_str())
+            .collect();
+        chosen.join(",")
+    };
+    info!(
+        strategy = %plan.strategy,
+        ports = if plan.ports == dls_lp::Ports::One { 1 } else { 2 },
+        load = plan.load,
+        rounds = plan.sequence.count,
+        chunks = plan.sequence.chunks.len(),
+        enrolled = %names(|l| l > 0),
+        left_out = %names(|l| l == 0),
+        predicted = plan.makespan(),
+        bound,
+        "plan"
+    );
+    for (w, &load) in platform.workers().iter().zip(&plan.loads).filter(|(_, &l)| l > 0) {
+        tracing::debug!(worker = %w.name, load, "share");
+    }
+}
+
+/// How many of the machine's incidents have been logged.
+#[derive(Default)]
+pub struct Seen {
+    failures: usize,
+    replans: usize,
+    adaptations: usize,
+}
+
+/// Log the machine's incidents not logged yet: losses (and stragglers
+/// given up on), recovery rounds, corrections.
+pub fn incidents(platform: &Platform, machine: &BatchMachine, seen: &mut Seen) {
+    let name = |w: usize| platform.workers().get(w).map_or("?", |x| x.name.as_str());
+    let (failures, replans, adaptations) = machine.incidents();
+    for f in &failures[seen.failures.min(failures.len())..] {
+        warn!(
+            worker = name(f.worker),
+            at = f.at,
+            reason = %f.reason,
+            products_lost = f.products_lost,
+            "worker lost; its products are redone elsewhere"
+        );
+    }
+    for r in &replans[seen.replans.min(replans.len())..] {
+        let on: Vec<&str> = r.workers.iter().map(|&w| name(w)).collect();
+        info!(
+            at = r.at,
+            products = r.products,
+            workers = %on.join(","),
+            predicted = r.predicted,
+            "recovery round"
+        );
+    }
+    for a in &adaptations[seen.adaptations.min(adaptations.len())..] {
+        info!(
+            at = a.at,
+            round = a.round,
+            products_moved = a.products,
+            "plan corrected from the speeds measured"
+        );
+    }
+    *seen = Seen {
+        failures: failures.len(),
+        replans: replans.len(),
+        adaptations: adaptations.len(),
+    };
+}
+
+/// The end of a run: per worker, its products and bytes, predicted and
+/// measured end; then the whole.
+pub fn end(platform: &Platform, plan: &Plan, measured: &Measured, bytes: impl Fn(u64) -> (u64, u64)) {
+    let predicted = plan.worker_times();
+    for (i, w) in platform.workers().iter().enumerate() {
+        let load = plan.loads.get(i).copied().unwrap_or(0);
+        let lost = measured.failures.iter().any(|f| f.worker == i);
+        if load == 0 && !lost {
+            continue;
+        }
+        let (sent, returned) = bytes(load);
+        info!(
+            worker = %w.name,
+            products = load,
+            bytes_sent = sent,
+            bytes_returned = returned,
+            predicted_end = predicted.get(i).map_or(0.0, |t| t.return_end),
+            measured_end = measured.workers.get(i).map_or(0.0, |t| t.return_end),
+            compute_secs = measured.compute_secs.get(i).copied().unwrap_or(0.0),
+            lost,
+            "worker done"
+        );
+    }
+    info!(
+        predicted = plan.makespan(),
+        measured = measured.makespan,
+        failures = measured.failures.len(),
+        recovery_rounds = measured.replans.len(),
+        corrections = measured.adaptations.len(),
+        "run done"
+    );
+}
