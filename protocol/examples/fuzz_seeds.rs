@@ -3,7 +3,9 @@
 //! (writes protocol/fuzz/corpus/decode_frame/).
 
 use bytes::BytesMut;
-use dls_protocol::{frame, Capabilities, ChunkId, DType, ErrorCode, Form, Frame, FromWorker, JobId, Shape, ToWorker};
+use dls_protocol::{
+    frame, Capabilities, ChunkId, Cipher, DType, ErrorCode, Form, Frame, FromWorker, JobId, Shape, ToWorker,
+};
 use std::path::Path;
 
 fn main() -> std::io::Result<()> {
@@ -23,7 +25,8 @@ fn main() -> std::io::Result<()> {
         Frame::new(ToWorker::Auth {
             proof: Some([9; 32]),
             max_frame: 1 << 20,
-            encrypt: false,
+            encrypt: true,
+            ciphers: vec![Cipher::Aes256Gcm, Cipher::ChaCha20Poly1305],
             status: false,
         }),
         Frame::with_payload(
@@ -68,6 +71,7 @@ fn main() -> std::io::Result<()> {
             memory_limit: 1 << 30,
             kernel: "k".into(),
             emulated: false,
+            ciphers: vec![Cipher::ChaCha20Poly1305],
         })),
         Frame::new(FromWorker::Received { job, chunk }),
         Frame::new(FromWorker::Ready {

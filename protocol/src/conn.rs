@@ -8,7 +8,7 @@
 use crate::error::{Error, Result};
 use crate::frame::{self, HANDSHAKE_MAX_FRAME};
 use crate::message::{Frame, Payload};
-use crate::seal::{Sealer, TAG};
+use crate::seal::{Sealer, RECORD, TAG};
 use crate::values::Values;
 use bytes::{Buf, BytesMut};
 use serde::{de::DeserializeOwned, Serialize};
@@ -20,6 +20,8 @@ struct Partial<M> {
     msg: M,
     payload: Values,
     filled: usize,
+    /// Sealed connections: payload bytes already opened (whole records).
+    opened: usize,
 }
 
 impl<M> Partial<M> {
@@ -29,6 +31,7 @@ impl<M> Partial<M> {
             msg: head.msg,
             payload: Values::zeros(head.dtype, head.values),
             filled: 0,
+            opened: 0,
         }
     }
 }
@@ -194,8 +197,16 @@ where
     /// then straight from the stream (never past the payload). Cancel-safe:
     /// what was read stays in `partial`.
     async fn fill_payload(&mut self) -> Result<()> {
+        self.fill_payload_to(usize::MAX).await
+    }
+
+    /// As [`Connection::fill_payload`], up to byte `limit` of the payload
+    /// (a sealed record's end: its tag follows in the stream).
+    async fn fill_payload_to(&mut self, limit: usize) -> Result<()> {
         let Some(p) = &mut self.partial else { return Ok(()) };
-        let bytes: &mut [u8] = p.payload.as_bytes_mut();
+        let all: &mut [u8] = p.payload.as_bytes_mut();
+        let end = limit.min(all.len());
+        let bytes = &mut all[..end];
         if p.filled < bytes.len() && !self.rbuf.is_empty() {
             let n = self.rbuf.len().min(bytes.len() - p.filled);
             bytes[p.filled..p.filled + n].copy_from_slice(&self.rbuf[..n]);
@@ -243,8 +254,22 @@ where
     /// is read in place, then opened with its tag.
     async fn read_sealed(&mut self, mut check: impl FnMut(&In) -> Result<()>) -> Result<Option<Frame<In>>> {
         loop {
-            if self.partial.is_some() {
-                self.fill_payload().await?;
+            if let Some(p) = &self.partial {
+                // The payload, record by record: each is opened as soon as
+                // it and its tag are in, while the next is on its way.
+                let total = p.payload.as_bytes().len();
+                if p.opened == total {
+                    let Some(mut done) = self.partial.take() else {
+                        unreachable!("partial frame checked above")
+                    };
+                    done.payload.le_to_host();
+                    return Ok(Some(Frame {
+                        msg: done.msg,
+                        payload: done.payload,
+                    }));
+                }
+                let end = (p.opened + RECORD).min(total);
+                self.fill_payload_to(end).await?;
                 if self.rbuf.len() < TAG {
                     if !self.fill().await? {
                         return Err(Error::Truncated {
@@ -257,17 +282,12 @@ where
                 let mut tag = [0u8; TAG];
                 tag.copy_from_slice(&self.rbuf[..TAG]);
                 self.rbuf.advance(TAG);
-                let Some(mut done) = self.partial.take() else {
-                    unreachable!("partial frame checked above")
-                };
-                if let Some(c) = &mut self.crypt {
-                    c.recv.open(done.payload.as_bytes_mut(), &tag)?;
+                if let (Some(c), Some(p)) = (&mut self.crypt, &mut self.partial) {
+                    let start = p.opened;
+                    c.recv.open(&mut p.payload.as_bytes_mut()[start..end], &tag)?;
+                    p.opened = end;
                 }
-                done.payload.le_to_host();
-                return Ok(Some(Frame {
-                    msg: done.msg,
-                    payload: done.payload,
-                }));
+                continue;
             }
             // The header record: length, ciphertext, tag.
             if self.rbuf.len() >= 4 {
@@ -333,24 +353,29 @@ where
         frame::encode_head(msg, bytes as u64, &mut self.wbuf)?;
         let bodies: Vec<&[u8]> = parts.iter().filter(|p| !p.is_empty()).copied().collect();
         if let Some(c) = &mut self.crypt {
-            // Sealed: the header record, then the payload (copied once to
-            // be encrypted in place) and its tag.
+            // Sealed: the header record, then the payload in records of at
+            // most RECORD bytes, each copied once to be encrypted in place
+            // and written with its tag while the peer opens the last.
             let len = (self.wbuf.len() as u32).to_le_bytes();
             let tag = c.send.seal(&mut self.wbuf)?;
-            let mut body: Vec<u8> = Vec::with_capacity(bytes);
-            for b in &bodies {
-                body.extend_from_slice(b);
+            write_slices(&mut self.stream, self.write_stall, &[&len, &self.wbuf, &tag]).await?;
+            let mut record: Vec<u8> = Vec::with_capacity(RECORD.min(bytes));
+            // (part, offset in it) of the next payload byte.
+            let (mut part, mut at) = (0, 0);
+            while part < bodies.len() {
+                record.clear();
+                while part < bodies.len() && record.len() < RECORD {
+                    let take = (bodies[part].len() - at).min(RECORD - record.len());
+                    record.extend_from_slice(&bodies[part][at..at + take]);
+                    at += take;
+                    if at == bodies[part].len() {
+                        (part, at) = (part + 1, 0);
+                    }
+                }
+                let tag = c.send.seal(&mut record)?;
+                write_slices(&mut self.stream, self.write_stall, &[&record, &tag]).await?;
             }
-            let body_tag = if body.is_empty() {
-                None
-            } else {
-                Some(c.send.seal(&mut body)?)
-            };
-            let mut slices: Vec<&[u8]> = vec![&len, &self.wbuf, &tag];
-            if let Some(t) = &body_tag {
-                slices.extend([&body[..], &t[..]]);
-            }
-            return write_slices(&mut self.stream, self.write_stall, &slices).await;
+            return Ok(());
         }
         // Header and payload leave in vectored writes: a separate tiny header
         // segment costs about a tenth of loopback throughput.

@@ -13,7 +13,7 @@
 use crate::auth::{self, Role, Token};
 use crate::conn::Connection;
 use crate::error::{Error, Result};
-use crate::message::{Capabilities, ErrorCode, FromWorker, ToWorker, WorkerStatus, PROTOCOL_VERSION};
+use crate::message::{Capabilities, Cipher, ErrorCode, FromWorker, ToWorker, WorkerStatus, PROTOCOL_VERSION};
 use crate::seal;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -58,10 +58,12 @@ pub async fn master_sealed<S: AsyncRead + AsyncWrite + Unpin>(
     }
     let steps = async {
         let (nm, nw) = hello(conn, token).await?;
+        let ciphers = if encrypt { seal::fast_ciphers() } else { Vec::new() };
         conn.send(&ToWorker::Auth {
             proof: token.map(|t| auth::prove(t, Role::Master, &nm, &nw)),
             max_frame,
             encrypt,
+            ciphers: ciphers.clone(),
             status: false,
         })
         .await?;
@@ -69,7 +71,8 @@ pub async fn master_sealed<S: AsyncRead + AsyncWrite + Unpin>(
         match conn.read_frame().await?.map(|f| f.msg) {
             Some(FromWorker::Welcome(caps)) => {
                 if let (true, Some(t)) = (encrypt, token) {
-                    let (send, recv) = seal::sealers(t, &nm, &nw, seal::Side::Master);
+                    let cipher = seal::agree(&ciphers, &caps.ciphers);
+                    let (send, recv) = seal::sealers(t, &nm, &nw, seal::Side::Master, cipher);
                     conn.seal_with(send, recv);
                 }
                 Ok(caps)
@@ -145,6 +148,7 @@ pub async fn master_status<S: AsyncRead + AsyncWrite + Unpin>(
             proof: token.map(|t| auth::prove(t, Role::Master, &nm, &nw)),
             max_frame: crate::frame::HANDSHAKE_MAX_FRAME,
             encrypt: false,
+            ciphers: Vec::new(),
             status: true,
         })
         .await?;
@@ -169,14 +173,15 @@ async fn read_auth<S: AsyncRead + AsyncWrite + Unpin>(
     token: Option<&Token>,
     nm: &crate::message::Nonce,
     nw: &crate::message::Nonce,
-) -> Result<(u64, bool, bool)> {
+) -> Result<(u64, Option<Vec<Cipher>>, bool)> {
     let (proof, max_frame, encrypt, status) = match conn.read_frame().await?.map(|f| f.msg) {
         Some(ToWorker::Auth {
             proof,
             max_frame,
             encrypt,
+            ciphers,
             status,
-        }) => (proof, max_frame, encrypt, status),
+        }) => (proof, max_frame, encrypt.then_some(ciphers), status),
         Some(other) => {
             return Err(Error::Refused {
                 code: ErrorCode::UnexpectedMessage,
@@ -294,26 +299,26 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
         }
         let keys =
             match (encrypt, token) {
-                (true, Some(t)) => Some(t),
-                (true, None) => return Err(Error::Refused {
+                (Some(theirs), Some(t)) => Some((t, seal::agree(&theirs, &caps.ciphers))),
+                (Some(_), None) => return Err(Error::Refused {
                     code: ErrorCode::Unauthorized,
                     message:
                         "this worker has no token, so it cannot encrypt (--encrypt needs the same token on both sides)"
                             .into(),
                 }),
-                (false, _) if require_encrypt => {
+                (None, _) if require_encrypt => {
                     return Err(Error::Refused {
                         code: ErrorCode::Unauthorized,
                         message: "this worker requires encryption: run the master with --encrypt".into(),
                     })
                 }
-                (false, _) => None,
+                (None, _) => None,
             };
         admit()?;
         conn.set_max_frame(max_frame.min(frame_cap));
         conn.send(&FromWorker::Welcome(caps.clone())).await?;
-        if let Some(t) = keys {
-            let (send, recv) = seal::sealers(t, &nm, &nw, seal::Side::Worker);
+        if let Some((t, cipher)) = keys {
+            let (send, recv) = seal::sealers(t, &nm, &nw, seal::Side::Worker, cipher);
             conn.seal_with(send, recv);
         }
         Ok(Shaken::Session)

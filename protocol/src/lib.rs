@@ -38,7 +38,7 @@ pub use auth::Token;
 pub use conn::Connection;
 pub use error::{Error, Result};
 pub use message::{
-    Capabilities, ChunkId, ErrorCode, Frame, FromWorker, JobId, Nonce, Payload, Proof, ToWorker, WorkerStatus,
+    Capabilities, ChunkId, Cipher, ErrorCode, Frame, FromWorker, JobId, Nonce, Payload, Proof, ToWorker, WorkerStatus,
     PROTOCOL_VERSION,
 };
 pub use values::{DType, Form, Shape, Values};

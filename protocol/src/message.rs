@@ -7,7 +7,7 @@ use crate::values::{DType, Form, Values};
 use serde::{Deserialize, Serialize};
 
 /// Incremented on any incompatible change of the messages or framing.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// A random value that makes every handshake's proofs unique.
 pub type Nonce = [u8; 32];
@@ -48,6 +48,27 @@ pub struct Capabilities {
     pub kernel: String,
     /// Whether results are slowed down or throttled for emulation.
     pub emulated: bool,
+    /// The ciphers it runs at speed, best first (see `seal::agree`).
+    pub ciphers: Vec<Cipher>,
+}
+
+/// An AEAD for encrypted connections (`--encrypt`), agreed in the
+/// handshake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Cipher {
+    /// Where both ends have AES instructions.
+    Aes256Gcm,
+    /// Anywhere else (fast in software).
+    ChaCha20Poly1305,
+}
+
+impl Cipher {
+    pub fn name(self) -> &'static str {
+        match self {
+            Cipher::Aes256Gcm => "AES-256-GCM",
+            Cipher::ChaCha20Poly1305 => "ChaCha20-Poly1305",
+        }
+    }
 }
 
 impl Capabilities {
@@ -72,13 +93,15 @@ pub enum ToWorker {
     },
     /// The master's proof of the token (when the worker has one), the
     /// largest frame it will send or accept from now on, whether every
-    /// frame after the welcome is encrypted (`--encrypt`; needs a token),
-    /// and whether it asks only for the worker's status (answered with
-    /// `Status`, then the connection closes; no session is opened).
+    /// frame after the welcome is encrypted (`--encrypt`; needs a token)
+    /// and with which ciphers the master is fast, best first, and whether
+    /// it asks only for the worker's status (answered with `Status`, then
+    /// the connection closes; no session is opened).
     Auth {
         proof: Option<Proof>,
         max_frame: u64,
         encrypt: bool,
+        ciphers: Vec<Cipher>,
         status: bool,
     },
     /// `count` products of `form`: payload A_1..A_count then, unless B is

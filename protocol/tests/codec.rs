@@ -15,14 +15,26 @@ fn caps() -> impl Strategy<Value = Capabilities> {
         any::<u64>(),
         "[a-z0-9 .]{0,20}",
         any::<bool>(),
+        ciphers(),
     )
-        .prop_map(|(cores, threads, memory_limit, kernel, emulated)| Capabilities {
-            cores,
-            threads,
-            memory_limit,
-            kernel,
-            emulated,
-        })
+        .prop_map(
+            |(cores, threads, memory_limit, kernel, emulated, ciphers)| Capabilities {
+                cores,
+                threads,
+                memory_limit,
+                kernel,
+                emulated,
+                ciphers,
+            },
+        )
+}
+
+/// Any list of ciphers (repeats included: a peer may send anything).
+fn ciphers() -> impl Strategy<Value = Vec<Cipher>> {
+    proptest::collection::vec(
+        prop_oneof![Just(Cipher::Aes256Gcm), Just(Cipher::ChaCha20Poly1305)],
+        0..4,
+    )
 }
 
 /// A small form of any type, shape and sharing, and a chunk size.
@@ -59,14 +71,18 @@ fn to_worker() -> impl Strategy<Value = Frame<ToWorker>> {
             proptest::option::of(any::<[u8; 32]>()),
             any::<u64>(),
             any::<bool>(),
+            ciphers(),
             any::<bool>()
         )
-            .prop_map(|(proof, max_frame, encrypt, status)| Frame::new(ToWorker::Auth {
-                proof,
-                max_frame,
-                encrypt,
-                status
-            })),
+            .prop_map(
+                |(proof, max_frame, encrypt, ciphers, status)| Frame::new(ToWorker::Auth {
+                    proof,
+                    max_frame,
+                    encrypt,
+                    ciphers,
+                    status
+                })
+            ),
         (job.clone(), chunk.clone(), small_form()).prop_flat_map(|(job, chunk, (form, count))| {
             values(form.dtype, form.in_len(count)).prop_map(move |p| {
                 Frame::with_payload(

@@ -194,6 +194,7 @@ async fn fake_worker(
         memory_limit: 1 << 30,
         kernel: kernel.into(),
         emulated: false,
+        ciphers: Vec::new(),
     };
     let side = handshake::WorkerSide {
         token: None,

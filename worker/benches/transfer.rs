@@ -4,13 +4,15 @@
 //!
 //! `cargo bench -p dls-worker --bench transfer [-- ROUNDS]`
 //!
-//! Also the same Connection with every frame encrypted (`--encrypt`).
+//! Also the same Connection with every frame encrypted (`--encrypt`), with
+//! each cipher: AES-256-GCM (what two machines with AES instructions agree
+//! on) and ChaCha20-Poly1305 (the fallback).
 //!
 //! Each round sends one 64 MiB chunk each way of doing it, alternating which
 //! goes first; a transfer ends when the receiver has every byte and says so
 //! (one-byte acknowledgement). Prints medians and their ratio.
 
-use dls_protocol::{seal, ChunkId, Connection, FromWorker, JobId, ToWorker};
+use dls_protocol::{seal, ChunkId, Cipher, Connection, FromWorker, JobId, ToWorker};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -47,21 +49,21 @@ async fn raw_round(bytes: &[u8]) -> Duration {
     d
 }
 
-async fn framed_round(payload: &dls_protocol::Values, sealed: bool) -> Duration {
+async fn framed_round(payload: &dls_protocol::Values, sealed: Option<Cipher>) -> Duration {
     let (tx, rx) = pair().await;
     let mut master: Connection<_, FromWorker, ToWorker> = Connection::new(tx);
     master.set_max_frame(1 << 32);
     let token = dls_protocol::Token::parse("transfer-bench-token-0123456789").expect("token");
     let (nm, nw) = ([1u8; 32], [2u8; 32]);
-    if sealed {
-        let (send, recv) = seal::sealers(&token, &nm, &nw, seal::Side::Master);
+    if let Some(cipher) = sealed {
+        let (send, recv) = seal::sealers(&token, &nm, &nw, seal::Side::Master, cipher);
         master.seal_with(send, recv);
     }
     let reader = tokio::spawn(async move {
         let mut worker: Connection<_, ToWorker, FromWorker> = Connection::new(rx);
         worker.set_max_frame(1 << 32);
-        if sealed {
-            let (send, recv) = seal::sealers(&token, &nm, &nw, seal::Side::Worker);
+        if let Some(cipher) = sealed {
+            let (send, recv) = seal::sealers(&token, &nm, &nw, seal::Side::Worker, cipher);
             worker.seal_with(send, recv);
         }
         let f = worker.read_frame().await.expect("valid").expect("a frame");
@@ -108,29 +110,37 @@ fn main() {
     let bytes: Vec<u8> = payload.iter().flat_map(|v| v.to_le_bytes()).collect();
     let payload = dls_protocol::Values::F64(payload);
     let mb = bytes.len() as f64 / 1e6;
-    let (mut raw, mut ours, mut sealed) = (Vec::new(), Vec::new(), Vec::new());
+    let (aes, chacha) = (Some(Cipher::Aes256Gcm), Some(Cipher::ChaCha20Poly1305));
+    let (mut raw, mut ours, mut sealed, mut fallback) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     rt.block_on(async {
         // Warm up every path once.
         raw_round(&bytes).await;
-        framed_round(&payload, false).await;
-        framed_round(&payload, true).await;
+        framed_round(&payload, None).await;
+        framed_round(&payload, aes).await;
+        framed_round(&payload, chacha).await;
         for r in 0..rounds {
             if r % 2 == 0 {
                 raw.push(mb / raw_round(&bytes).await.as_secs_f64());
-                ours.push(mb / framed_round(&payload, false).await.as_secs_f64());
-                sealed.push(mb / framed_round(&payload, true).await.as_secs_f64());
+                ours.push(mb / framed_round(&payload, None).await.as_secs_f64());
+                sealed.push(mb / framed_round(&payload, aes).await.as_secs_f64());
+                fallback.push(mb / framed_round(&payload, chacha).await.as_secs_f64());
             } else {
-                sealed.push(mb / framed_round(&payload, true).await.as_secs_f64());
-                ours.push(mb / framed_round(&payload, false).await.as_secs_f64());
+                fallback.push(mb / framed_round(&payload, chacha).await.as_secs_f64());
+                sealed.push(mb / framed_round(&payload, aes).await.as_secs_f64());
+                ours.push(mb / framed_round(&payload, None).await.as_secs_f64());
                 raw.push(mb / raw_round(&bytes).await.as_secs_f64());
             }
         }
     });
-    let (r, o, e) = (median(raw), median(ours), median(sealed));
+    let (r, o, e, f) = (median(raw), median(ours), median(sealed), median(fallback));
+    let agreed = seal::fast_ciphers()[0];
     println!("bulk transfer, {mb:.1} MB chunk, {rounds} rounds, medians:");
-    println!("  raw TCP                    {r:8.0} MB/s");
-    println!("  dls Connection             {o:8.0} MB/s");
-    println!("  dls Connection, --encrypt  {e:8.0} MB/s");
-    println!("  ratio (plain / raw)        {:8.3}", o / r);
-    println!("  ratio (encrypted / plain)  {:8.3}", e / o);
+    println!("  raw TCP                                   {r:8.0} MB/s");
+    println!("  dls Connection                            {o:8.0} MB/s");
+    println!("  dls Connection, --encrypt, AES-256-GCM    {e:8.0} MB/s");
+    println!("  dls Connection, --encrypt, ChaCha20-Poly1305 {f:5.0} MB/s");
+    println!("  ratio (plain / raw)                       {:8.3}", o / r);
+    println!("  ratio (AES-256-GCM / plain)               {:8.3}", e / o);
+    println!("  ratio (ChaCha20-Poly1305 / plain)         {:8.3}", f / o);
+    println!("  (this machine's two ends agree on {})", agreed.name());
 }

@@ -90,6 +90,7 @@ impl Config {
                 || self.link_rate.is_some()
                 || self.work_factor != 1
                 || self.speed_change.is_some(),
+            ciphers: dls_protocol::seal::fast_ciphers(),
         }
     }
 

@@ -14,6 +14,7 @@ pub fn caps() -> Capabilities {
         memory_limit: 1 << 30,
         kernel: "test".into(),
         emulated: false,
+        ciphers: dls_protocol::seal::fast_ciphers(),
     }
 }
 
