@@ -69,6 +69,39 @@ pub fn per_unit(points: &[(f64, f64)]) -> Option<f64> {
 /// A short name for products of `form`: `256` for square float64 ones
 /// (as model files were named before shapes), else like
 /// `64x48x32-float32-shared-b`.
+/// The model file a run learns into, and what it holds: `model` if given,
+/// else with `learn` the cluster file's `CLUSTER.model-KEY.json` (one model
+/// per kind of product); none without either. A file that holds costs for
+/// other products is refused.
+pub fn model_file(
+    model: Option<&Path>,
+    cluster_file: Option<&Path>,
+    learn: bool,
+    form: &dls_protocol::Form,
+) -> Result<Option<(std::path::PathBuf, Model)>> {
+    let key = form_key(form);
+    let path = match (model, cluster_file) {
+        (Some(m), _) => m.to_path_buf(),
+        (None, Some(c)) if learn => std::path::PathBuf::from(format!("{}.model-{key}.json", c.display())),
+        (None, None) if learn => bail!(
+            "with workers given by address, name the model file to learn into (--model FILE, or model= in Python)"
+        ),
+        _ => return Ok(None),
+    };
+    let model = match Model::load(&path)? {
+        Some(m) if m.key() != key => {
+            bail!(
+                "{} holds costs for products {}, not {key} ({form})",
+                path.display(),
+                m.key()
+            )
+        }
+        Some(m) => m,
+        None => Model::new(form),
+    };
+    Ok(Some((path, model)))
+}
+
 pub fn form_key(form: &dls_protocol::Form) -> String {
     let s = form.shape;
     let plain = form.dtype == dls_protocol::DType::F64 && !form.shared_b;

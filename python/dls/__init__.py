@@ -248,6 +248,8 @@ def run(
     straggler: Optional[float] = None,
     adapt: bool = True,
     chunk_mb: int = 64,
+    learn: bool = False,
+    model: PathLike = None,
 ) -> Run:
     """Run the batch C[i] = A[i] @ B[i] on the workers and return a :class:`Run`.
 
@@ -271,8 +273,10 @@ def run(
     answers and can be measured, instead of leaving it out), ``ports`` (1,
     the one-port model, or 2), ``rounding`` ("refined" or "paper"),
     ``straggler`` (give up on a worker this many times later than
-    predicted), ``adapt`` (online correction of multi-round plans) and
-    ``chunk_mb`` (the largest message, in MiB).
+    predicted), ``adapt`` (online correction of multi-round plans),
+    ``chunk_mb`` (the largest message, in MiB), ``learn`` and ``model``
+    (plan with the costs learned from earlier batches of these products,
+    kept in ``model`` or beside the cluster file, and learn from this one).
     """
     a, b = _arrays(a, b)
     native = _native.run(
@@ -295,6 +299,8 @@ def run(
         straggler=straggler,
         adapt=adapt,
         chunk_mb=chunk_mb,
+        learn=learn,
+        model=_path(model),
     )
     done = Run(native)
     if trace is not None:

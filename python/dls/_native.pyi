@@ -42,6 +42,8 @@ def run(
     straggler: Optional[float] = None,
     adapt: bool = True,
     chunk_mb: int = 64,
+    learn: bool = False,
+    model: Optional[str] = None,
 ) -> NativeRun: ...
 def plan(platform: str, load: int, strategy: str = "best", ports: int = 1) -> str: ...
 def calibrate(

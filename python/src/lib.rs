@@ -287,7 +287,7 @@ struct NativeRun {
 
 /// Run a batch of products: see `dls.run`.
 #[pyfunction]
-#[pyo3(signature = (a, b, *, workers=None, cluster=None, slurm=false, worker_port=7070, token_file=None, strategy="best", platform=None, verify=3, seed=0, progress=false, encrypt=false, require_all=false, ports=1, rounding="refined", straggler=None, adapt=true, chunk_mb=64))]
+#[pyo3(signature = (a, b, *, workers=None, cluster=None, slurm=false, worker_port=7070, token_file=None, strategy="best", platform=None, verify=3, seed=0, progress=false, encrypt=false, require_all=false, ports=1, rounding="refined", straggler=None, adapt=true, chunk_mb=64, learn=false, model=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -310,8 +310,12 @@ fn run(
     straggler: Option<f64>,
     adapt: bool,
     chunk_mb: u64,
+    learn: bool,
+    model: Option<PathBuf>,
 ) -> PyResult<NativeRun> {
     let batch = batch_of(a, b)?;
+    let mut model = dls_master::learn::model_file(model.as_deref(), cluster.as_deref(), learn, &batch.form)
+        .map_err(|e| input(chain(&e)))?;
     if batch.count == 0 {
         return Err(input("the batch is empty: A holds no matrix"));
     }
@@ -358,7 +362,14 @@ fn run(
         let on_chunk = move |k: usize| {
             counter.fetch_add(k, std::sync::atomic::Ordering::Relaxed);
         };
-        let done = session::run(&reach, given, None, &batch, &cfg, &mut sink, on_chunk).await?;
+        let learning = model.as_mut().map(|m| &mut m.1);
+        let done = session::run(&reach, given, learning, &batch, &cfg, &mut sink, on_chunk).await?;
+        // What this batch taught, kept for the next (as `dls run --learn`).
+        if let Some((path, m)) = model.as_mut() {
+            m.observe(&done.report)
+                .and_then(|()| m.save(path))
+                .map_err(session::RunError::Batch)?;
+        }
         Ok::<_, session::RunError>((done, sink.0))
     };
     // The progress line goes to Python's sys.stderr (a terminal or a notebook).

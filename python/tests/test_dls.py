@@ -3,6 +3,7 @@ separately started workers, errors, and Ctrl-C. Worker processes come from
 the repository's build (``target/debug`` or ``target/release``, or the
 ``DLS_WORKER`` environment variable); each is killed at the end."""
 
+import json
 import os
 import re
 import signal
@@ -115,6 +116,18 @@ def test_a_run_reports_and_writes_its_trace_and_chart(cluster, tmp_path):
     assert r._repr_svg_() == (tmp_path / "g.svg").read_text()
     want, tol = expected(a, b)
     assert np.all(np.abs(r.c - want) <= tol)
+
+
+def test_costs_learned_from_a_batch_plan_the_next(cluster, tmp_path):
+    model = tmp_path / "model.json"
+    a = np.ones((30, 8, 8))
+    dls.run(a, a, workers=cluster.workers, model=model)
+    assert json.loads(model.read_text())["batches"] == 1
+    done = dls.run(a, a, workers=cluster.workers, model=model)
+    assert json.loads(model.read_text())["batches"] == 2
+    assert np.array_equal(done.c, np.full((30, 8, 8), 8.0))
+    with pytest.raises(dls.InputError, match="name the model file"):
+        dls.run(a, a, workers=cluster.workers, learn=True)
 
 
 def test_progress_is_shown_on_request_only(cluster, capsys):

@@ -218,25 +218,7 @@ fn run_config(args: &RunArgs) -> Result<RunConfig> {
 
 /// The model file to learn into (`--learn`, `--model`) and what it holds.
 fn model_of(args: &RunArgs, form: &Form) -> Result<Option<(PathBuf, Model)>> {
-    let key = crate::learn::form_key(form);
-    let path = match (&args.model, &args.workers.cluster) {
-        (Some(m), _) => m.clone(),
-        (None, Some(c)) if args.learn => PathBuf::from(format!("{}.model-{key}.json", c.display())),
-        (None, None) if args.learn => bail!("with --workers, give --model FILE to learn into"),
-        _ => return Ok(None),
-    };
-    let model = match Model::load(&path)? {
-        Some(m) if m.key() != key => {
-            bail!(
-                "{} holds costs for products {}, not {key} ({form})",
-                path.display(),
-                m.key()
-            )
-        }
-        Some(m) => m,
-        None => Model::new(form),
-    };
-    Ok(Some((path, model)))
+    crate::learn::model_file(args.model.as_deref(), args.workers.cluster.as_deref(), args.learn, form)
 }
 
 fn progress_bar(len: usize) -> indicatif::ProgressBar {

@@ -67,6 +67,8 @@ pub async fn baselines_on(
     let planned = dls_lp::plan(&platform, &dls_lp::Request::new(m, Strategy::Fifo));
     let lifo = dls_lp::plan(&platform, &dls_lp::Request::new(m, Strategy::Lifo));
     let rounds = dls_lp::plan(&platform, &dls_lp::Request::new(m, Strategy::Rounds));
+    // What `dls run` does without --strategy: best, refined rounding.
+    let default = dls_lp::plan(&platform, &dls_lp::Request::new(m, Strategy::Best));
     let equal = dls_lp::baseline::with_loads(
         &platform,
         order.clone(),
@@ -95,6 +97,7 @@ pub async fn baselines_on(
         ("plan", planned, None),
         ("lifo", lifo, None),
         ("rounds", rounds, None),
+        ("default (best)", default, None),
         ("equal", equal, None),
         ("proportional", prop, None),
     ]

@@ -8,10 +8,11 @@ use dls_protocol::Token;
 
 /// The methods `dls experiment baselines` compares, in the order it runs
 /// them.
-pub const BASELINE_METHODS: [&str; 8] = [
+pub const BASELINE_METHODS: [&str; 9] = [
     "plan",
     "lifo",
     "rounds",
+    "default (best)",
     "equal",
     "proportional",
     "self-scheduling",
