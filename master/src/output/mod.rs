@@ -4,6 +4,7 @@
 
 mod atomic;
 pub mod gantt;
+pub mod journal;
 pub mod npy;
 pub mod plan_report;
 pub mod report;
