@@ -355,8 +355,13 @@ pub struct RunArgs {
     #[arg(long, num_args = 2, value_names = ["A.npy", "B.npy"])]
     pub input: Option<Vec<PathBuf>>,
     /// Write C as a .npy file of shape (M, n, m), in batch order, in the inputs' type.
+    /// Resumable: if the master dies or is stopped, the same command again
+    /// computes only the products missing.
     #[arg(long)]
     pub output: Option<PathBuf>,
+    /// With --output: ignore and remove what an earlier run of it left, and start over.
+    #[arg(long, requires = "output")]
+    pub restart: bool,
     /// Seed of the random inputs (and of the products chosen for --verify).
     #[arg(long, default_value_t = 42)]
     pub seed: u64,

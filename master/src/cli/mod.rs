@@ -7,6 +7,7 @@ pub mod commands;
 pub mod experiment_cmd;
 pub mod outputs;
 pub mod partition_cmd;
+pub mod run_cmd;
 
 use crate::config::platform_file::PlatformFile;
 use crate::output::plan_report::{self, PlanJson};
@@ -41,7 +42,7 @@ pub fn run(cli: Cli) -> Result<()> {
             json,
             require_all,
         } => commands::calibrate(&workers, &products, sizes.as_deref(), &output, json, require_all),
-        Command::Run(args) => commands::run(&args),
+        Command::Run(args) => run_cmd::run(&args),
         Command::Partition {
             speeds,
             elements,

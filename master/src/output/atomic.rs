@@ -56,6 +56,8 @@ pub struct Staged {
     tmp: PathBuf,
     path: PathBuf,
     done: bool,
+    /// Left on disk if never committed (a resumable run's partial file).
+    keep: bool,
 }
 
 impl Staged {
@@ -68,9 +70,38 @@ impl Staged {
             tmp,
             path: path.to_path_buf(),
             done: false,
+            keep: false,
         };
         staged.file.set_len(len)?;
         Ok(staged)
+    }
+
+    /// A file for `path` staged under the fixed name `partial`, which stays
+    /// on disk until committed, whatever happens to this process (a
+    /// resumable run): created anew (sized to `len` bytes) when `fresh`,
+    /// else reopened as an earlier run left it, which must be `len` bytes.
+    pub fn persistent(path: &Path, partial: &Path, len: u64, fresh: bool) -> std::io::Result<Staged> {
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(fresh)
+            .truncate(fresh)
+            .open(partial)?;
+        if fresh {
+            file.set_len(len)?;
+        } else if file.metadata()?.len() != len {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{} is not {len} bytes long", partial.display()),
+            ));
+        }
+        Ok(Staged {
+            file,
+            tmp: partial.to_path_buf(),
+            path: path.to_path_buf(),
+            done: false,
+            keep: true,
+        })
     }
 
     /// Flush to the disk and rename to the final name. When the rename
@@ -96,7 +127,7 @@ impl Staged {
 
 impl Drop for Staged {
     fn drop(&mut self) {
-        if !self.done {
+        if !self.done && !self.keep {
             let _ = std::fs::remove_file(&self.tmp);
         }
     }

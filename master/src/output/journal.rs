@@ -284,8 +284,10 @@ impl Journal {
 
     /// Note that products `range` have their C written (not yet synced).
     pub fn record(&mut self, range: Range<usize>) {
-        if !range.is_empty() {
-            self.pending.push(range);
+        match self.pending.last_mut() {
+            _ if range.is_empty() => {}
+            Some(last) if last.end == range.start => last.end = range.end,
+            _ => self.pending.push(range),
         }
     }
 

@@ -8,6 +8,7 @@ pub mod journal;
 pub mod npy;
 pub mod plan_report;
 pub mod report;
+pub mod resume;
 pub mod status;
 pub mod svg;
 pub mod table;

@@ -459,14 +459,33 @@ impl NpyWriter {
     /// A file for the results of `count` products of `form`: shape (count,
     /// n, m), the form's type, little-endian, C order.
     pub fn create(path: &Path, form: &Form, count: usize) -> Result<NpyWriter> {
+        NpyWriter::staged(path, form, count, |len| {
+            crate::output::atomic::Staged::create(path, len)
+        })
+    }
+
+    /// As [`NpyWriter::create`], staged under `partial`, which outlives
+    /// this process until the file is complete (a resumable run): a new
+    /// file when `fresh`, else the one an earlier run left there.
+    pub fn resumable(path: &Path, partial: &Path, form: &Form, count: usize, fresh: bool) -> Result<NpyWriter> {
+        NpyWriter::staged(path, form, count, |len| {
+            crate::output::atomic::Staged::persistent(path, partial, len, fresh)
+        })
+    }
+
+    fn staged(
+        path: &Path,
+        form: &Form,
+        count: usize,
+        stage: impl FnOnce(u64) -> std::io::Result<crate::output::atomic::Staged>,
+    ) -> Result<NpyWriter> {
         let header = header_bytes(form.dtype, &format!("({count}, {}, {})", form.shape.n, form.shape.m));
         let c_bytes = form.c_bytes();
         let len = c_bytes
             .checked_mul(count as u64)
             .and_then(|v| v.checked_add(header.len() as u64))
             .with_context(|| format!("{}: {count} products of {form} are too large a file", path.display()))?;
-        let staged = crate::output::atomic::Staged::create(path, len)
-            .with_context(|| format!("creating the output file for {}", path.display()))?;
+        let staged = stage(len).with_context(|| format!("creating the output file for {}", path.display()))?;
         staged
             .file
             .write_all_at(&header, 0)
@@ -476,6 +495,11 @@ impl NpyWriter {
             prefix: header.len() as u64,
             c_bytes,
         })
+    }
+
+    /// The file being written (to sync it before journalling).
+    pub fn file(&self) -> &std::fs::File {
+        &self.staged.file
     }
 
     /// Every product is in: flush and give the file its name.

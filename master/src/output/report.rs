@@ -85,6 +85,9 @@ pub struct RunReport {
     /// resized from the speeds measured so far.
     pub adaptations: Vec<AdaptationReport>,
     pub notes: Vec<String>,
+    /// Products whose C an earlier, interrupted run of this batch had
+    /// written (`--output`): not computed again; `load` counts the others.
+    pub resumed: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -199,6 +202,7 @@ impl RunReport {
                 })
                 .collect(),
             notes: plan.notes.clone(),
+            resumed: 0,
         }
     }
 
@@ -233,6 +237,13 @@ impl RunReport {
             self.ports,
             if self.ports == 1 { "" } else { "s" }
         );
+        if self.resumed > 0 {
+            let _ = writeln!(
+                s,
+                "resumed: {} products were in from an earlier run, {} computed now",
+                self.resumed, self.load
+            );
+        }
         let _ = writeln!(
             s,
             "makespan predicted {:.4} s, measured {:.4} s; steady-state bound {:.4} s (measured {:.3}× the bound)",

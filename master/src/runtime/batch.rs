@@ -182,6 +182,25 @@ impl Batch {
         Dims::of(&self.form)
     }
 
+    /// The products `runs` (sorted, disjoint ranges) of this batch, back to
+    /// back: a batch of their count whose `i`-th product is the `i`-th of
+    /// the runs (a shared B stays the one B).
+    pub fn subset(&self, runs: &[std::ops::Range<usize>]) -> Batch {
+        let (a_len, b_len) = (self.form.shape.a_len() as usize, self.form.shape.b_len() as usize);
+        let a = data::Subset::new(self.a.clone(), a_len, runs.to_vec());
+        let count = a.count();
+        let b = match self.form.shared_b {
+            true => self.b.clone(),
+            false => Source::Subset(Arc::new(data::Subset::new(self.b.clone(), b_len, runs.to_vec()))),
+        };
+        Batch {
+            form: self.form,
+            count,
+            a: Source::Subset(Arc::new(a)),
+            b,
+        }
+    }
+
     /// The inputs of the products `products` (sorted): views of arrays in
     /// memory, or read from the files.
     pub fn read_chunk(&self, products: &[usize]) -> std::io::Result<ChunkInputs> {

@@ -72,6 +72,84 @@ pub enum Source {
     Memory(Arc<Values>),
     File(Arc<InputFile>),
     External(Arc<dyn External>),
+    /// Some products of another source, back to back.
+    Subset(Arc<Subset>),
+}
+
+/// Products `runs` of `inner` (each `per` values), back to back: the
+/// products a resumed run still has to compute.
+#[derive(Debug)]
+pub struct Subset {
+    inner: Source,
+    per: usize,
+    runs: Vec<Range<usize>>,
+    /// Where each run starts among the subset's products.
+    starts: Vec<usize>,
+}
+
+impl Subset {
+    pub fn new(inner: Source, per: usize, runs: Vec<Range<usize>>) -> Subset {
+        let mut starts = Vec::with_capacity(runs.len());
+        let mut at = 0;
+        for r in &runs {
+            starts.push(at);
+            at += r.len();
+        }
+        Subset {
+            inner,
+            per,
+            runs,
+            starts,
+        }
+    }
+
+    /// Products in the subset.
+    pub fn count(&self) -> usize {
+        self.runs.iter().map(|r| r.len()).sum()
+    }
+
+    /// The product of `inner` that is the subset's `local`-th.
+    pub fn global(&self, local: usize) -> usize {
+        let r = self.starts.partition_point(|&s| s <= local).saturating_sub(1);
+        self.runs[r].start + (local - self.starts[r])
+    }
+
+    /// Values `range` of the subset: read from `inner` in the pieces that
+    /// lie back to back there, joined when there are several.
+    fn read(&self, range: Range<usize>) -> io::Result<Slab> {
+        if range.start > range.end || range.end > self.count() * self.per {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("values {range:?} of {}", self.count() * self.per),
+            ));
+        }
+        let mut pieces = Vec::new();
+        let mut at = range.start;
+        while at < range.end {
+            let local = at / self.per;
+            let r = self.starts.partition_point(|&s| s <= local).saturating_sub(1);
+            let run_end = (self.starts[r] + self.runs[r].len()) * self.per;
+            let end = range.end.min(run_end);
+            let from = self.global(local) * self.per + at % self.per;
+            pieces.push(from..from + (end - at));
+            at = end;
+        }
+        if let [one] = pieces.as_slice() {
+            return self.inner.read(one.clone());
+        }
+        let mut out = Values::try_zeros(self.inner.dtype(), range.len())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, format!("{} values", range.len())))?;
+        let mut filled = 0;
+        for p in pieces {
+            let slab = self.inner.read(p.clone())?;
+            let bytes = slab.le_bytes();
+            let size = self.inner.dtype().size() as usize;
+            out.as_bytes_mut()[filled * size..(filled + p.len()) * size].copy_from_slice(&bytes);
+            filled += p.len();
+        }
+        out.le_to_host();
+        Ok(Slab::Owned(out))
+    }
 }
 
 impl Source {
@@ -80,6 +158,7 @@ impl Source {
             Source::Memory(v) => v.dtype(),
             Source::File(f) => f.dtype,
             Source::External(x) => x.dtype(),
+            Source::Subset(s) => s.inner.dtype(),
         }
     }
 
@@ -88,6 +167,7 @@ impl Source {
             Source::Memory(v) => v.len(),
             Source::File(f) => f.len,
             Source::External(x) => x.len(),
+            Source::Subset(s) => s.count() * s.per,
         }
     }
 
@@ -109,6 +189,7 @@ impl Source {
                 io::ErrorKind::InvalidInput,
                 format!("values {range:?} of {}", x.len()),
             )),
+            Source::Subset(s) => s.read(range),
         }
     }
 }
@@ -193,6 +274,38 @@ impl Sink for Discard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every read of a subset, of any range (products whole or cut), is the
+    /// same values as reading the products one by one from the source.
+    #[test]
+    fn a_subset_reads_the_products_it_names() {
+        let per = 3;
+        let inner = Source::Memory(Arc::new(Values::F64((0..60).map(|v| v as f64).collect())));
+        let runs = vec![1..3, 5..6, 10..20];
+        let sub = Subset::new(inner.clone(), per, runs.clone());
+        let products: Vec<usize> = runs.iter().flat_map(|r| r.clone()).collect();
+        assert_eq!(sub.count(), products.len());
+        let want: Vec<f64> = products
+            .iter()
+            .flat_map(|&p| (p * per..(p + 1) * per).map(|v| v as f64))
+            .collect();
+        for (local, &p) in products.iter().enumerate() {
+            assert_eq!(sub.global(local), p);
+        }
+        let src = Source::Subset(Arc::new(sub));
+        assert_eq!(src.len(), want.len());
+        for start in 0..want.len() {
+            for end in start..=want.len() {
+                let got = src.read(start..end).expect("reads");
+                assert_eq!(
+                    got.to_f64(0..end - start).into_owned(),
+                    want[start..end],
+                    "{start}..{end}"
+                );
+            }
+        }
+        assert!(src.read(0..want.len() + 1).is_err(), "past the end");
+    }
 
     #[test]
     fn files_are_read_where_the_values_lie_in_either_byte_order() {

@@ -1,0 +1,157 @@
+//! `dls run --output C.npy`, resumable: C is written in place into a
+//! partial file beside the output (`.C.npy.dls-partial`) and every
+//! product written is journalled (`.C.npy.dls-journal`, see
+//! [`super::journal`]). A run whose master died leaves both; the same
+//! command again finds them, checks they belong to this batch, and
+//! computes only the products missing. The output gets its name, and the
+//! journal goes, once every product is in.
+
+use super::journal::{Found, Identity, Journal};
+use super::npy::NpyWriter;
+use crate::runtime::data::Sink;
+use anyhow::{bail, Context, Result};
+use dls_protocol::{Form, Values};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How often the journal is made durable while results arrive: a master
+/// killed loses at most this much of its results' records (the results
+/// themselves are redone).
+pub const SYNC_EVERY: Duration = Duration::from_millis(500);
+
+/// The partial file and the journal of `output`.
+pub fn paths(output: &Path) -> (PathBuf, PathBuf) {
+    let name = output
+        .file_name()
+        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
+    (
+        output.with_file_name(format!(".{name}.dls-partial")),
+        output.with_file_name(format!(".{name}.dls-journal")),
+    )
+}
+
+/// The output of a resumable run.
+pub struct Resumable {
+    writer: NpyWriter,
+    journal: Journal,
+    journal_path: PathBuf,
+    /// The products this run computes (of the whole batch), in order: the
+    /// run's `i`-th product is the `i`-th of these.
+    todo: Vec<Range<usize>>,
+    starts: Vec<usize>,
+    resumed: usize,
+    last_sync: Instant,
+}
+
+impl Resumable {
+    /// The output of `identity`'s batch at `output`: resumed from what an
+    /// earlier run of the same batch left, or new (with `restart`, or when
+    /// there is nothing to resume). A journal of another batch is refused,
+    /// naming the difference.
+    pub fn open(output: &Path, identity: &Identity, form: &Form, restart: bool) -> Result<Resumable> {
+        let (partial, journal_path) = paths(output);
+        if restart {
+            for p in [&partial, &journal_path] {
+                match std::fs::remove_file(p) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(e).with_context(|| format!("removing {}", p.display()))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let found = Journal::read(&journal_path)?;
+        if let Some(f) = &found {
+            if let Some(diff) = identity.difference(&f.identity) {
+                bail!(
+                    "{} is the journal of another batch ({diff}): run with --restart to start {} over (what it holds is discarded)",
+                    journal_path.display(),
+                    output.display()
+                );
+            }
+        }
+        let count = identity.count;
+        match found.filter(|_| partial.exists()) {
+            Some(f) => {
+                let writer = NpyWriter::resumable(output, &partial, form, count, false)
+                    .with_context(|| format!("resuming from {}", journal_path.display()))?;
+                let journal = Journal::append(&journal_path)?;
+                Ok(Resumable::new(writer, journal, journal_path, &f))
+            }
+            None => {
+                let writer = NpyWriter::resumable(output, &partial, form, count, true)?;
+                let journal = Journal::create(&journal_path, identity)?;
+                let nothing = Found {
+                    identity: identity.clone(),
+                    done: Vec::new(),
+                };
+                Ok(Resumable::new(writer, journal, journal_path, &nothing))
+            }
+        }
+    }
+
+    fn new(writer: NpyWriter, journal: Journal, journal_path: PathBuf, found: &Found) -> Resumable {
+        let todo = found.missing();
+        let mut starts = Vec::with_capacity(todo.len());
+        let mut at = 0;
+        for r in &todo {
+            starts.push(at);
+            at += r.len();
+        }
+        Resumable {
+            writer,
+            journal,
+            journal_path,
+            todo,
+            starts,
+            resumed: found.products_done(),
+            last_sync: Instant::now(),
+        }
+    }
+
+    /// Products an earlier run already wrote.
+    pub fn resumed(&self) -> usize {
+        self.resumed
+    }
+
+    /// The products still to compute, as ranges of the whole batch.
+    pub fn todo(&self) -> &[Range<usize>] {
+        &self.todo
+    }
+
+    /// The journal, made durable: results stored so far survive whatever
+    /// happens next. Call before giving up on a run.
+    pub fn keep(&mut self) -> Result<()> {
+        self.journal.sync(self.writer.file())
+    }
+
+    /// Every product is in: give the output its name and drop the journal.
+    pub fn finish(self) -> Result<PathBuf> {
+        let path = self.writer.finish()?;
+        std::fs::remove_file(&self.journal_path)
+            .with_context(|| format!("removing {} (C is complete)", self.journal_path.display()))?;
+        Ok(path)
+    }
+
+    /// The batch's product that is this run's `local`-th.
+    fn global(&self, local: usize) -> usize {
+        let r = self.starts.partition_point(|&s| s <= local).saturating_sub(1);
+        self.todo[r].start + (local - self.starts[r])
+    }
+}
+
+impl Sink for Resumable {
+    fn store(&mut self, product: usize, c: &Values, range: Range<usize>) -> std::io::Result<()> {
+        let p = self.global(product);
+        self.writer.store(p, c, range)?;
+        self.journal.record(p..p + 1);
+        if self.last_sync.elapsed() >= SYNC_EVERY {
+            self.journal
+                .sync(self.writer.file())
+                .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+            self.last_sync = Instant::now();
+        }
+        Ok(())
+    }
+}
