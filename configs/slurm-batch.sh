@@ -8,6 +8,12 @@
 #
 # The master runs where the script runs (the job's first node). The token
 # file must be readable by you only (chmod 600) and reachable from every node.
+#
+# With --output, a job that runs out of time (Slurm sends SIGTERM) keeps
+# the results received beside the output (.C.npy.dls-partial and its
+# journal): submit it again with the same arguments and it computes only
+# the products missing. DLS_WORKER_ARGS adds flags to every dls-worker
+# (say "--threads 8 --memory-limit 64G").
 #SBATCH --job-name=dls
 #SBATCH --ntasks-per-node=1
 #SBATCH --time=01:00:00
@@ -18,8 +24,9 @@ token=${DLS_TOKEN_FILE:-$HOME/.dls-token}
 wait_secs=${DLS_WAIT:-60}
 
 # One daemon per node, in the background for the whole job.
+# shellcheck disable=SC2086 # DLS_WORKER_ARGS is a list of flags
 srun --ntasks-per-node=1 --kill-on-bad-exit=0 \
-  dls-worker --listen "0.0.0.0:$port" --token-file "$token" &
+  dls-worker --listen "0.0.0.0:$port" --token-file "$token" ${DLS_WORKER_ARGS:-} &
 workers=$!
 stop_workers() {
   kill "$workers" 2>/dev/null || true
