@@ -17,8 +17,57 @@ use std::time::{Duration, Instant};
 
 /// How often the journal is made durable while results arrive: a master
 /// killed loses at most this much of its results' records (the results
-/// themselves are redone).
+/// themselves are redone). Syncing happens on a thread of its own, so the
+/// run never waits for the disk.
 pub const SYNC_EVERY: Duration = Duration::from_millis(500);
+
+/// The thread that makes journal records durable: C's file first, then
+/// the records that speak of it, for each batch of records it is sent.
+struct Syncer {
+    tx: Option<std::sync::mpsc::Sender<Vec<Range<usize>>>>,
+    thread: Option<std::thread::JoinHandle<Result<()>>>,
+}
+
+impl Syncer {
+    fn start(mut journal: Journal, data: std::fs::File) -> Syncer {
+        let (tx, rx) = std::sync::mpsc::channel::<Vec<Range<usize>>>();
+        let thread = std::thread::Builder::new().name("dls-journal".into()).spawn(move || {
+            for ranges in rx {
+                for r in ranges {
+                    journal.record(r);
+                }
+                journal.sync(&data)?;
+            }
+            Ok(())
+        });
+        match thread {
+            Ok(t) => Syncer {
+                tx: Some(tx),
+                thread: Some(t),
+            },
+            // No thread: nothing is journalled, and `finish` says so.
+            Err(_) => Syncer { tx: None, thread: None },
+        }
+    }
+
+    /// Hand `ranges` over to be made durable (soon).
+    fn send(&mut self, ranges: Vec<Range<usize>>) {
+        if let Some(tx) = &self.tx {
+            if tx.send(ranges).is_err() {
+                self.tx = None;
+            }
+        }
+    }
+
+    /// Everything sent is durable when this returns, or the error says why not.
+    fn stop(&mut self) -> Result<()> {
+        self.tx = None;
+        match self.thread.take() {
+            Some(t) => t.join().unwrap_or_else(|_| bail!("the journal's thread failed")),
+            None => bail!("the journal could not be kept (no thread to sync it)"),
+        }
+    }
+}
 
 /// The partial file and the journal of `output`.
 pub fn paths(output: &Path) -> (PathBuf, PathBuf) {
@@ -34,7 +83,9 @@ pub fn paths(output: &Path) -> (PathBuf, PathBuf) {
 /// The output of a resumable run.
 pub struct Resumable {
     writer: NpyWriter,
-    journal: Journal,
+    syncer: Syncer,
+    /// Products stored since the last hand-over to the syncer.
+    pending: Vec<Range<usize>>,
     journal_path: PathBuf,
     /// The products this run computes (of the whole batch), in order: the
     /// run's `i`-th product is the `i`-th of these.
@@ -77,7 +128,7 @@ impl Resumable {
                 let writer = NpyWriter::resumable(output, &partial, form, count, false)
                     .with_context(|| format!("resuming from {}", journal_path.display()))?;
                 let journal = Journal::append(&journal_path)?;
-                Ok(Resumable::new(writer, journal, journal_path, &f))
+                Resumable::new(writer, journal, journal_path, &f)
             }
             None => {
                 let writer = NpyWriter::resumable(output, &partial, form, count, true)?;
@@ -86,12 +137,12 @@ impl Resumable {
                     identity: identity.clone(),
                     done: Vec::new(),
                 };
-                Ok(Resumable::new(writer, journal, journal_path, &nothing))
+                Resumable::new(writer, journal, journal_path, &nothing)
             }
         }
     }
 
-    fn new(writer: NpyWriter, journal: Journal, journal_path: PathBuf, found: &Found) -> Resumable {
+    fn new(writer: NpyWriter, journal: Journal, journal_path: PathBuf, found: &Found) -> Result<Resumable> {
         let todo = found.missing();
         let mut starts = Vec::with_capacity(todo.len());
         let mut at = 0;
@@ -99,15 +150,17 @@ impl Resumable {
             starts.push(at);
             at += r.len();
         }
-        Resumable {
+        let data = writer.file().try_clone().context("opening the output file twice")?;
+        Ok(Resumable {
             writer,
-            journal,
+            syncer: Syncer::start(journal, data),
+            pending: Vec::new(),
             journal_path,
             todo,
             starts,
             resumed: found.products_done(),
             last_sync: Instant::now(),
-        }
+        })
     }
 
     /// Products an earlier run already wrote.
@@ -123,11 +176,15 @@ impl Resumable {
     /// The journal, made durable: results stored so far survive whatever
     /// happens next. Call before giving up on a run.
     pub fn keep(&mut self) -> Result<()> {
-        self.journal.sync(self.writer.file())
+        let last = std::mem::take(&mut self.pending);
+        self.syncer.send(last);
+        self.syncer.stop()
     }
 
     /// Every product is in: give the output its name and drop the journal.
-    pub fn finish(self) -> Result<PathBuf> {
+    pub fn finish(mut self) -> Result<PathBuf> {
+        // Whether or not the journal could be kept, C is complete.
+        let _ = self.keep();
         let path = self.writer.finish()?;
         std::fs::remove_file(&self.journal_path)
             .with_context(|| format!("removing {} (C is complete)", self.journal_path.display()))?;
@@ -145,11 +202,13 @@ impl Sink for Resumable {
     fn store(&mut self, product: usize, c: &Values, range: Range<usize>) -> std::io::Result<()> {
         let p = self.global(product);
         self.writer.store(p, c, range)?;
-        self.journal.record(p..p + 1);
+        match self.pending.last_mut() {
+            Some(last) if last.end == p => last.end = p + 1,
+            _ => self.pending.push(p..p + 1),
+        }
         if self.last_sync.elapsed() >= SYNC_EVERY {
-            self.journal
-                .sync(self.writer.file())
-                .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+            let ranges = std::mem::take(&mut self.pending);
+            self.syncer.send(ranges);
             self.last_sync = Instant::now();
         }
         Ok(())
