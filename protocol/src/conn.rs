@@ -172,14 +172,7 @@ where
         loop {
             if self.partial.is_some() {
                 self.fill_payload().await?;
-                let Some(mut done) = self.partial.take() else {
-                    unreachable!("partial frame checked above")
-                };
-                done.payload.le_to_host();
-                return Ok(Some(Frame {
-                    msg: done.msg,
-                    payload: done.payload,
-                }));
+                return Ok(self.complete());
             }
             if let Some(head) = frame::parse_head::<In>(&self.rbuf, self.max_frame)? {
                 check(&head.msg)?;
@@ -191,6 +184,16 @@ where
                 return self.closed();
             }
         }
+    }
+
+    /// The frame whose payload is all in, in host byte order.
+    fn complete(&mut self) -> Option<Frame<In>> {
+        let mut done = self.partial.take()?;
+        done.payload.le_to_host();
+        Some(Frame {
+            msg: done.msg,
+            payload: done.payload,
+        })
     }
 
     /// Fill the payload of the frame being read, from the read buffer first,
@@ -259,14 +262,7 @@ where
                 // it and its tag are in, while the next is on its way.
                 let total = p.payload.as_bytes().len();
                 if p.opened == total {
-                    let Some(mut done) = self.partial.take() else {
-                        unreachable!("partial frame checked above")
-                    };
-                    done.payload.le_to_host();
-                    return Ok(Some(Frame {
-                        msg: done.msg,
-                        payload: done.payload,
-                    }));
+                    return Ok(self.complete());
                 }
                 let end = (p.opened + RECORD).min(total);
                 self.fill_payload_to(end).await?;

@@ -203,6 +203,14 @@ impl Found {
 }
 
 impl Journal {
+    fn at(path: &Path, file: File) -> Journal {
+        Journal {
+            path: path.to_path_buf(),
+            file,
+            pending: Vec::new(),
+        }
+    }
+
     /// Start a new journal at `path` for `identity` (replacing any).
     pub fn create(path: &Path, identity: &Identity) -> Result<Journal> {
         let head = serde_json::to_string(identity).context("describing the batch")?;
@@ -210,11 +218,7 @@ impl Journal {
         writeln!(file, "{MAGIC}\n{head}")
             .and_then(|()| file.sync_data())
             .with_context(|| format!("writing {}", path.display()))?;
-        Ok(Journal {
-            path: path.to_path_buf(),
-            file,
-            pending: Vec::new(),
-        })
+        Ok(Journal::at(path, file))
     }
 
     /// Go on appending to the journal an earlier run left at `path`, after
@@ -231,11 +235,7 @@ impl Journal {
                 .and_then(|()| file.sync_data())
                 .with_context(|| format!("cutting the torn record off {}", path.display()))?;
         }
-        Ok(Journal {
-            path: path.to_path_buf(),
-            file,
-            pending: Vec::new(),
-        })
+        Ok(Journal::at(path, file))
     }
 
     /// Read the journal at `path`: `None` if there is none.
