@@ -84,3 +84,72 @@ pub fn lp(platform: &Platform, ports: Ports) -> Result<SteadyState> {
         alpha,
     })
 }
+
+/// A master whose transfers share one uplink (a switched network): sending
+/// one unit to any worker occupies `send` seconds of the uplink's send
+/// capacity and returning one `ret` seconds of its receive capacity; with
+/// `duplex`, sends and returns use the two directions at once, otherwise
+/// they share one. Each worker's own link still takes `c` and `d` per unit,
+/// concurrently with the other workers' links.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Uplink {
+    pub send: f64,
+    pub ret: f64,
+    pub duplex: bool,
+}
+
+/// ρ* for a master behind a shared uplink. Every unit costs the uplink the
+/// same, so the uplink bounds the total, Σ α_i ≤ 1/max(send, ret) (full
+/// duplex) or 1/(send + ret), and each worker its own share, α_i ≤
+/// 1/max(w_i, c_i, d_i) (its processor and its own link each way run at
+/// once); ρ* is the smaller of the uplink's bound and the sum of the
+/// workers'. Shares go to the workers with the largest first.
+pub fn steady_state_uplink(platform: &Platform, uplink: Uplink) -> SteadyState {
+    let wk = platform.workers();
+    let cap: Vec<f64> = wk.iter().map(|w| 1.0 / w.w.max(w.c).max(w.d)).collect();
+    let mut left = if uplink.duplex {
+        1.0 / uplink.send.max(uplink.ret)
+    } else {
+        1.0 / (uplink.send + uplink.ret)
+    };
+    let mut order: Vec<usize> = (0..wk.len()).collect();
+    order.sort_by(|&a, &b| cap[b].total_cmp(&cap[a]).then(a.cmp(&b)));
+    let mut alpha = vec![0.0; wk.len()];
+    for i in order {
+        alpha[i] = cap[i].min(left);
+        left -= alpha[i];
+    }
+    SteadyState {
+        throughput: alpha.iter().sum(),
+        alpha,
+    }
+}
+
+/// The LP of [`steady_state_uplink`], constraint by constraint (the
+/// reference it is held against in tests).
+pub fn lp_uplink(platform: &Platform, uplink: Uplink) -> Result<SteadyState> {
+    let wk = platform.workers();
+    let mut vars = ProblemVariables::new();
+    let a: Vec<_> = wk.iter().map(|_| vars.add(variable().min(0.0))).collect();
+    let total: Expression = a.iter().sum();
+    let mut model = vars.maximise(total.clone()).using(microlp);
+    for (w, &x) in wk.iter().zip(&a) {
+        model = model.with((w.w * x).leq(1.0));
+        model = model.with((w.c * x).leq(1.0));
+        model = model.with((w.d * x).leq(1.0));
+    }
+    let sent: Expression = a.iter().map(|&x| uplink.send * x).sum();
+    let returned: Expression = a.iter().map(|&x| uplink.ret * x).sum();
+    if uplink.duplex {
+        model = model.with(sent.leq(1.0));
+        model = model.with(returned.leq(1.0));
+    } else {
+        model = model.with((sent + returned).leq(1.0));
+    }
+    let sol = model.solve().map_err(|e| Error::Solver(e.to_string()))?;
+    let alpha: Vec<f64> = a.iter().map(|&x| sol.value(x).max(0.0)).collect();
+    Ok(SteadyState {
+        throughput: alpha.iter().sum(),
+        alpha,
+    })
+}

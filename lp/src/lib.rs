@@ -46,7 +46,7 @@ pub mod search;
 pub mod sequence;
 pub mod tol;
 
-pub use bound::{steady_state, SteadyState};
+pub use bound::{steady_state, steady_state_uplink, SteadyState, Uplink};
 pub use error::{Error, Result};
 pub use plan::{plan, plan_on, Plan, Problem, Request, Strategy};
 pub use platform::{Latency, Platform, Worker};
