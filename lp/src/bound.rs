@@ -19,6 +19,14 @@ pub struct SteadyState {
 }
 
 impl SteadyState {
+    /// The steady state of these shares.
+    fn of(alpha: Vec<f64>) -> SteadyState {
+        SteadyState {
+            throughput: alpha.iter().sum(),
+            alpha,
+        }
+    }
+
     /// The lower bound on the makespan of `load` units.
     pub fn makespan_bound(&self, load: u64) -> f64 {
         load as f64 / self.throughput
@@ -50,10 +58,7 @@ fn knapsack(platform: &Platform) -> SteadyState {
         alpha[i] = a;
         port -= a * per;
     }
-    SteadyState {
-        throughput: alpha.iter().sum(),
-        alpha,
-    }
+    SteadyState::of(alpha)
 }
 
 /// The bound's LP, for either port model (the reference the knapsack is
@@ -78,11 +83,7 @@ pub fn lp(platform: &Platform, ports: Ports) -> Result<SteadyState> {
         }
     }
     let sol = model.solve().map_err(|e| Error::Solver(e.to_string()))?;
-    let alpha: Vec<f64> = a.iter().map(|&x| sol.value(x).max(0.0)).collect();
-    Ok(SteadyState {
-        throughput: alpha.iter().sum(),
-        alpha,
-    })
+    Ok(SteadyState::of(a.iter().map(|&x| sol.value(x).max(0.0)).collect()))
 }
 
 /// A master whose transfers share one uplink (a switched network): sending
@@ -119,10 +120,7 @@ pub fn steady_state_uplink(platform: &Platform, uplink: Uplink) -> SteadyState {
         alpha[i] = cap[i].min(left);
         left -= alpha[i];
     }
-    SteadyState {
-        throughput: alpha.iter().sum(),
-        alpha,
-    }
+    SteadyState::of(alpha)
 }
 
 /// The LP of [`steady_state_uplink`], constraint by constraint (the
@@ -147,9 +145,5 @@ pub fn lp_uplink(platform: &Platform, uplink: Uplink) -> Result<SteadyState> {
         model = model.with((sent + returned).leq(1.0));
     }
     let sol = model.solve().map_err(|e| Error::Solver(e.to_string()))?;
-    let alpha: Vec<f64> = a.iter().map(|&x| sol.value(x).max(0.0)).collect();
-    Ok(SteadyState {
-        throughput: alpha.iter().sum(),
-        alpha,
-    })
+    Ok(SteadyState::of(a.iter().map(|&x| sol.value(x).max(0.0)).collect()))
 }

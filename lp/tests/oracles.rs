@@ -358,10 +358,7 @@ fn efficiency_against_the_equivalent_homogeneous_platform() {
 fn steady_state_bound_holds_against_its_lp_and_every_plan() {
     use dls_lp::bound;
     for seed in 0..60u64 {
-        let mut r = rng(900 + seed);
-        let p = 1 + (seed as usize % 7);
-        let family = [Family::Bus, Family::Star(0.5), Family::MixedZ][seed as usize % 3];
-        let platform = random_platform(&mut r, p, family);
+        let platform = seeded_platform(&mut rng(900 + seed), seed, 7);
         let knap = bound::steady_state(&platform, Ports::One).expect("bound");
         let lp1 = bound::lp(&platform, Ports::One).expect("LP");
         assert_close(

@@ -12,10 +12,9 @@ use rand::Rng;
 fn the_uplink_bound_is_its_lp() {
     for seed in 0..200u64 {
         let mut r = rng(4_000 + seed);
-        let p = 1 + (seed as usize % 9);
-        let family = [Family::Bus, Family::Star(0.5), Family::MixedZ][seed as usize % 3];
-        let platform = random_platform(&mut r, p, family);
+        let platform = seeded_platform(&mut r, seed, 9);
         let wk = platform.workers();
+        let p = wk.len();
         // Uplinks from far faster than any link to slower than all of them.
         let mean_c = wk.iter().map(|w| w.c).sum::<f64>() / p as f64;
         let uplink = Uplink {

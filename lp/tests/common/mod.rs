@@ -18,6 +18,13 @@ pub enum Family {
     MixedZ,
 }
 
+/// A random platform of 1 to `max_p` workers and a family, both from `seed`.
+pub fn seeded_platform(r: &mut ChaCha8Rng, seed: u64, max_p: usize) -> Platform {
+    let p = 1 + (seed as usize % max_p);
+    let family = [Family::Bus, Family::Star(0.5), Family::MixedZ][seed as usize % 3];
+    random_platform(r, p, family)
+}
+
 pub fn random_platform(r: &mut ChaCha8Rng, p: usize, family: Family) -> Platform {
     let c0 = r.random_range(0.01..1.0);
     let workers = (0..p)
