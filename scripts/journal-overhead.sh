@@ -45,6 +45,7 @@ for _ in $(seq "$rounds"); do
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 m_ours=$(median "${ours[@]}"); m_theirs=$(median "${theirs[@]}")
+[ -n "${VERBOSE:-}" ] && paste <(printf "%s\n" "${ours[@]}") <(printf "%s\n" "${theirs[@]}")
 echo "$batch products of ${size}x${size}, rounds, $rounds runs each, medians of the measured makespan:"
 echo "  --output, journalled: $m_ours s"
 echo "  $label: $m_theirs s"

@@ -510,16 +510,29 @@ impl NpyWriter {
 
 impl Sink for NpyWriter {
     fn store(&mut self, product: usize, c: &Values, range: std::ops::Range<usize>) -> std::io::Result<()> {
-        let bytes = c.le_range(range);
-        if bytes.len() as u64 != self.c_bytes {
+        let per = range.len();
+        self.store_run(product, c, range, per)
+    }
+
+    /// One write for the whole run: its products lie back to back in C.
+    fn store_run(
+        &mut self,
+        first: usize,
+        c: &Values,
+        range: std::ops::Range<usize>,
+        per: usize,
+    ) -> std::io::Result<()> {
+        let whole = per > 0 && range.len().is_multiple_of(per) && per as u64 * c.dtype().size() == self.c_bytes;
+        if !whole || range.end > c.len() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
-                format!("{} bytes for one result of {}", bytes.len(), self.c_bytes),
+                format!("{} values for results of {} bytes each", range.len(), self.c_bytes),
             ));
         }
+        let bytes = c.le_range(range);
         self.staged
             .file
-            .write_all_at(&bytes, self.prefix + product as u64 * self.c_bytes)
+            .write_all_at(&bytes, self.prefix + first as u64 * self.c_bytes)
     }
 }
 

@@ -198,19 +198,47 @@ impl Resumable {
     }
 }
 
-impl Sink for Resumable {
-    fn store(&mut self, product: usize, c: &Values, range: Range<usize>) -> std::io::Result<()> {
-        let p = self.global(product);
-        self.writer.store(p, c, range)?;
+impl Resumable {
+    /// Note products `global` as stored; hand the records over to be made
+    /// durable every `SYNC_EVERY`.
+    fn stored(&mut self, global: Range<usize>) {
         match self.pending.last_mut() {
-            Some(last) if last.end == p => last.end = p + 1,
-            _ => self.pending.push(p..p + 1),
+            Some(last) if last.end == global.start => last.end = global.end,
+            _ => self.pending.push(global),
         }
         if self.last_sync.elapsed() >= SYNC_EVERY {
             let ranges = std::mem::take(&mut self.pending);
             self.syncer.send(ranges);
             self.last_sync = Instant::now();
         }
+    }
+}
+
+impl Sink for Resumable {
+    fn store(&mut self, product: usize, c: &Values, range: Range<usize>) -> std::io::Result<()> {
+        let per = range.len();
+        self.store_run(product, c, range, per)
+    }
+
+    /// The run's products, split where they stop being consecutive in the
+    /// batch (a resumed run skips what was done), one write per piece.
+    fn store_run(&mut self, first: usize, c: &Values, range: Range<usize>, per: usize) -> std::io::Result<()> {
+        let per = per.max(1);
+        let count = range.len() / per;
+        let mut k = 0;
+        while k < count {
+            let local = first + k;
+            let r = self.starts.partition_point(|&s| s <= local).saturating_sub(1);
+            let global = self.global(local);
+            let n = (self.todo[r].end - global).min(count - k);
+            let values = range.start + k * per..range.start + (k + n) * per;
+            self.writer.store_run(global, c, values, per)?;
+            self.stored(global..global + n);
+            k += n;
+        }
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -248,6 +248,16 @@ pub trait Sink: Send {
     /// Store C of product `product`: values `range` of `c` (n×m of them,
     /// in the batch's type).
     fn store(&mut self, product: usize, c: &Values, range: Range<usize>) -> io::Result<()>;
+
+    /// Store C of the products `first`, `first + 1`, ...: values `range` of
+    /// `c`, `per` values each, back to back. By default one `store` each; a
+    /// sink that can take them at once (one write) does.
+    fn store_run(&mut self, first: usize, c: &Values, range: Range<usize>, per: usize) -> io::Result<()> {
+        for (k, start) in range.clone().step_by(per.max(1)).enumerate() {
+            self.store(first + k, c, start..(start + per).min(range.end))?;
+        }
+        Ok(())
+    }
 }
 
 /// The results in memory: C of every product back to back.

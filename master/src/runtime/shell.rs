@@ -271,13 +271,24 @@ impl Shell<'_> {
                     );
                 };
                 for (j, &g) in products.iter().enumerate() {
-                    let range = j * c_len..(j + 1) * c_len;
                     if self.keep.contains(&g) {
-                        self.kept.insert(g, payload.to_f64(range.clone()).into_owned());
+                        let range = j * c_len..(j + 1) * c_len;
+                        self.kept.insert(g, payload.to_f64(range).into_owned());
                     }
+                }
+                // Products consecutive in the batch are stored in one go.
+                let mut j = 0;
+                while j < products.len() {
+                    let run = 1 + products[j + 1..]
+                        .iter()
+                        .zip(products[j..].iter())
+                        .take_while(|(next, prev)| **next == **prev + 1)
+                        .count();
+                    let (first, last) = (products[j], products[j + run - 1]);
                     self.sink
-                        .store(g, &payload, range)
-                        .map_err(|e| anyhow!("storing the results of product {g}: {e}"))?;
+                        .store_run(first, &payload, j * c_len..(j + run) * c_len, c_len)
+                        .map_err(|e| anyhow!("storing the results of products {first} to {last}: {e}"))?;
+                    j += run;
                 }
                 (self.on_chunk)(products.len());
                 return Ok(());

@@ -229,9 +229,14 @@ fn results_are_written_in_place_and_named_when_complete() {
     w.store(3, &chunk, 0..6).expect("stores");
     w.store(1, &chunk, 6..12).expect("stores");
     assert!(!path.exists(), "no file under the final name before it is complete");
-    w.store(0, &chunk, 6..12).expect("stores");
-    w.store(2, &chunk, 0..6).expect("stores");
+    // 0 and 2 as runs: one product, then a run cut short is refused.
+    w.store_run(0, &chunk, 6..12, 6).expect("stores");
+    w.store_run(2, &chunk, 0..6, 6).expect("stores");
     assert!(w.store(0, &chunk, 0..5).is_err(), "a result of the wrong size");
+    assert!(
+        w.store_run(0, &chunk, 0..9, 6).is_err(),
+        "a run of one and a half results"
+    );
     assert_eq!(w.finish().expect("finishes"), path);
     let got = read(&path).expect("reads");
     assert_eq!((got.count, got.rows, got.cols), (Some(4), 2, 3));
