@@ -160,10 +160,12 @@ impl Model {
                 continue;
             }
             let o = self.workers.entry(w.name.clone()).or_default();
-            let (m, x) = (&w.measured, w.load as f64);
-            push(&mut o.send, x, m.send_end - m.send_start);
+            // Time each phase actually took, summed over the worker's
+            // chunks (one chunk in a one-round plan, many in `rounds`).
+            let x = w.load as f64;
+            push(&mut o.send, x, w.send_secs);
             push(&mut o.compute, x, w.compute_secs);
-            push(&mut o.ret, x, m.return_end - m.return_start);
+            push(&mut o.ret, x, w.return_secs);
         }
         self.batches += 1;
         Ok(())

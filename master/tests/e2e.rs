@@ -147,33 +147,35 @@ async fn learning_from_runs_shrinks_the_prediction_error() {
     // A poor guess: every worker alike, and ten times too fast.
     let guess = common::alike(3, 1e-4, 1e-4, 5e-5);
     let n = 64;
-    let mut model = Model::new(&dls_protocol::Form::square(n as u32));
-    let mut errors = Vec::new();
-    for k in 0..4u64 {
-        let platform = if k == 0 {
-            guess.clone()
-        } else {
-            model.refine(&guess).expect("refines")
-        };
-        let batch = Batch::random(200, n, k);
-        // One-round plans, whose per-worker phases the model learns from
-        // directly.
-        let cfg = RunConfig {
-            verify: 1,
-            strategy: Strategy::Fifo,
-            ..RunConfig::default()
-        };
-        let done = session::run_batch(&mut pool, &platform, &batch, &cfg, k + 1, |_| {}).await;
-        let report = done.expect("runs").report;
-        errors.push((report.ratio - 1.0).abs());
-        model.observe(&report).expect("observes");
+    // One round (each worker's phases in one piece) and the default, `best`,
+    // multi-round here (each phase spread over the run).
+    for strategy in [Strategy::Fifo, Strategy::Best] {
+        let mut model = Model::new(&dls_protocol::Form::square(n as u32));
+        let mut errors = Vec::new();
+        for k in 0..4u64 {
+            let platform = if k == 0 {
+                guess.clone()
+            } else {
+                model.refine(&guess).expect("refines")
+            };
+            let batch = Batch::random(200, n, k);
+            let cfg = RunConfig {
+                verify: 1,
+                strategy,
+                ..RunConfig::default()
+            };
+            let done = session::run_batch(&mut pool, &platform, &batch, &cfg, k + 1, |_| {}).await;
+            let report = done.expect("runs").report;
+            errors.push((report.ratio - 1.0).abs());
+            model.observe(&report).expect("observes");
+        }
+        assert_eq!(model.batches, 4);
+        assert!(errors[0] > 1.0, "{strategy}: the guess should be far off: {errors:?}");
+        assert!(
+            errors[3] < 0.25 && errors[3] < errors[0] / 4.0,
+            "{strategy}: learning did not help: {errors:?}"
+        );
     }
-    assert_eq!(model.batches, 4);
-    assert!(errors[0] > 1.0, "the guess should be far off: {errors:?}");
-    assert!(
-        errors[3] < 0.25 && errors[3] < errors[0] / 4.0,
-        "learning did not help: {errors:?}"
-    );
     pool.close().await;
 }
 

@@ -105,6 +105,8 @@ class WorkerSummary(TypedDict):
     predicted: Times
     measured: Times
     compute_secs: float
+    send_secs: float
+    return_secs: float
 
 
 class Summary(TypedDict, total=False):

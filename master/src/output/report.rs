@@ -37,6 +37,11 @@ pub struct WorkerReport {
     pub measured: Times,
     /// Seconds the worker said it spent computing.
     pub compute_secs: f64,
+    /// Seconds its transfers held the port, each way (the sum over its
+    /// chunks: multi-round plans spread them over the whole run, so the
+    /// span from the first send to the last is not the cost).
+    pub send_secs: f64,
+    pub return_secs: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -130,6 +135,14 @@ impl RunReport {
         let bound = steady_state_bound(platform, plan);
         let (efficiency, homogeneous_makespan) =
             dls_lp::plan::efficiency(platform, plan).unwrap_or((f64::NAN, f64::NAN));
+        let busy = |w: usize, send: bool| -> f64 {
+            measured
+                .transfers
+                .iter()
+                .filter(|t| t.worker == w && t.send == send)
+                .map(|t| t.end - t.start)
+                .sum()
+        };
         RunReport {
             strategy: plan.strategy.name().into(),
             ports: if plan.ports == dls_lp::Ports::One { 1 } else { 2 },
@@ -162,6 +175,8 @@ impl RunReport {
                     predicted: Times::from(&predicted),
                     measured: Times::from(&measured.workers[i]),
                     compute_secs: measured.compute_secs[i],
+                    send_secs: busy(i, true),
+                    return_secs: busy(i, false),
                 })
                 .collect(),
             master_peak_rss_bytes: peak_rss(),
