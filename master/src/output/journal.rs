@@ -284,11 +284,7 @@ impl Journal {
 
     /// Note that products `range` have their C written (not yet synced).
     pub fn record(&mut self, range: Range<usize>) {
-        match self.pending.last_mut() {
-            _ if range.is_empty() => {}
-            Some(last) if last.end == range.start => last.end = range.end,
-            _ => self.pending.push(range),
-        }
+        append_range(&mut self.pending, range);
     }
 
     /// Ranges recorded since the last sync.
@@ -311,6 +307,15 @@ impl Journal {
             .write_all(lines.as_bytes())
             .and_then(|()| self.file.sync_data())
             .with_context(|| format!("writing {}", self.path.display()))
+    }
+}
+
+/// Add `range` to `ranges`, extending the last one when it follows it.
+pub(crate) fn append_range(ranges: &mut Vec<Range<usize>>, range: Range<usize>) {
+    match ranges.last_mut() {
+        _ if range.is_empty() => {}
+        Some(last) if last.end == range.start => last.end = range.end,
+        _ => ranges.push(range),
     }
 }
 

@@ -6,9 +6,9 @@
 //! computes only the products missing. The output gets its name, and the
 //! journal goes, once every product is in.
 
-use super::journal::{Found, Identity, Journal};
+use super::journal::{append_range, Found, Identity, Journal};
 use super::npy::NpyWriter;
-use crate::runtime::data::Sink;
+use crate::runtime::data::{Runs, Sink};
 use anyhow::{bail, Context, Result};
 use dls_protocol::{Form, Values};
 use std::ops::Range;
@@ -89,8 +89,7 @@ pub struct Resumable {
     journal_path: PathBuf,
     /// The products this run computes (of the whole batch), in order: the
     /// run's `i`-th product is the `i`-th of these.
-    todo: Vec<Range<usize>>,
-    starts: Vec<usize>,
+    todo: Runs,
     resumed: usize,
     last_sync: Instant,
 }
@@ -143,21 +142,13 @@ impl Resumable {
     }
 
     fn new(writer: NpyWriter, journal: Journal, journal_path: PathBuf, found: &Found) -> Result<Resumable> {
-        let todo = found.missing();
-        let mut starts = Vec::with_capacity(todo.len());
-        let mut at = 0;
-        for r in &todo {
-            starts.push(at);
-            at += r.len();
-        }
         let data = writer.file().try_clone().context("opening the output file twice")?;
         Ok(Resumable {
             writer,
             syncer: Syncer::start(journal, data),
             pending: Vec::new(),
             journal_path,
-            todo,
-            starts,
+            todo: Runs::new(found.missing()),
             resumed: found.products_done(),
             last_sync: Instant::now(),
         })
@@ -170,7 +161,7 @@ impl Resumable {
 
     /// The products still to compute, as ranges of the whole batch.
     pub fn todo(&self) -> &[Range<usize>] {
-        &self.todo
+        self.todo.ranges()
     }
 
     /// The journal, made durable: results stored so far survive whatever
@@ -190,22 +181,13 @@ impl Resumable {
             .with_context(|| format!("removing {} (C is complete)", self.journal_path.display()))?;
         Ok(path)
     }
-
-    /// The batch's product that is this run's `local`-th.
-    fn global(&self, local: usize) -> usize {
-        let r = self.starts.partition_point(|&s| s <= local).saturating_sub(1);
-        self.todo[r].start + (local - self.starts[r])
-    }
 }
 
 impl Resumable {
     /// Note products `global` as stored; hand the records over to be made
     /// durable every `SYNC_EVERY`.
     fn stored(&mut self, global: Range<usize>) {
-        match self.pending.last_mut() {
-            Some(last) if last.end == global.start => last.end = global.end,
-            _ => self.pending.push(global),
-        }
+        append_range(&mut self.pending, global);
         if self.last_sync.elapsed() >= SYNC_EVERY {
             let ranges = std::mem::take(&mut self.pending);
             self.syncer.send(ranges);
@@ -227,10 +209,8 @@ impl Sink for Resumable {
         let count = range.len() / per;
         let mut k = 0;
         while k < count {
-            let local = first + k;
-            let r = self.starts.partition_point(|&s| s <= local).saturating_sub(1);
-            let global = self.global(local);
-            let n = (self.todo[r].end - global).min(count - k);
+            let (global, consecutive) = self.todo.locate(first + k);
+            let n = consecutive.min(count - k);
             let values = range.start + k * per..range.start + (k + n) * per;
             self.writer.store_run(global, c, values, per)?;
             self.stored(global..global + n);

@@ -76,42 +76,75 @@ pub enum Source {
     Subset(Arc<Subset>),
 }
 
-/// Products `runs` of `inner` (each `per` values), back to back: the
-/// products a resumed run still has to compute.
-#[derive(Debug)]
-pub struct Subset {
-    inner: Source,
-    per: usize,
+/// Sorted, disjoint ranges of a batch's products, numbered back to back:
+/// the `i`-th product of the runs is a product of the batch.
+#[derive(Debug, Clone)]
+pub struct Runs {
     runs: Vec<Range<usize>>,
-    /// Where each run starts among the subset's products.
+    /// Where each run starts in the numbering.
     starts: Vec<usize>,
 }
 
-impl Subset {
-    pub fn new(inner: Source, per: usize, runs: Vec<Range<usize>>) -> Subset {
+impl Runs {
+    pub fn new(runs: Vec<Range<usize>>) -> Runs {
         let mut starts = Vec::with_capacity(runs.len());
         let mut at = 0;
         for r in &runs {
             starts.push(at);
             at += r.len();
         }
+        Runs { runs, starts }
+    }
+
+    pub fn ranges(&self) -> &[Range<usize>] {
+        &self.runs
+    }
+
+    /// Products in the runs.
+    pub fn count(&self) -> usize {
+        self.runs.iter().map(|r| r.len()).sum()
+    }
+
+    /// The batch's product that is the runs' `local`-th, and how many of
+    /// the runs' products from there on are consecutive in the batch.
+    pub fn locate(&self, local: usize) -> (usize, usize) {
+        let r = self.starts.partition_point(|&s| s <= local).saturating_sub(1);
+        let global = self.runs[r].start + (local - self.starts[r]);
+        (global, self.runs[r].end - global)
+    }
+
+    /// The batch's product that is the runs' `local`-th.
+    pub fn global(&self, local: usize) -> usize {
+        self.locate(local).0
+    }
+}
+
+/// Products `runs` of `inner` (each `per` values), back to back: the
+/// products a resumed run still has to compute.
+#[derive(Debug)]
+pub struct Subset {
+    inner: Source,
+    per: usize,
+    runs: Runs,
+}
+
+impl Subset {
+    pub fn new(inner: Source, per: usize, runs: Vec<Range<usize>>) -> Subset {
         Subset {
             inner,
             per,
-            runs,
-            starts,
+            runs: Runs::new(runs),
         }
     }
 
     /// Products in the subset.
     pub fn count(&self) -> usize {
-        self.runs.iter().map(|r| r.len()).sum()
+        self.runs.count()
     }
 
     /// The product of `inner` that is the subset's `local`-th.
     pub fn global(&self, local: usize) -> usize {
-        let r = self.starts.partition_point(|&s| s <= local).saturating_sub(1);
-        self.runs[r].start + (local - self.starts[r])
+        self.runs.global(local)
     }
 
     /// Values `range` of the subset: read from `inner` in the pieces that
@@ -127,10 +160,9 @@ impl Subset {
         let mut at = range.start;
         while at < range.end {
             let local = at / self.per;
-            let r = self.starts.partition_point(|&s| s <= local).saturating_sub(1);
-            let run_end = (self.starts[r] + self.runs[r].len()) * self.per;
-            let end = range.end.min(run_end);
-            let from = self.global(local) * self.per + at % self.per;
+            let (global, consecutive) = self.runs.locate(local);
+            let end = range.end.min((local + consecutive) * self.per);
+            let from = global * self.per + at % self.per;
             pieces.push(from..from + (end - at));
             at = end;
         }
