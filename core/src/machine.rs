@@ -172,7 +172,7 @@ impl BatchMachine {
         let mut machine = BatchMachine {
             strategy: plan.strategy,
             cfg,
-            port: Port::new(plan.ports),
+            port: Port::new(plan.ports, platform.workers()),
             rounds: Vec::new(),
             owner: HashMap::new(),
             alive: vec![true; p],
@@ -328,7 +328,7 @@ impl BatchMachine {
         );
         match input {
             Input::Received(_) => {
-                self.port.end_send(worker, chunk);
+                self.port.end(worker, chunk, true);
                 let took = self.rec.end(worker, chunk, true, now);
                 let predicted = lat.send + wk.c * len;
                 self.observed
@@ -341,7 +341,7 @@ impl BatchMachine {
                     .see(worker, Phase::Compute, took, lat.compute + wk.w * len);
             }
             Input::Results(_) => {
-                self.port.end_return(worker, chunk);
+                self.port.end(worker, chunk, false);
                 let took = self.rec.end(worker, chunk, false, now);
                 let predicted = lat.ret + wk.d * len;
                 self.observed
@@ -400,7 +400,7 @@ impl BatchMachine {
         }
         self.rounds
             .iter()
-            .filter_map(|r| r.sched.wake_at())
+            .filter_map(|r| r.sched.wake_at(&self.port))
             .min_by(f64::total_cmp)
     }
 
@@ -441,17 +441,17 @@ impl BatchMachine {
         }
     }
 
-    /// Start whatever the port is free for: sends first (oldest round
-    /// first), then returns.
+    /// Start whatever the port has room for: sends first (oldest round
+    /// first), then returns, as many as the port admits.
     fn poll(&mut self, now: f64) -> Vec<Command> {
         let mut out = Vec::new();
         if self.failed.is_some() {
             return out;
         }
-        if self.port.can_send() {
+        'sends: loop {
             for (k, r) in self.rounds.iter_mut().enumerate() {
-                if let Some(ch) = r.sched.next_send() {
-                    self.port.start_send(ch.worker, ch.id);
+                if let Some(ch) = r.sched.next_send(&self.port) {
+                    self.port.start(ch.worker, ch.id, true, ch.len);
                     self.rec.start(ch.worker, ch.id, true, now);
                     if r.on_demand.is_some() {
                         self.committed[ch.worker] += ch.len as u64;
@@ -459,26 +459,30 @@ impl BatchMachine {
                         r.jobs.insert(ch.id, products);
                         self.owner.insert(ch.id, k);
                     }
-                    let cost = self.platform.workers()[ch.worker].c * ch.len as f64;
+                    let cost = (self.port.ports())
+                        .transfer(&self.platform.workers()[ch.worker], true, ch.len as f64)
+                        .secs;
                     out.push(Command::Assign {
                         worker: ch.worker,
                         chunk: ch.id,
                         products: r.jobs[&ch.id].clone(),
                         reading: self.cfg.liveness + (3.0 * cost).min(3600.0),
                     });
-                    break;
+                    continue 'sends;
                 }
             }
+            break;
         }
-        if self.port.can_return() {
+        'returns: loop {
             for r in &mut self.rounds {
-                if let Some((worker, chunk)) = r.sched.next_return() {
-                    self.port.start_return(worker, chunk);
+                if let Some((worker, chunk, len)) = r.sched.next_return(&self.port) {
+                    self.port.start(worker, chunk, false, len);
                     self.rec.start(worker, chunk, false, now);
                     out.push(Command::Grant { worker, chunk });
-                    break;
+                    continue 'returns;
                 }
             }
+            break;
         }
         out
     }

@@ -6,6 +6,7 @@
 //! workers busy).
 
 use crate::chunk::{Chunk, Event, Stage, Unexpected};
+use crate::port::Port;
 use dls_protocol::ChunkId;
 use std::collections::VecDeque;
 
@@ -107,20 +108,22 @@ impl OnDemand {
         self.m - self.handed
     }
 
-    /// The size of the chunk `worker` gets now.
-    fn size_for(&mut self, worker: usize) -> usize {
+    /// The size of the chunk `worker` would get now, and the factoring
+    /// batch once it has (taken only if the chunk goes).
+    fn size_for(&self, worker: usize) -> (usize, (usize, usize)) {
+        let mut batch = self.batch;
         let want = match self.sizing {
             Sizing::Fixed(s) => s,
             Sizing::Factoring | Sizing::WeightedFactoring => {
-                if self.batch.1 == 0 {
-                    self.batch = (self.left(), self.batch_width());
+                if batch.1 == 0 {
+                    batch = (self.left(), self.batch_width());
                 }
-                self.batch.1 -= 1;
-                let share = self.weights[worker] * self.batch.0 as f64 / (2.0 * self.batch_width() as f64);
+                batch.1 -= 1;
+                let share = self.weights[worker] * batch.0 as f64 / (2.0 * self.batch_width() as f64);
                 share.ceil() as usize
             }
         };
-        want.clamp(1, self.caps[worker]).min(self.left())
+        (want.clamp(1, self.caps[worker]).min(self.left()), batch)
     }
 
     /// Workers in a factoring batch (those taking part and not lost).
@@ -149,15 +152,20 @@ impl OnDemand {
 
 /// What the batch machine asks of a round's schedule ([`crate::schedule::Schedule`]).
 impl OnDemand {
-    pub fn next_send(&mut self) -> Option<Chunk> {
+    pub fn next_send(&mut self, port: &Port) -> Option<Chunk> {
         if self.left() == 0 {
             return None;
         }
         while self.want.front().is_some_and(|&w| self.lost[w]) {
             self.want.pop_front();
         }
-        let w = self.want.pop_front()?;
-        let len = self.size_for(w);
+        let w = *self.want.front()?;
+        let (len, batch) = self.size_for(w);
+        if !port.admits(w, true, len) {
+            return None;
+        }
+        self.batch = batch;
+        self.want.pop_front();
         let chunk = Chunk {
             worker: w,
             id: ChunkId(self.first_id + self.chunks.len() as u64),
@@ -170,13 +178,18 @@ impl OnDemand {
         Some(chunk)
     }
 
-    pub fn next_return(&mut self) -> Option<(usize, ChunkId)> {
+    pub fn next_return(&mut self, port: &Port) -> Option<(usize, ChunkId, usize)> {
         while self.ready.front().is_some_and(|&k| self.lost[self.chunks[k].worker]) {
             self.ready.pop_front();
         }
-        let k = self.ready.pop_front()?;
+        let k = *self.ready.front()?;
+        let c = self.chunks[k];
+        if !port.admits(c.worker, false, c.len) {
+            return None;
+        }
+        self.ready.pop_front();
         self.stage[k] = Stage::Returning;
-        Some((self.chunks[k].worker, self.chunks[k].id))
+        Some((c.worker, c.id, c.len))
     }
 
     pub fn on_event(&mut self, ev: Event) -> Result<(), Unexpected> {
@@ -257,8 +270,12 @@ mod tests {
     fn sizes(p: usize, m: usize, sizing: Sizing, speeds: &[f64]) -> Vec<(usize, usize)> {
         let workers: Vec<usize> = (0..p).collect();
         let mut s = OnDemand::new(&workers, m, sizing, speeds, &vec![usize::MAX; p], 0);
+        let costs: Vec<_> = (0..p)
+            .map(|i| dls_lp::Worker::new(format!("w{i}"), 1.0, 1.0, 1.0))
+            .collect();
+        let port = Port::new(dls_lp::Ports::One, &costs);
         let mut out = Vec::new();
-        while let Some(c) = s.next_send() {
+        while let Some(c) = s.next_send(&port) {
             out.push((c.worker, c.len));
             for ev in [
                 Event::Received {
@@ -272,7 +289,7 @@ mod tests {
             ] {
                 s.on_event(ev).expect("in order");
             }
-            let (w, id) = s.next_return().expect("ready");
+            let (w, id, _) = s.next_return(&port).expect("ready");
             s.on_event(Event::Results { worker: w, chunk: id }).expect("granted");
         }
         assert!(s.done());
@@ -311,7 +328,11 @@ mod tests {
         let got: Vec<usize> = sizes(3, 10, Sizing::Fixed(4), &[1.0; 3]).iter().map(|x| x.1).collect();
         assert_eq!(got, [4, 4, 2]);
         let mut s = OnDemand::new(&[0, 1], 50, Sizing::Factoring, &[1.0; 2], &[5, 100], 7);
-        let c = s.next_send().expect("a chunk");
+        let costs = [
+            dls_lp::Worker::new("a", 1.0, 1.0, 1.0),
+            dls_lp::Worker::new("b", 1.0, 1.0, 1.0),
+        ];
+        let c = s.next_send(&Port::new(dls_lp::Ports::One, &costs)).expect("a chunk");
         assert_eq!((c.len, c.id), (5, ChunkId(7)), "capped, ids from the first");
     }
 }

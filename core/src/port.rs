@@ -1,27 +1,39 @@
 //! The master's port: which transfers hold it now. The batch machine owns
-//! it and asks it before starting any transfer, so that rounds running at
-//! once still share one port and no more transfers cross it than the port
-//! model allows.
+//! it and every schedule asks it before starting a transfer, so that
+//! rounds running at once still share one port and no more transfers
+//! cross it than the port model allows: one at a time (one port), one
+//! each way (two ports), or as many as a shared uplink's capacity holds,
+//! each worker's link carrying one transfer each way at a time.
 
-use dls_lp::Ports;
+use dls_lp::tol::SHARE_EPS;
+use dls_lp::{Ports, Worker};
 use dls_protocol::ChunkId;
 
-/// The master's port(s): which transfer holds them now. The batch machine
-/// owns it; every schedule asks it before starting a transfer, so two
-/// rounds running at once still share one port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A transfer crossing the port.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Flight {
+    worker: usize,
+    chunk: ChunkId,
+    send: bool,
+    share: f64,
+}
+
+/// The master's port(s) and the transfers holding them, with the planned
+/// costs that say what share of the port each transfer takes.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Port {
     ports: Ports,
-    sending: Option<(usize, ChunkId)>,
-    returning: Option<(usize, ChunkId)>,
+    costs: Vec<Worker>,
+    flights: Vec<Flight>,
 }
 
 impl Port {
-    pub fn new(ports: Ports) -> Port {
+    /// The port of a master with workers of planned `costs`.
+    pub fn new(ports: Ports, costs: &[Worker]) -> Port {
         Port {
             ports,
-            sending: None,
-            returning: None,
+            costs: costs.to_vec(),
+            flights: Vec::new(),
         }
     }
 
@@ -29,62 +41,135 @@ impl Port {
         self.ports
     }
 
-    /// Whether a send may start now.
-    pub fn can_send(&self) -> bool {
-        match self.ports {
-            Ports::One => self.sending.is_none() && self.returning.is_none(),
-            Ports::Two => self.sending.is_none(),
-        }
+    /// The lane a transfer draws on: 0, or 1 for returns when sends and
+    /// returns have a capacity each.
+    fn lane(&self, send: bool) -> usize {
+        usize::from(!send && !self.ports.one_lane())
     }
 
-    /// Whether a return may start now.
-    pub fn can_return(&self) -> bool {
-        match self.ports {
-            Ports::One => self.sending.is_none() && self.returning.is_none(),
-            Ports::Two => self.returning.is_none(),
-        }
+    /// The share of the port a transfer of `units` to (or from) `worker`
+    /// takes.
+    pub fn share(&self, worker: usize, send: bool, units: usize) -> f64 {
+        self.costs
+            .get(worker)
+            .map_or(1.0, |w| self.ports.transfer(w, send, units as f64).share)
     }
 
-    pub fn start_send(&mut self, worker: usize, chunk: ChunkId) {
-        debug_assert!(self.can_send());
-        self.sending = Some((worker, chunk));
+    /// The share of the lane of sends (or returns) in use.
+    pub fn used(&self, send: bool) -> f64 {
+        let lane = self.lane(send);
+        self.flights
+            .iter()
+            .filter(|f| self.lane(f.send) == lane)
+            .map(|f| f.share)
+            .sum()
     }
 
-    pub fn start_return(&mut self, worker: usize, chunk: ChunkId) {
-        debug_assert!(self.can_return());
-        self.returning = Some((worker, chunk));
+    /// Whether a send (or return) of `units` for `worker` may start now:
+    /// its worker's link is free that way and the port has room for it.
+    pub fn admits(&self, worker: usize, send: bool, units: usize) -> bool {
+        let lane = self.lane(send);
+        let busy = self
+            .flights
+            .iter()
+            .any(|f| f.worker == worker && self.lane(f.send) == lane);
+        !busy && self.used(send) + self.share(worker, send, units) <= 1.0 + SHARE_EPS
     }
 
-    /// The send of `chunk` to `worker` is over; false if it was not the one
-    /// holding the port.
-    pub fn end_send(&mut self, worker: usize, chunk: ChunkId) -> bool {
-        let ours = self.sending == Some((worker, chunk));
-        if ours {
-            self.sending = None;
-        }
-        ours
+    /// Whether a send (or return) of `units` for `worker` would fit now
+    /// and still leave room for `other` more (a transfer waited for).
+    pub fn admits_beside(&self, worker: usize, send: bool, units: usize, other: f64) -> bool {
+        self.admits(worker, send, units) && self.used(send) + self.share(worker, send, units) + other <= 1.0 + SHARE_EPS
     }
 
-    pub fn end_return(&mut self, worker: usize, chunk: ChunkId) -> bool {
-        let ours = self.returning == Some((worker, chunk));
-        if ours {
-            self.returning = None;
-        }
-        ours
+    /// A transfer of `units` starts: the caller asked [`Port::admits`].
+    pub fn start(&mut self, worker: usize, chunk: ChunkId, send: bool, units: usize) {
+        debug_assert!(self.admits(worker, send, units));
+        let share = self.share(worker, send, units);
+        self.flights.push(Flight {
+            worker,
+            chunk,
+            send,
+            share,
+        });
     }
 
-    /// `worker` is gone: whatever transfer it held ends.
+    /// The send (or return) of `chunk` for `worker` is over; false if it
+    /// was not crossing.
+    pub fn end(&mut self, worker: usize, chunk: ChunkId, send: bool) -> bool {
+        let before = self.flights.len();
+        self.flights
+            .retain(|f| !(f.worker == worker && f.chunk == chunk && f.send == send));
+        self.flights.len() < before
+    }
+
+    /// `worker` is gone: whatever transfers it held end.
     pub fn release(&mut self, worker: usize) {
-        if self.sending.is_some_and(|s| s.0 == worker) {
-            self.sending = None;
-        }
-        if self.returning.is_some_and(|r| r.0 == worker) {
-            self.returning = None;
-        }
+        self.flights.retain(|f| f.worker != worker);
     }
 
     /// Whether no transfer holds the port.
     pub fn idle(&self) -> bool {
-        self.sending.is_none() && self.returning.is_none()
+        self.flights.is_empty()
+    }
+
+    /// How many transfers cross now.
+    pub fn in_flight(&self) -> usize {
+        self.flights.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dls_lp::Uplink;
+
+    fn star() -> Vec<Worker> {
+        vec![
+            Worker::new("a", 0.4, 1.0, 0.4),
+            Worker::new("b", 0.2, 1.0, 0.2),
+            Worker::new("c", 0.1, 1.0, 0.1),
+        ]
+    }
+
+    #[test]
+    fn one_port_carries_one_transfer_and_two_ports_one_each_way() {
+        let mut one = Port::new(Ports::One, &star());
+        assert!(one.admits(0, true, 5));
+        one.start(0, ChunkId(1), true, 5);
+        assert!(!one.admits(1, true, 5) && !one.admits(1, false, 5));
+        assert!(one.end(0, ChunkId(1), true) && one.idle());
+        let mut two = Port::new(Ports::Two, &star());
+        two.start(0, ChunkId(1), true, 5);
+        assert!(!two.admits(1, true, 5) && two.admits(1, false, 5));
+        two.start(1, ChunkId(2), false, 5);
+        assert!(!two.admits(2, false, 5));
+        two.release(1);
+        assert!(two.admits(2, false, 5) && two.in_flight() == 1);
+    }
+
+    #[test]
+    fn a_shared_uplink_carries_what_its_capacity_holds() {
+        // Uplink of 0.1 s a unit: a's link (0.4) takes a quarter of it,
+        // b's (0.2) half, c's (0.1) all.
+        let u = Uplink::new(0.1, 0.1, true).expect("valid");
+        let mut port = Port::new(Ports::Shared(u), &star());
+        assert!((port.share(0, true, 7) - 0.25).abs() < 1e-12);
+        port.start(0, ChunkId(1), true, 7);
+        assert!(!port.admits(0, true, 1), "a's own link is busy");
+        assert!(port.admits(1, true, 1));
+        port.start(1, ChunkId(2), true, 1);
+        assert!(!port.admits(2, true, 1), "c needs all of the uplink");
+        assert!(port.admits(2, false, 1), "returns have their own direction");
+        assert!(port.admits_beside(0, false, 1, 0.5) && !port.admits_beside(0, false, 1, 0.8));
+        port.end(1, ChunkId(2), true);
+        assert!(!port.admits(2, true, 1));
+        port.end(0, ChunkId(1), true);
+        assert!(port.admits(2, true, 1));
+        let half = Uplink { duplex: false, ..u };
+        let mut port = Port::new(Ports::Shared(half), &star());
+        port.start(1, ChunkId(1), true, 1);
+        assert!(!port.admits(1, false, 1), "half duplex: one lane for both ways");
+        assert!(port.admits(0, false, 1) && !port.admits(2, false, 1));
     }
 }

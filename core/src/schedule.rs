@@ -3,19 +3,21 @@
 //! planned round follows its plan's sequence ([`Sequenced`]); the
 //! on-demand baselines ([`OnDemand`]) hand chunks out as workers ask. Both
 //! know nothing of sockets or other rounds: the port belongs to the batch
-//! machine (`machine.rs`), which asks a schedule for a transfer only when
-//! the port is free for it.
+//! machine (`machine.rs`), which hands it to a schedule asked for a
+//! transfer: the schedule offers one only if the port admits it.
 
 pub use crate::chunk::{Chunk, Event, Unexpected};
 use crate::on_demand::OnDemand;
+use crate::port::Port;
 use crate::sequenced::Sequenced;
 use dls_protocol::ChunkId;
 
 /// A round's schedule: the plan's sequence ([`Sequenced`], every planned
 /// round, one chunk a worker or many) or an on-demand baseline
 /// ([`OnDemand`]). A schedule tracks its own chunks; the port is not its
-/// to hold: the machine asks for the next send or return only when the
-/// port is free for it, and the schedule marks that transfer as started.
+/// to hold: the machine asks for the next send or return, the schedule
+/// offers one the port admits and marks it as started, and the machine
+/// starts it on the port.
 pub enum Schedule {
     Planned(Sequenced),
     OnDemand(OnDemand),
@@ -31,14 +33,16 @@ macro_rules! each {
 }
 
 impl Schedule {
-    /// The chunk to send now, if any.
-    pub fn next_send(&mut self) -> Option<Chunk> {
-        each!(self, s => s.next_send())
+    /// The chunk to send now through `port`, if any (the schedule marks
+    /// it as sending; the caller starts it on the port).
+    pub fn next_send(&mut self, port: &Port) -> Option<Chunk> {
+        each!(self, s => s.next_send(port))
     }
 
-    /// The (worker, chunk) to grant the port for its results now, if any.
-    pub fn next_return(&mut self) -> Option<(usize, ChunkId)> {
-        each!(self, s => s.next_return())
+    /// The (worker, chunk, products) to grant `port` for its results now,
+    /// if any.
+    pub fn next_return(&mut self, port: &Port) -> Option<(usize, ChunkId, usize)> {
+        each!(self, s => s.next_return(port))
     }
 
     pub fn on_event(&mut self, ev: Event) -> Result<(), Unexpected> {
@@ -84,9 +88,9 @@ impl Schedule {
 
     /// When the schedule would decide differently with no event in
     /// between (so the machine should be asked again then), if ever.
-    pub fn wake_at(&self) -> Option<f64> {
+    pub fn wake_at(&self, port: &Port) -> Option<f64> {
         match self {
-            Schedule::Planned(s) => s.wake_at(),
+            Schedule::Planned(s) => s.wake_at(port),
             Schedule::OnDemand(_) => None,
         }
     }

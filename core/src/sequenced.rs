@@ -22,6 +22,7 @@
 //! moves products between the chunks not yet sent.
 
 use crate::chunk::{Chunk, Event, Stage, Unexpected};
+use crate::port::Port;
 use dls_lp::sequence::{PortOp, Sequence};
 use dls_lp::tol::GAP_FIT;
 use dls_lp::{Ports, Worker};
@@ -81,7 +82,8 @@ pub struct Sequenced {
     /// plans), or the lanes are taken strictly in order (the report's
     /// one-round orders).
     fill: bool,
-    /// The planned costs of each worker.
+    /// The port model and the planned costs of each worker.
+    ports: Ports,
     costs: Vec<Worker>,
     clock: Clock,
 }
@@ -93,12 +95,11 @@ impl Sequenced {
     pub fn new(ports: Ports, costs: &[Worker], plan: &Sequence, max_piece: usize, first_id: u64) -> Sequenced {
         let p = costs.len();
         let (planned, ops) = (&plan.chunks, &plan.ops);
-        let lanes = match ports {
-            Ports::One => vec![ops.clone()],
-            Ports::Two => {
-                let (sends, returns) = ops.iter().partition(|op| matches!(op, PortOp::Send(_)));
-                vec![sends, returns]
-            }
+        let lanes = if ports.one_lane() {
+            vec![ops.clone()]
+        } else {
+            let (sends, returns) = ops.iter().partition(|op| matches!(op, PortOp::Send(_)));
+            vec![sends, returns]
         };
         let lanes = lanes
             .into_iter()
@@ -134,6 +135,7 @@ impl Sequenced {
             next_id: first_id,
             lag: plan.lag,
             fill: plan.fill_gaps,
+            ports,
             costs: costs.to_vec(),
             clock: Clock {
                 now: 0.0,
@@ -289,6 +291,15 @@ impl Sequenced {
             }
     }
 
+    /// Whether a piece of `op` is crossing the port now.
+    fn crossing(&self, op: PortOp) -> bool {
+        let moving = match op {
+            PortOp::Send(_) => Stage::Sending,
+            PortOp::Return(_) => Stage::Returning,
+        };
+        self.planned[op.chunk()].pieces.iter().any(|&q| self.stage[q] == moving)
+    }
+
     /// Move every lane's head, and every worker's place in it, past the
     /// transfers made.
     fn settle(&mut self) {
@@ -340,11 +351,7 @@ impl Sequenced {
     fn duration(&self, send: bool, q: usize) -> f64 {
         let w = self.chunks[q].worker;
         let (c, n, pace) = (&self.costs[w], self.chunks[q].len as f64, self.clock.pace[w]);
-        if send {
-            (c.latency.send + c.c * n) * pace[0]
-        } else {
-            (c.latency.ret + c.d * n) * pace[2]
-        }
+        self.ports.transfer(c, send, n).secs * if send { pace[0] } else { pace[2] }
     }
 
     /// When piece `q` should be computed, at the planned costs and the pace
@@ -367,16 +374,33 @@ impl Sequenced {
         }
     }
 
-    /// What lane `l` would take now, and what it awaits when that is
-    /// nothing: the transfer and piece, or the awaited return's expected
-    /// instant and the shortest transfer that could fill the wait.
-    fn choose(&self, l: usize) -> Result<(PortOp, usize), Option<(f64, f64)>> {
+    /// Whether `port` lets piece `q` cross now (a send if `send`).
+    fn admitted(&self, port: &Port, send: bool, q: usize) -> bool {
+        port.admits(self.chunks[q].worker, send, self.chunks[q].len)
+    }
+
+    /// What lane `l` would take now through `port`, and what it awaits
+    /// when that is nothing: the transfer and piece, or the awaited
+    /// return's expected instant and the shortest transfer that could fill
+    /// the wait. A head the port has no room for is waited for.
+    fn choose(&self, l: usize, port: &Port) -> Result<(PortOp, usize), Option<(f64, f64)>> {
         let lane = &self.lanes[l];
-        let Some(&head) = lane.ops.get(lane.head) else {
+        // The head: the first transfer neither made nor crossing now (a
+        // shared uplink carries several at once; a chunk in pieces is
+        // crossing while one of them is).
+        let mut at = lane.head;
+        while lane.ops.get(at).is_some_and(|&op| self.made(op) || self.crossing(op)) {
+            at += 1;
+        }
+        let Some(&head) = lane.ops.get(at) else {
             return Err(None);
         };
         if let Some(q) = self.takeable(head) {
-            return Ok((head, q));
+            return if self.admitted(port, matches!(head, PortOp::Send(_)), q) {
+                Ok((head, q))
+            } else {
+                Err(None)
+            };
         }
         let PortOp::Return(h) = head else {
             return Err(None);
@@ -392,21 +416,27 @@ impl Sequenced {
             return Err(None);
         }
         let awaited = self.expected_ready(hq);
+        let hshare = port.share(self.chunks[hq].worker, false, self.chunks[hq].len);
         let now = self.clock.now;
         // Before the awaited instant: what ends by then. After it: what
-        // takes no longer than the awaited worker is late.
+        // takes no longer than the awaited worker is late. Either way, or
+        // what the port holds beside the awaited return (a shared uplink
+        // with room for both).
         let budget = (awaited - now).abs();
         let mut next: Vec<usize> = (0..self.lost.len())
             .filter_map(|w| lane.mine[w].get(lane.made[w]).copied())
-            .filter(|&pos| pos > lane.head)
+            .filter(|&pos| pos > at)
             .collect();
         next.sort_unstable();
         let mut shortest = f64::INFINITY;
         for pos in next {
             let op = lane.ops[pos];
             if let Some(q) = self.takeable(op) {
-                let d = self.duration(matches!(op, PortOp::Send(_)), q);
-                if d <= budget + GAP_FIT {
+                let send = matches!(op, PortOp::Send(_));
+                let d = self.duration(send, q);
+                let (worker, len) = (self.chunks[q].worker, self.chunks[q].len);
+                let harmless = d <= budget + GAP_FIT || port.admits_beside(worker, send, len, hshare);
+                if harmless && self.admitted(port, send, q) {
                     return Ok((op, q));
                 }
                 shortest = shortest.min(d);
@@ -435,9 +465,9 @@ impl Sequenced {
         }
     }
 
-    pub fn wake_at(&self) -> Option<f64> {
+    pub fn wake_at(&self, port: &Port) -> Option<f64> {
         (0..self.lanes.len())
-            .filter_map(|l| match self.choose(l) {
+            .filter_map(|l| match self.choose(l, port) {
                 Err(Some((awaited, shortest))) if (awaited + shortest).is_finite() => Some(awaited + shortest),
                 _ => None,
             })
@@ -445,8 +475,8 @@ impl Sequenced {
             .min_by(f64::total_cmp)
     }
 
-    pub fn next_send(&mut self) -> Option<Chunk> {
-        let (op, q) = self.choose(0).ok()?;
+    pub fn next_send(&mut self, port: &Port) -> Option<Chunk> {
+        let (op, q) = self.choose(0, port).ok()?;
         if !matches!(op, PortOp::Send(_)) {
             return None;
         }
@@ -455,13 +485,13 @@ impl Sequenced {
         Some(self.chunks[q])
     }
 
-    pub fn next_return(&mut self) -> Option<(usize, ChunkId)> {
-        let (op, q) = self.choose(self.return_lane()).ok()?;
+    pub fn next_return(&mut self, port: &Port) -> Option<(usize, ChunkId, usize)> {
+        let (op, q) = self.choose(self.return_lane(), port).ok()?;
         if !matches!(op, PortOp::Return(_)) {
             return None;
         }
         self.stage[q] = Stage::Returning;
-        Some((self.chunks[q].worker, self.chunks[q].id))
+        Some((self.chunks[q].worker, self.chunks[q].id, self.chunks[q].len))
     }
 
     pub fn on_event(&mut self, ev: Event) -> Result<(), Unexpected> {

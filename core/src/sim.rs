@@ -7,7 +7,7 @@
 use crate::machine::{BatchMachine, Command, Config, Input, Status};
 use crate::record::Measured;
 use bytes::BytesMut;
-use dls_lp::{Plan, Platform, Worker};
+use dls_lp::{Plan, Platform, Ports, Worker};
 use dls_protocol::{frame, ChunkId, Frame, FromWorker, JobId, ToWorker};
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
@@ -105,6 +105,8 @@ pub struct Faults {
 }
 
 struct Sim {
+    /// The port model, which says what a transfer takes.
+    ports: Ports,
     truth: Vec<Worker>,
     change: Option<Change>,
     /// Products each worker has started computing.
@@ -171,7 +173,7 @@ impl Sim {
                 self.max_held[worker] = self.max_held[worker].max(self.held[worker]);
                 self.open.insert((worker, chunk, true), now);
                 let w = &self.truth[worker];
-                let got = now + w.latency.send + len as f64 * w.c;
+                let got = now + self.ports.transfer(w, true, len as f64).secs;
                 let slower = self
                     .change
                     .filter(|c| c.worker == worker && self.started[worker] >= c.after)
@@ -188,7 +190,9 @@ impl Sim {
             Command::Grant { worker, chunk } => {
                 wire(Frame::new(ToWorker::Grant { job: JOB, chunk }));
                 self.open.insert((worker, chunk, false), now);
-                let span = self.truth[worker].latency.ret + self.lens[&chunk] as f64 * self.truth[worker].d;
+                let span = (self.ports)
+                    .transfer(&self.truth[worker], false, self.lens[&chunk] as f64)
+                    .secs;
                 self.push(now + span, worker, SimEv::Results(chunk));
                 self.reach(worker, At::Returning, now, span);
             }
@@ -249,7 +253,10 @@ impl Sim {
 }
 
 /// Run `plan` (made for `platform`) through a [`BatchMachine`] on
-/// simulated workers whose true costs are `truth`, with `faults`; the
+/// simulated workers whose true costs are `truth`, each transfer taking
+/// what the plan's port model says it takes (behind a shared uplink, the
+/// simulation trusts the machine to keep within its capacity: tests
+/// check that it does), with `faults`; the
 /// machine is ticked every 50 simulated milliseconds and whenever it asks.
 ///
 /// # Panics
@@ -261,6 +268,7 @@ pub fn simulate(platform: &Platform, truth: &[Worker], plan: &Plan, cfg: Config,
     let mut machine = BatchMachine::new(platform.clone(), plan, cfg).expect("machine");
     let p = platform.len();
     let mut sim = Sim {
+        ports: plan.ports,
         truth: truth.to_vec(),
         change,
         started: vec![0; p],

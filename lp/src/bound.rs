@@ -7,7 +7,7 @@
 
 use crate::error::{Error, Result};
 use crate::platform::Platform;
-use crate::schedule::Ports;
+use crate::schedule::{Ports, Uplink};
 use good_lp::{microlp, variable, Expression, ProblemVariables, Solution, SolverModel};
 
 /// The steady state: its throughput and each worker's share of it (units
@@ -35,11 +35,12 @@ impl SteadyState {
 
 /// ρ* and the shares that reach it. One port: a fractional knapsack
 /// (workers by increasing `c + d`, each up to `1/w`, until the port is
-/// full). Two ports: the LP.
+/// full). Two ports: the LP. A shared uplink: [`steady_state_uplink`].
 pub fn steady_state(platform: &Platform, ports: Ports) -> Result<SteadyState> {
     match ports {
         Ports::One => Ok(knapsack(platform)),
         Ports::Two => lp(platform, ports),
+        Ports::Shared(u) => Ok(steady_state_uplink(platform, u)),
     }
 }
 
@@ -81,22 +82,10 @@ pub fn lp(platform: &Platform, ports: Ports) -> Result<SteadyState> {
             model = model.with(weighted(&|i| wk[i].c).leq(1.0));
             model = model.with(weighted(&|i| wk[i].d).leq(1.0));
         }
+        Ports::Shared(u) => return lp_uplink(platform, u),
     }
     let sol = model.solve().map_err(|e| Error::Solver(e.to_string()))?;
     Ok(SteadyState::of(a.iter().map(|&x| sol.value(x).max(0.0)).collect()))
-}
-
-/// A master whose transfers share one uplink (a switched network): sending
-/// one unit to any worker occupies `send` seconds of the uplink's send
-/// capacity and returning one `ret` seconds of its receive capacity; with
-/// `duplex`, sends and returns use the two directions at once, otherwise
-/// they share one. Each worker's own link still takes `c` and `d` per unit,
-/// concurrently with the other workers' links.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Uplink {
-    pub send: f64,
-    pub ret: f64,
-    pub duplex: bool,
 }
 
 /// ρ* for a master behind a shared uplink. Every unit costs the uplink the

@@ -22,6 +22,10 @@ pub enum Error {
         value: f64,
         expected: &'static str,
     },
+    /// An uplink's cost is negative, zero where it must be positive, NaN
+    /// or infinite.
+    #[error("`{field}` = {value} s a unit is invalid: it must be > 0 (>= 0 for the return) and at most 1e9 s")]
+    BadUplink { field: &'static str, value: f64 },
     /// `max_load` is zero.
     #[error("worker {worker:?}: `max_load` must be at least 1 (got {value})")]
     BadMaxLoad { worker: String, value: u64 },

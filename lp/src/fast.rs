@@ -186,7 +186,7 @@ impl Chain {
 pub fn fifo(platform: &Platform, order: &[usize], ports: Ports, load: f64) -> (Vec<f64>, f64) {
     let chain = Chain::new(platform, order);
     let mut take = vec![false; chain.len()];
-    let one_port = ports == Ports::One;
+    let one_port = ports.one_lane();
     let mut best = chain.inner(0.0, one_port, &mut take);
     let mut lam = best.n / (1.0 + best.r);
     for _ in 0..100 {

@@ -46,10 +46,10 @@ pub mod search;
 pub mod sequence;
 pub mod tol;
 
-pub use bound::{steady_state, steady_state_uplink, SteadyState, Uplink};
+pub use bound::{steady_state, steady_state_uplink, SteadyState};
 pub use error::{Error, Result};
 pub use plan::{plan, plan_on, Plan, Problem, Request, Strategy};
 pub use platform::{Latency, Platform, Worker};
 pub use rounding::Rounding;
-pub use schedule::{Ports, Scenario, Timeline, WorkerTimes};
+pub use schedule::{Ports, Scenario, Timeline, Transfer, Uplink, WorkerTimes};
 pub use sequence::Sequence;

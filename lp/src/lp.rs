@@ -67,7 +67,7 @@ pub fn solve(platform: &Platform, scenario: &Scenario, ports: Ports, load: f64) 
         let e = Expression::from(s[k]) + wk[i].w * a(i)? + r[pos2[i]] - t;
         constraints.push(e.leq(0.0));
     }
-    if ports == Ports::One {
+    if ports.one_lane() {
         constraints.push((Expression::from(s[q - 1]) + r[0] - t).leq(0.0));
     }
     let mut total = Expression::from(0.0);

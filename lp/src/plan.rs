@@ -73,7 +73,7 @@ impl FromStr for Strategy {
 }
 
 /// What to plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Request {
     pub load: u64,
     pub strategy: Strategy,
@@ -273,9 +273,13 @@ fn from_rounds(platform: &Platform, req: &Request, r: Sequence, notes: Vec<Strin
 }
 
 /// The one-round strategies.
-fn plan_one_round(platform: &Platform, req: &Request) -> Result<Plan> {
-    platform.check_load(req.load)?;
-    let pb = Problem::new(platform, req.ports, req.load);
+fn plan_one_round(real: &Platform, req: &Request) -> Result<Plan> {
+    real.check_load(req.load)?;
+    // Behind a shared uplink, the orders and loads are solved in the
+    // classical model nearest to it; the sequence is timed on the real one.
+    let (classical, solved_in) = req.ports.classical(real);
+    let platform = &classical;
+    let pb = Problem::new(platform, solved_in, req.load);
     let (ports, load) = (req.ports, req.load);
     let z = platform.uniform_z();
     let mut notes = Vec::new();
@@ -338,8 +342,8 @@ fn plan_one_round(platform: &Platform, req: &Request) -> Result<Plan> {
         notes.push("max_load bounds bind: loads come from the LP for this order; the order itself is not proven optimal under bounds".into());
     }
     let loads = round(&pb, &solved, req.rounding);
-    let sequence = Sequence::one_round(platform, &solved.scenario, &loads, ports);
-    let rational = Timeline::build(platform, &solved.scenario, &solved.alpha, ports);
+    let sequence = Sequence::one_round(real, &solved.scenario, &loads, ports);
+    let rational = Timeline::build(platform, &solved.scenario, &solved.alpha, solved_in);
     let left_out = loads.iter().filter(|&&l| l == 0).count();
     if left_out > 0 {
         notes.push(format!(
@@ -405,7 +409,7 @@ pub fn equivalent_homogeneous(platform: &Platform) -> Result<Platform> {
     let workers = (0..wk.len())
         .map(|i| crate::Worker::new(format!("h{i}"), c, w, d))
         .collect();
-    Platform::new(workers)
+    Ok(Platform::new(workers)?.with_uplink(platform.uplink()))
 }
 
 /// How the plan compares with the same strategy on the equivalent

@@ -1,6 +1,7 @@
 //! The platform model: a master and p workers with linear costs.
 
 use crate::error::{Error, Result};
+use crate::schedule::{Ports, Uplink};
 use std::collections::HashSet;
 
 /// One worker of the star, with the paper's linear costs per load unit.
@@ -62,10 +63,12 @@ impl Worker {
 pub const MAX_COST: f64 = 1e9;
 
 /// A validated set of workers: finite positive `c` and `w`, finite
-/// non-negative `d`, unique non-empty names, `max_load` at least 1.
+/// non-negative `d`, unique non-empty names, `max_load` at least 1; and,
+/// when it was measured, the uplink the master's transfers share.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Platform {
     workers: Vec<Worker>,
+    uplink: Option<Uplink>,
 }
 
 impl Platform {
@@ -124,7 +127,25 @@ impl Platform {
                 });
             }
         }
-        Ok(Platform { workers })
+        Ok(Platform { workers, uplink: None })
+    }
+
+    /// The same workers behind `uplink` (a switched network whose master
+    /// link was measured), or none.
+    pub fn with_uplink(mut self, uplink: Option<Uplink>) -> Platform {
+        self.uplink = uplink;
+        self
+    }
+
+    /// The uplink the master's transfers share, when it was measured.
+    pub fn uplink(&self) -> Option<Uplink> {
+        self.uplink
+    }
+
+    /// The port model measured: behind the uplink when there is one, the
+    /// report's one port otherwise.
+    pub fn measured_ports(&self) -> Ports {
+        self.uplink.map_or(Ports::One, Ports::Shared)
     }
 
     /// The platform of the workers at `indices` only, in that order.
@@ -136,7 +157,7 @@ impl Platform {
             })?;
             out.push(w.clone());
         }
-        Platform::new(out)
+        Ok(Platform::new(out)?.with_uplink(self.uplink))
     }
 
     pub fn workers(&self) -> &[Worker] {

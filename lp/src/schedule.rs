@@ -1,16 +1,134 @@
 //! Scenarios (send and return orders) and the timeline of a schedule.
 
 use crate::error::{Error, Result};
-use crate::platform::Platform;
+use crate::platform::{Platform, Worker};
 use crate::tol::{IDLE_REL_EPS, LOAD_EPS};
 
 /// The master's communication model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Ports {
     /// The master takes part in one transfer at a time (the report's model).
     One,
     /// The master may send to one worker while receiving from another.
     Two,
+    /// The master's transfers share one uplink (a switched network): as
+    /// many at once as its capacity holds, each at its own link's speed
+    /// or the uplink's, whichever is slower.
+    Shared(Uplink),
+}
+
+/// A master whose transfers share one uplink (a switched network): sending
+/// one unit to any worker occupies `send` seconds of the uplink's send
+/// capacity and returning one `ret` seconds of its receive capacity; with
+/// `duplex`, sends and returns use the two directions at once, otherwise
+/// they share one. Each worker's own link still takes `c` and `d` per unit,
+/// concurrently with the other workers' links.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Uplink {
+    pub send: f64,
+    pub ret: f64,
+    pub duplex: bool,
+}
+
+impl Uplink {
+    /// An uplink with positive finite `send` and non-negative finite `ret`
+    /// (seconds a unit).
+    pub fn new(send: f64, ret: f64, duplex: bool) -> Result<Uplink> {
+        for (field, value, ok) in [("uplink send", send, send > 0.0), ("uplink return", ret, ret >= 0.0)] {
+            if !(ok && value.is_finite() && value <= crate::platform::MAX_COST) {
+                return Err(Error::BadUplink { field, value });
+            }
+        }
+        Ok(Uplink { send, ret, duplex })
+    }
+}
+
+/// What one transfer costs the master: how long it takes and the share of
+/// the port's capacity (1: all of it) it holds meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Transfer {
+    pub secs: f64,
+    pub share: f64,
+}
+
+impl Ports {
+    /// Whether sends and returns draw on one capacity (one lane of
+    /// transfers), rather than one each.
+    pub fn one_lane(self) -> bool {
+        match self {
+            Ports::One => true,
+            Ports::Two => false,
+            Ports::Shared(u) => !u.duplex,
+        }
+    }
+
+    /// The cost of sending (or returning) `units` to (from) `worker`: one
+    /// port or two, its link's time and all of the port; behind a shared
+    /// uplink, the slower of its link and the uplink, holding the part of
+    /// the uplink its rate takes.
+    pub fn transfer(self, worker: &Worker, send: bool, units: f64) -> Transfer {
+        let (latency, link) = if send {
+            (worker.latency.send, worker.c)
+        } else {
+            (worker.latency.ret, worker.d)
+        };
+        match self {
+            Ports::One | Ports::Two => Transfer {
+                secs: latency + link * units,
+                share: 1.0,
+            },
+            Ports::Shared(u) => {
+                let up = if send { u.send } else { u.ret };
+                let per = link.max(up);
+                Transfer {
+                    secs: latency + per * units,
+                    share: if per > 0.0 { up / per } else { 0.0 },
+                }
+            }
+        }
+    }
+
+    /// The model one-round plans are solved in, and the platform they are
+    /// solved on: behind a shared uplink, the master serving one transfer
+    /// at a time (one lane) or one each way (duplex), each at the slower
+    /// of its link and the uplink, which is what a one-round plan of the
+    /// report's orders asks of the port. The other models are their own.
+    pub fn classical(self, platform: &Platform) -> (Platform, Ports) {
+        match self {
+            Ports::One | Ports::Two => (platform.clone(), self),
+            Ports::Shared(u) => {
+                let workers = platform
+                    .workers()
+                    .iter()
+                    .map(|w| Worker {
+                        c: w.c.max(u.send),
+                        d: w.d.max(u.ret),
+                        ..w.clone()
+                    })
+                    .collect();
+                let ports = if u.duplex { Ports::Two } else { Ports::One };
+                // Raising costs to a valid uplink's keeps them valid.
+                let projected = Platform::new(workers)
+                    .map(|p| p.with_uplink(platform.uplink()))
+                    .unwrap_or_else(|_| platform.clone());
+                (projected, ports)
+            }
+        }
+    }
+
+    /// How the model is named to users: `1`, `2`, or the uplink's figures.
+    pub fn describe(self) -> String {
+        match self {
+            Ports::One => "one port".into(),
+            Ports::Two => "two ports".into(),
+            Ports::Shared(u) => format!(
+                "shared {} uplink ({:.3e} s a unit out, {:.3e} s back)",
+                if u.duplex { "full-duplex" } else { "half-duplex" },
+                u.send,
+                u.ret
+            ),
+        }
+    }
 }
 
 /// A send order σ1 and a return order σ2, as indices into the platform.
@@ -119,10 +237,7 @@ impl Timeline {
             tm.send_end = t;
             tm.compute_end = t + loads[i] * wk[i].w;
         }
-        let mut port_free = match ports {
-            Ports::One => t,
-            Ports::Two => 0.0,
-        };
+        let mut port_free = if ports.one_lane() { t } else { 0.0 };
         for &i in &scenario.return_order {
             if loads[i] <= LOAD_EPS {
                 continue;

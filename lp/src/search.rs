@@ -174,12 +174,11 @@ pub fn exhaustive(pb: &Problem) -> Result<Solved> {
     let (platform, load) = (pb.platform, pb.load);
     let p = platform.len();
     let mut subsets: Vec<Vec<usize>> = Vec::new();
-    match pb.ports {
-        Ports::One => subsets.push((0..p).collect()),
-        Ports::Two => {
-            for mask in 1u32..(1 << p) {
-                subsets.push((0..p).filter(|&i| mask & (1 << i) != 0).collect());
-            }
+    if pb.ports.one_lane() {
+        subsets.push((0..p).collect());
+    } else {
+        for mask in 1u32..(1 << p) {
+            subsets.push((0..p).filter(|&i| mask & (1 << i) != 0).collect());
         }
     }
     let mut best: Option<Solved> = None;

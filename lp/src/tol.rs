@@ -33,6 +33,11 @@ pub const RATIO_CONVERGED: f64 = 1e-15;
 /// may differ in the last bits.
 pub const GAP_FIT: f64 = 1e-9;
 
+/// Shares of a shared uplink (fractions of its capacity) add up to at
+/// most 1 give or take this much: a sum of shares like 1/3 + 2/3 may land
+/// a few ulps above 1.
+pub const SHARE_EPS: f64 = 1e-9;
+
 /// Below this magnitude a value counts as zero in relative comparisons.
 pub const ABS_FLOOR: f64 = 1e-12;
 

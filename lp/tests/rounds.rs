@@ -41,12 +41,11 @@ fn strict(p: &Platform, r: &Sequence, ports: Ports) -> Vec<f64> {
 }
 
 fn lanes(r: &Sequence, ports: Ports) -> Vec<Vec<PortOp>> {
-    match ports {
-        Ports::One => vec![r.ops.clone()],
-        Ports::Two => {
-            let (s, t) = r.ops.iter().partition(|o| matches!(o, PortOp::Send(_)));
-            vec![s, t]
-        }
+    if ports.one_lane() {
+        vec![r.ops.clone()]
+    } else {
+        let (s, t) = r.ops.iter().partition(|o| matches!(o, PortOp::Send(_)));
+        vec![s, t]
     }
 }
 

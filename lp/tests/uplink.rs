@@ -4,8 +4,9 @@
 
 mod common;
 use common::*;
-use dls_lp::bound::{self, Uplink};
-use dls_lp::Ports;
+use dls_lp::bound;
+use dls_lp::sequence::{execute, strict_makespan, PortOp, Sequence};
+use dls_lp::{plan, Ports, Request, Strategy, Uplink};
 use rand::Rng;
 
 #[test]
@@ -68,5 +69,229 @@ fn sharing_an_uplink_never_bounds_below_one_port() {
         let duplex = bound::steady_state_uplink(&platform, full);
         assert!(shared.throughput >= one.throughput * (1.0 - 1e-9), "seed {seed}");
         assert!(duplex.throughput >= shared.throughput * (1.0 - 1e-9), "seed {seed}");
+    }
+}
+
+/// A random uplink for `platform`: from far faster than any link to
+/// slower than all of them.
+fn random_uplink(r: &mut rand_chacha::ChaCha8Rng, platform: &dls_lp::Platform, duplex: bool) -> Uplink {
+    let wk = platform.workers();
+    let mean = |f: fn(&dls_lp::Worker) -> f64| wk.iter().map(f).sum::<f64>() / wk.len() as f64;
+    Uplink::new(
+        mean(|w| w.c) * r.random_range(0.05..1.5),
+        mean(|w| w.d).max(1e-3) * r.random_range(0.05..1.5),
+        duplex,
+    )
+    .expect("valid uplink")
+}
+
+/// Everything a schedule behind a shared uplink must respect, checked on
+/// its times alone: each transfer lasts what the model says, the shares
+/// in flight on each lane never add up to more than the uplink, a
+/// worker's transfers on a lane never overlap, each worker computes its
+/// chunks one at a time in arrival order, a return starts after its chunk
+/// is computed, and taken strictly, transfers start in lane order.
+fn check_shared(platform: &dls_lp::Platform, seq: &Sequence, u: Uplink, what: &str) {
+    let wk = platform.workers();
+    let eps = 1e-9;
+    // (lane, start, end, share, worker, position in the sequence)
+    let mut spans = Vec::new();
+    let pos_of = |op: PortOp| seq.ops.iter().position(|&o| o == op).expect("in the sequence");
+    for (j, (c, t)) in seq.chunks.iter().zip(&seq.times).enumerate() {
+        let w = &wk[c.worker];
+        let n = c.units as f64;
+        let per_send = w.c.max(u.send);
+        let per_ret = w.d.max(u.ret);
+        assert_close(t.send_end - t.send_start, w.latency.send + per_send * n, 1e-9, what);
+        assert_close(t.return_end - t.return_start, w.latency.ret + per_ret * n, 1e-9, what);
+        assert!(
+            t.return_start >= t.compute_end - eps,
+            "{what}: chunk {j} returned before computed"
+        );
+        let ret_lane = usize::from(u.duplex);
+        let share = |up: f64, per: f64| if per > 0.0 { up / per } else { 0.0 };
+        spans.push((
+            0,
+            t.send_start,
+            t.send_end,
+            share(u.send, per_send),
+            c.worker,
+            pos_of(PortOp::Send(j)),
+        ));
+        spans.push((
+            ret_lane,
+            t.return_start,
+            t.return_end,
+            share(u.ret, per_ret),
+            c.worker,
+            pos_of(PortOp::Return(j)),
+        ));
+    }
+    for lane in 0..2 {
+        let mut ev: Vec<(f64, f64)> = Vec::new();
+        for s in spans.iter().filter(|s| s.0 == lane) {
+            ev.push((s.1, s.3));
+            ev.push((s.2, -s.3));
+        }
+        // Ends before starts at one instant.
+        ev.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        let mut used = 0.0;
+        for (at, d) in ev {
+            used += d;
+            assert!(used <= 1.0 + 1e-6, "{what}: {used} of the uplink in use at {at}");
+        }
+        for w in 0..wk.len() {
+            let mut mine: Vec<_> = spans.iter().filter(|s| s.0 == lane && s.4 == w).collect();
+            mine.sort_by_key(|s| s.5);
+            for pair in mine.windows(2) {
+                assert!(pair[1].1 >= pair[0].2 - eps, "{what}: worker {w}'s transfers overlap");
+            }
+        }
+        if !seq.fill_gaps {
+            let mut order: Vec<_> = spans.iter().filter(|s| s.0 == lane).collect();
+            order.sort_by_key(|s| s.5);
+            for pair in order.windows(2) {
+                assert!(
+                    pair[1].1 >= pair[0].1 - eps,
+                    "{what}: a transfer started before the one ahead of it"
+                );
+            }
+        }
+    }
+    // Each worker computes in arrival order, one chunk at a time.
+    for (w, x) in wk.iter().enumerate() {
+        let mut mine: Vec<_> = seq
+            .chunks
+            .iter()
+            .zip(&seq.times)
+            .filter(|(c, _)| c.worker == w)
+            .collect();
+        mine.sort_by(|a, b| a.1.send_end.total_cmp(&b.1.send_end));
+        let mut free = 0.0f64;
+        for (c, t) in mine {
+            free = free.max(t.send_end) + x.latency.compute + x.w * c.units as f64;
+            assert_close(t.compute_end, free, 1e-9, what);
+        }
+    }
+}
+
+#[test]
+fn plans_behind_a_shared_uplink_respect_it_and_never_beat_its_bound() {
+    for seed in 0..60u64 {
+        let mut r = rng(6_000 + seed);
+        let platform = seeded_platform(&mut r, seed, 8);
+        let u = random_uplink(&mut r, &platform, seed % 2 == 0);
+        let load = r.random_range(10..400);
+        let bound = bound::steady_state_uplink(&platform, u).makespan_bound(load);
+        for strategy in [Strategy::Fifo, Strategy::Lifo, Strategy::Rounds, Strategy::Best] {
+            let req = Request {
+                ports: Ports::Shared(u),
+                ..Request::new(load, strategy)
+            };
+            let what = format!("seed {seed}, {strategy}, {u:?}");
+            let pl = plan(&platform, &req).expect("plans");
+            assert_eq!(pl.loads.iter().sum::<u64>(), load, "{what}");
+            check_shared(&platform, &pl.sequence, u, &what);
+            assert!(
+                pl.makespan() >= bound * (1.0 - 1e-9),
+                "{what}: {} below the bound {bound}",
+                pl.makespan()
+            );
+            // Refilled from scratch, the sequence gives the same times.
+            let (times, m) = execute(&platform, &pl.sequence.chunks, &pl.sequence.ops, Ports::Shared(u));
+            if pl.sequence.fill_gaps {
+                assert_eq!(times, pl.sequence.times, "{what}");
+            }
+            assert!(m <= strict_makespan(&platform, &pl.sequence.chunks, &pl.sequence.ops, Ports::Shared(u)) + 1e-9);
+        }
+    }
+}
+
+/// An uplink slower than every link gives every transfer all of it: then
+/// the shared executor is the one-port executor (two-port, full duplex)
+/// on links as slow as the uplink.
+#[test]
+fn an_uplink_slower_than_every_link_is_one_port() {
+    for seed in 0..60u64 {
+        let mut r = rng(7_000 + seed);
+        let platform = seeded_platform(&mut r, seed, 7);
+        let wk = platform.workers();
+        let slowest = |f: fn(&dls_lp::Worker) -> f64| wk.iter().map(f).fold(0.0, f64::max);
+        let duplex = seed % 2 == 1;
+        let u = Uplink::new(slowest(|w| w.c) * 1.5, slowest(|w| w.d) * 1.5 + 1e-3, duplex).expect("valid");
+        let as_slow = dls_lp::Platform::new(
+            wk.iter()
+                .map(|w| dls_lp::Worker {
+                    c: u.send,
+                    d: u.ret,
+                    ..w.clone()
+                })
+                .collect(),
+        )
+        .expect("valid");
+        let classical = if duplex { Ports::Two } else { Ports::One };
+        let load = r.random_range(20..300);
+        let pl = plan(
+            &as_slow,
+            &Request {
+                ports: classical,
+                ..Request::new(load, Strategy::Rounds)
+            },
+        )
+        .expect("plans");
+        let (s, _) = execute(&platform, &pl.sequence.chunks, &pl.sequence.ops, Ports::Shared(u));
+        let (c, _) = execute(&as_slow, &pl.sequence.chunks, &pl.sequence.ops, classical);
+        for (a, b) in s.iter().zip(&c) {
+            for (x, y) in [
+                (a.send_start, b.send_start),
+                (a.send_end, b.send_end),
+                (a.compute_end, b.compute_end),
+                (a.return_start, b.return_start),
+                (a.return_end, b.return_end),
+            ] {
+                assert_close(x, y, 1e-9, &format!("seed {seed}"));
+            }
+        }
+    }
+}
+
+/// Many rounds behind a full-duplex uplink approach its bound, which one
+/// port could not: a send and a return cross at once, and slow links are
+/// served side by side.
+#[test]
+fn rounds_behind_an_uplink_approach_its_bound() {
+    let platform = dls_lp::Platform::new(vec![
+        dls_lp::Worker::new("a", 0.040, 0.10, 0.040),
+        dls_lp::Worker::new("b", 0.080, 0.12, 0.080),
+        dls_lp::Worker::new("c", 0.040, 0.30, 0.040),
+        dls_lp::Worker::new("d", 0.120, 0.08, 0.120),
+    ])
+    .expect("valid");
+    let u = Uplink::new(0.02, 0.02, true).expect("valid");
+    let load = 2000;
+    let bound = bound::steady_state_uplink(&platform, u).makespan_bound(load);
+    let one = bound::steady_state(&platform, Ports::One)
+        .expect("bound")
+        .makespan_bound(load);
+    let req = Request {
+        ports: Ports::Shared(u),
+        ..Request::new(load, Strategy::Rounds)
+    };
+    let r = plan(&platform, &req).expect("plans");
+    assert!(r.makespan() <= 1.06 * bound, "{} vs bound {bound}", r.makespan());
+    assert!(r.makespan() < 0.8 * one, "{} vs one-port bound {one}", r.makespan());
+}
+
+#[test]
+fn a_bad_uplink_is_refused_by_name() {
+    for (send, ret) in [
+        (0.0, 1.0),
+        (-1.0, 1.0),
+        (f64::NAN, 1.0),
+        (1.0, -0.1),
+        (1.0, f64::INFINITY),
+    ] {
+        let e = Uplink::new(send, ret, true).expect_err("refused").to_string();
+        assert!(e.contains("uplink"), "{e}");
     }
 }

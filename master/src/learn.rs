@@ -207,7 +207,7 @@ impl Model {
                 },
             })
             .collect();
-        Ok(Platform::new(workers)?)
+        Ok(Platform::new(workers)?.with_uplink(base.uplink()))
     }
 
     /// Let each worker be found by its name or by its address: a worker

@@ -186,7 +186,7 @@ async fn two_ports_overlap_sends_and_returns_but_never_two_of_a_kind() {
     let platform = common::alike(3, 1e-3, 5e-3, 5e-4);
     let batch = Batch::random(90, 32, 8);
     let cfg = RunConfig {
-        ports: dls_lp::Ports::Two,
+        ports: Some(dls_lp::Ports::Two),
         verify: 2,
         options: dls_master::session::RunOptions {
             max_chunk_bytes: 8 * 16 * 32 * 32,

@@ -245,7 +245,7 @@ def run(
     progress: bool = False,
     encrypt: bool = False,
     require_all: bool = False,
-    ports: int = 1,
+    ports: Optional[int] = None,
     rounding: str = "refined",
     straggler: Optional[float] = None,
     adapt: bool = True,
@@ -272,8 +272,9 @@ def run(
 
     The other options are those of ``dls run``: ``encrypt`` (every frame
     sealed; needs a token), ``require_all`` (fail unless every worker
-    answers and can be measured, instead of leaving it out), ``ports`` (1,
-    the one-port model, or 2), ``rounding`` ("refined" or "paper"),
+    answers and can be measured, instead of leaving it out), ``ports`` (None:
+    the model measured, the uplink the platform file records or else one
+    port; 1, the one-port model; or 2), ``rounding`` ("refined" or "paper"),
     ``straggler`` (give up on a worker this many times later than
     predicted), ``adapt`` (online correction of multi-round plans),
     ``chunk_mb`` (the largest message, in MiB), ``learn`` and ``model``
@@ -320,7 +321,9 @@ def matmul(a: Any, b: Any, **options: Any) -> np.ndarray:
 
 
 @_translated
-def plan(platform: Union[str, "os.PathLike[str]"], load: int, strategy: Strategy = "best", ports: int = 1) -> PlanSummary:
+def plan(
+    platform: Union[str, "os.PathLike[str]"], load: int, strategy: Strategy = "best", ports: Optional[int] = None
+) -> PlanSummary:
     """The plan for ``load`` products on the workers of a platform file:
     what ``dls plan --json`` prints, as a dict."""
     return json.loads(_native.plan(os.fspath(platform), load, strategy, ports))

@@ -255,11 +255,15 @@ fn strategy_of(s: &str) -> PyResult<dls_lp::Strategy> {
     s.parse().map_err(input)
 }
 
-fn ports_of(ports: u8) -> PyResult<dls_lp::Ports> {
+/// The port model asked for: `None` is the one measured.
+fn ports_of(ports: Option<u8>) -> PyResult<Option<dls_lp::Ports>> {
     match ports {
-        1 => Ok(dls_lp::Ports::One),
-        2 => Ok(dls_lp::Ports::Two),
-        _ => Err(input(format!("ports must be 1 or 2 (got {ports})"))),
+        None => Ok(None),
+        Some(1) => Ok(Some(dls_lp::Ports::One)),
+        Some(2) => Ok(Some(dls_lp::Ports::Two)),
+        Some(p) => Err(input(format!(
+            "ports must be 1, 2 or None (the model measured) (got {p})"
+        ))),
     }
 }
 
@@ -287,7 +291,7 @@ struct NativeRun {
 
 /// Run a batch of products: see `dls.run`.
 #[pyfunction]
-#[pyo3(signature = (a, b, *, workers=None, cluster=None, slurm=false, worker_port=7070, token_file=None, strategy="best", platform=None, verify=3, seed=0, progress=false, encrypt=false, require_all=false, ports=1, rounding="refined", straggler=None, adapt=true, chunk_mb=64, learn=false, model=None))]
+#[pyo3(signature = (a, b, *, workers=None, cluster=None, slurm=false, worker_port=7070, token_file=None, strategy="best", platform=None, verify=3, seed=0, progress=false, encrypt=false, require_all=false, ports=None, rounding="refined", straggler=None, adapt=true, chunk_mb=64, learn=false, model=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -305,7 +309,7 @@ fn run(
     progress: bool,
     encrypt: bool,
     require_all: bool,
-    ports: u8,
+    ports: Option<u8>,
     rounding: &str,
     straggler: Option<f64>,
     adapt: bool,
@@ -408,14 +412,10 @@ fn run(
 
 /// Plan `load` products on the platform file's workers: see `dls.plan`.
 #[pyfunction]
-#[pyo3(signature = (platform, load, strategy="best", ports=1))]
-fn plan(platform: PathBuf, load: u64, strategy: &str, ports: u8) -> PyResult<String> {
+#[pyo3(signature = (platform, load, strategy="best", ports=None))]
+fn plan(platform: PathBuf, load: u64, strategy: &str, ports: Option<u8>) -> PyResult<String> {
     let plat = PlatformFile::load(&platform).map_err(|e| input(chain(&e)))?;
-    let ports = match ports {
-        1 => dls_lp::Ports::One,
-        2 => dls_lp::Ports::Two,
-        p => return Err(input(format!("ports = {p}: 1 (one port) or 2"))),
-    };
+    let ports = ports_of(ports)?.unwrap_or_else(|| plat.measured_ports());
     let req = dls_lp::Request {
         ports,
         ..dls_lp::Request::new(load, strategy_of(strategy)?)

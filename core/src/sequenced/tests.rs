@@ -11,6 +11,31 @@ fn platform(p: usize) -> Platform {
 
 /// The one-round schedule of `loads` in FIFO order `order`, pieces of at
 /// most `max_piece` products.
+/// The next send, started on `port`.
+fn send(s: &mut Sequenced, port: &mut Port) -> Option<Chunk> {
+    let c = s.next_send(port)?;
+    port.start(c.worker, c.id, true, c.len);
+    Some(c)
+}
+
+/// The next return granted, started on `port`.
+fn ret(s: &mut Sequenced, port: &mut Port) -> Option<(usize, ChunkId)> {
+    let (w, id, len) = s.next_return(port)?;
+    port.start(w, id, false, len);
+    Some((w, id))
+}
+
+/// An event for the schedule; a transfer it ends leaves `port`.
+fn ev(s: &mut Sequenced, port: &mut Port, e: Event) -> Result<(), Unexpected> {
+    s.on_event(e)?;
+    match e {
+        Event::Received { worker, chunk } => port.end(worker, chunk, true),
+        Event::Results { worker, chunk } => port.end(worker, chunk, false),
+        Event::Ready { .. } => true,
+    };
+    Ok(())
+}
+
 fn one_round(ports: Ports, order: &[usize], loads: &[u64], max_piece: usize) -> Sequenced {
     let pl = platform(loads.len());
     let seq = Sequence::one_round(&pl, &Scenario::fifo(order.to_vec()), loads, ports);
@@ -34,9 +59,10 @@ fn pieces_cover_the_batch_once_in_send_order() {
 #[test]
 fn protocol_violations_are_refused() {
     let mut s = one_round(Ports::One, &[0, 1], &[2, 2], 10);
+    let mut port = Port::new(Ports::One, platform(3).workers());
     let (c0, c1) = (s.pieces()[0], s.pieces()[1]);
-    assert_eq!(s.next_send(), Some(c0));
-    assert_eq!(s.next_send(), None, "one send at a time");
+    assert_eq!(send(&mut s, &mut port), Some(c0));
+    assert_eq!(send(&mut s, &mut port), None, "one send at a time");
     // Ready before Received, Results before Grant, unknown chunks.
     assert!(s
         .on_event(Event::Ready {
@@ -60,7 +86,7 @@ fn protocol_violations_are_refused() {
         worker: 0,
         chunk: ChunkId(99),
     };
-    assert!(s.on_event(unknown).is_err());
+    assert!(ev(&mut s, &mut port, unknown).is_err());
     assert!(s
         .on_event(Event::Received {
             worker: 5,
@@ -68,53 +94,74 @@ fn protocol_violations_are_refused() {
         })
         .is_err());
     // The right one is accepted and the next send is worker 1's.
-    s.on_event(Event::Received {
-        worker: 0,
-        chunk: c0.id,
-    })
+    ev(
+        &mut s,
+        &mut port,
+        Event::Received {
+            worker: 0,
+            chunk: c0.id,
+        },
+    )
     .expect("ok");
-    assert_eq!(s.next_send(), Some(c1));
+    assert_eq!(send(&mut s, &mut port), Some(c1));
     // One round on one port: no return while a send is still to come.
-    s.on_event(Event::Ready {
-        worker: 0,
-        chunk: c0.id,
-    })
+    ev(
+        &mut s,
+        &mut port,
+        Event::Ready {
+            worker: 0,
+            chunk: c0.id,
+        },
+    )
     .expect("ok");
-    assert_eq!(s.next_return(), None);
-    s.on_event(Event::Received {
-        worker: 1,
-        chunk: c1.id,
-    })
+    assert_eq!(ret(&mut s, &mut port), None);
+    ev(
+        &mut s,
+        &mut port,
+        Event::Received {
+            worker: 1,
+            chunk: c1.id,
+        },
+    )
     .expect("ok");
-    assert_eq!(s.next_return(), Some((0, c0.id)));
+    assert_eq!(ret(&mut s, &mut port), Some((0, c0.id)));
 }
 
 #[test]
 fn pieces_return_in_order_each_once_computed() {
     let mut s = one_round(Ports::Two, &[0], &[3], 1);
+    let mut port = Port::new(Ports::Two, platform(3).workers());
     let ids: Vec<ChunkId> = s.pieces().iter().map(|c| c.id).collect();
     for &id in &ids {
-        assert_eq!(s.next_send().map(|c| c.id), Some(id));
-        s.on_event(Event::Received { worker: 0, chunk: id }).expect("ok");
+        assert_eq!(send(&mut s, &mut port).map(|c| c.id), Some(id));
+        ev(&mut s, &mut port, Event::Received { worker: 0, chunk: id }).expect("ok");
     }
-    s.on_event(Event::Ready {
-        worker: 0,
-        chunk: ids[1],
-    })
+    ev(
+        &mut s,
+        &mut port,
+        Event::Ready {
+            worker: 0,
+            chunk: ids[1],
+        },
+    )
     .expect("ok");
-    assert_eq!(s.next_return(), None, "the first piece goes first");
-    s.on_event(Event::Ready {
-        worker: 0,
-        chunk: ids[0],
-    })
+    assert_eq!(ret(&mut s, &mut port), None, "the first piece goes first");
+    ev(
+        &mut s,
+        &mut port,
+        Event::Ready {
+            worker: 0,
+            chunk: ids[0],
+        },
+    )
     .expect("ok");
     for (k, &id) in ids.iter().enumerate() {
         if k == 2 {
-            assert_eq!(s.next_return(), None, "the last piece is not computed");
-            s.on_event(Event::Ready { worker: 0, chunk: id }).expect("ok");
+            assert_eq!(ret(&mut s, &mut port), None, "the last piece is not computed");
+            ev(&mut s, &mut port, Event::Ready { worker: 0, chunk: id }).expect("ok");
         }
-        assert_eq!(s.next_return(), Some((0, id)));
-        s.on_event(Event::Results { worker: 0, chunk: id }).expect("ok");
+        assert_eq!(ret(&mut s, &mut port), Some((0, id)));
+        ev(&mut s, &mut port, Event::Results { worker: 0, chunk: id }).expect("ok");
     }
     assert!(s.done());
 }
@@ -122,23 +169,28 @@ fn pieces_return_in_order_each_once_computed() {
 #[test]
 fn a_lost_worker_hands_back_exactly_its_unreturned_chunks() {
     let mut s = one_round(Ports::One, &[0, 1], &[2, 3], 1);
+    let mut port = Port::new(Ports::One, platform(3).workers());
     let all: Vec<Chunk> = s.pieces().to_vec();
     // Worker 0 gets both its pieces and returns the first; worker 1 is lost
     // before anything of it is sent.
     let w0: Vec<ChunkId> = all[..2].iter().map(|c| c.id).collect();
     for &id in &w0 {
-        s.next_send();
-        s.on_event(Event::Received { worker: 0, chunk: id }).expect("ok");
+        send(&mut s, &mut port);
+        ev(&mut s, &mut port, Event::Received { worker: 0, chunk: id }).expect("ok");
     }
     assert_eq!(s.lose(1), all[2..].to_vec());
     for &id in &w0 {
-        s.on_event(Event::Ready { worker: 0, chunk: id }).expect("ok");
+        ev(&mut s, &mut port, Event::Ready { worker: 0, chunk: id }).expect("ok");
     }
-    assert_eq!(s.next_return(), Some((0, w0[0])));
-    s.on_event(Event::Results {
-        worker: 0,
-        chunk: w0[0],
-    })
+    assert_eq!(ret(&mut s, &mut port), Some((0, w0[0])));
+    ev(
+        &mut s,
+        &mut port,
+        Event::Results {
+            worker: 0,
+            chunk: w0[0],
+        },
+    )
     .expect("ok");
     assert_eq!(s.lose(0), vec![all[1]], "only the unreturned chunk");
     assert!(s.lose(0).is_empty(), "losing twice hands back nothing");

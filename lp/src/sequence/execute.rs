@@ -14,9 +14,11 @@
 
 use super::{ChunkTimes, PortOp, RoundChunk};
 use crate::platform::{Platform, Worker};
-use crate::schedule::Ports;
+use crate::schedule::{Ports, Transfer};
 use crate::tol::GAP_FIT;
 use std::collections::BTreeSet;
+
+mod shared;
 
 /// The earliest execution of `ops` (every chunk sent once, then returned
 /// once): one transfer at a time (two ports: one send and one return at a
@@ -50,25 +52,28 @@ pub fn strict_makespan(platform: &Platform, chunks: &[RoundChunk], ops: &[PortOp
 
 fn simulate<'a>(platform: &'a Platform, chunks: &'a [RoundChunk], ops: &[PortOp], ports: Ports, fill: bool) -> Sim<'a> {
     let mut sim = Sim {
+        ports,
         wk: platform.workers(),
         chunks,
         times: vec![ChunkTimes::default(); chunks.len()],
         busy_until: vec![0.0; platform.len()],
     };
-    match ports {
-        Ports::One => sim.lane(ops, fill),
-        Ports::Two => {
-            // Sends never wait (nothing on their port is ever blocked), so
-            // every compute end is known before the returns are placed.
-            let (sends, returns): (Vec<PortOp>, Vec<PortOp>) = ops.iter().partition(|op| matches!(op, PortOp::Send(_)));
-            sim.lane(&sends, fill);
-            sim.lane(&returns, fill);
-        }
+    let shared = matches!(ports, Ports::Shared(_));
+    if ports.one_lane() {
+        sim.either_lane(ops, fill, shared);
+    } else {
+        // Sends never wait for returns (they have a capacity of their
+        // own), so every compute end is known before the returns are
+        // placed.
+        let (sends, returns): (Vec<PortOp>, Vec<PortOp>) = ops.iter().partition(|op| matches!(op, PortOp::Send(_)));
+        sim.either_lane(&sends, fill, shared);
+        sim.either_lane(&returns, fill, shared);
     }
     sim
 }
 
 struct Sim<'a> {
+    ports: Ports,
     wk: &'a [Worker],
     chunks: &'a [RoundChunk],
     times: Vec<ChunkTimes>,
@@ -84,17 +89,25 @@ impl Sim<'_> {
         &self.wk[self.chunks[j].worker]
     }
 
+    /// What `op` costs the port: how long, and what share of it.
+    fn cost(&self, op: PortOp) -> Transfer {
+        let j = op.chunk();
+        let send = matches!(op, PortOp::Send(_));
+        self.ports.transfer(self.worker(j), send, self.chunks[j].units as f64)
+    }
+
     /// How long `op` holds the port.
     fn duration(&self, op: PortOp) -> f64 {
-        match op {
-            PortOp::Send(j) => {
-                let w = self.worker(j);
-                w.latency.send + w.c * self.chunks[j].units as f64
-            }
-            PortOp::Return(j) => {
-                let w = self.worker(j);
-                w.latency.ret + w.d * self.chunks[j].units as f64
-            }
+        self.cost(op).secs
+    }
+
+    /// One lane of transfers: behind a shared uplink, several at once
+    /// ([`shared`]); otherwise one at a time.
+    fn either_lane(&mut self, ops: &[PortOp], fill: bool, shared: bool) {
+        if shared {
+            self.shared_lane(ops, fill);
+        } else {
+            self.lane(ops, fill);
         }
     }
 

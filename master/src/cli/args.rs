@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use dls_lp::Strategy;
+use dls_lp::{Ports, Strategy};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -114,6 +114,31 @@ pub(crate) fn strategy_parser() -> impl clap::builder::TypedValueParser<Value = 
     clap::builder::PossibleValuesParser::new(Strategy::ALL.map(Strategy::name)).try_map(|s| s.parse::<Strategy>())
 }
 
+const PORTS_HELP: &str = "The master's port model: measured (the uplink the platform file records, from `dls calibrate`; one port when it records none), 1 (one transfer at a time: the report's model), 2 (one send and one return at once)";
+
+/// The port model asked for on the command line; `None`: the one
+/// measured.
+#[derive(Debug, Clone, Copy)]
+pub struct PortsChoice(pub Option<Ports>);
+
+impl PortsChoice {
+    /// The model to plan with on `platform`.
+    pub fn on(self, platform: &dls_lp::Platform) -> Ports {
+        self.0.unwrap_or_else(|| platform.measured_ports())
+    }
+}
+
+pub(crate) fn ports_parser() -> impl clap::builder::TypedValueParser<Value = PortsChoice> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(["measured", "1", "2"]).map(|s| {
+        PortsChoice(match s.as_str() {
+            "1" => Some(Ports::One),
+            "2" => Some(Ports::Two),
+            _ => None,
+        })
+    })
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum RoundingArg {
     Paper,
@@ -164,9 +189,8 @@ pub enum Command {
         /// fifo, lifo, inc-c, inc-w (one round, sends in that order), rounds (multi-round).
         #[arg(long, default_value = "best", value_parser = strategy_parser())]
         strategy: Strategy,
-        /// 1: the master takes part in one transfer at a time; 2: it may send and receive at once.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
-        ports: u8,
+        #[arg(long, default_value = "measured", value_parser = ports_parser(), help = PORTS_HELP)]
+        ports: PortsChoice,
         /// Whole-product rounding of the rational loads: paper (the report's) or refined (also moves single products).
         #[arg(long, value_enum, default_value = "refined")]
         rounding: RoundingArg,
@@ -341,9 +365,8 @@ pub struct RunArgs {
     /// fifo, lifo, inc-c, inc-w (one round, sends in that order), rounds (multi-round).
     #[arg(long, default_value = "best", value_parser = strategy_parser())]
     pub strategy: Strategy,
-    /// 1: the master takes part in one transfer at a time; 2: it may send and receive at once.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
-    pub ports: u8,
+    #[arg(long, default_value = "measured", value_parser = ports_parser(), help = PORTS_HELP)]
+    pub ports: PortsChoice,
     /// Whole-product rounding of the rational loads: paper (the report's) or refined (also moves single products).
     #[arg(long, value_enum, default_value = "refined")]
     pub rounding: RoundingArg,

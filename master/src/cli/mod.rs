@@ -13,7 +13,7 @@ use crate::config::platform_file::PlatformFile;
 use crate::output::plan_report::{self, PlanJson};
 use anyhow::{Context, Result};
 use args::{Cli, Command, RoundingArg};
-use dls_lp::{Ports, Request, Rounding};
+use dls_lp::{Request, Rounding};
 
 /// The `dls` binary: parse, start logging, run, report the error.
 pub fn main() -> std::process::ExitCode {
@@ -83,7 +83,7 @@ pub fn run(cli: Cli) -> Result<()> {
             let req = Request {
                 load,
                 strategy,
-                ports: if ports == 1 { Ports::One } else { Ports::Two },
+                ports: ports.on(&plat),
                 rounding: match rounding {
                     RoundingArg::Paper => Rounding::Paper,
                     RoundingArg::Refined => Rounding::Refined,

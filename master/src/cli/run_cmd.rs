@@ -14,7 +14,7 @@ use crate::runtime::batch::Batch;
 use crate::runtime::shell::RunOptions;
 use crate::session::{self, BatchRun, RunConfig};
 use anyhow::{bail, Result};
-use dls_lp::{Ports, Rounding};
+use dls_lp::Rounding;
 use dls_protocol::Form;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -67,7 +67,7 @@ fn run_config(args: &RunArgs) -> Result<RunConfig> {
     }
     Ok(RunConfig {
         strategy: args.strategy,
-        ports: if args.ports == 1 { Ports::One } else { Ports::Two },
+        ports: args.ports.0,
         rounding: match args.rounding {
             RoundingArg::Paper => Rounding::Paper,
             RoundingArg::Refined => Rounding::Refined,

@@ -15,6 +15,14 @@
 //! send_per_byte = 1.2e-9
 //! return_per_byte = 1.1e-9
 //! speed = [[64.0, 9.5e9], [256.0, 2.1e10]]   # [equivalent n, flop/s]
+//!
+//! # optional (`dls calibrate` writes it when the master's transfers share
+//! # one uplink): seconds of the uplink a unit takes each way, and whether
+//! # a send and a return cross it at once. Without it, one port.
+//! [uplink]
+//! send = 0.0008
+//! ret = 0.0004
+//! duplex = true
 //! ```
 
 use crate::config::scaling::Scaling;
@@ -82,6 +90,15 @@ fn is_zero(x: &f64) -> bool {
     *x == 0.0
 }
 
+/// The `[uplink]` table: what the master's shared uplink costs a unit.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct UplinkEntry {
+    pub send: f64,
+    pub ret: f64,
+    pub duplex: bool,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
 pub struct PlatformFile {
@@ -100,6 +117,8 @@ pub struct PlatformFile {
     pub shared_b: bool,
     #[serde(default)]
     pub worker: Vec<WorkerEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uplink: Option<UplinkEntry>,
 }
 
 impl PlatformFile {
@@ -224,7 +243,13 @@ impl PlatformFile {
         let note = format!(
             "{origin} was measured for products of {m}: costs rescaled to {form} (bytes by the links' rates, flops by each worker's speed at that size)"
         );
-        Ok((Platform::new(workers)?, Some(note)))
+        // The uplink carries bytes: its cost a unit follows their count.
+        let uplink = p.uplink().map(|u| dls_lp::Uplink {
+            send: u.send * form.in_bytes(1) as f64 / m.in_bytes(1) as f64,
+            ret: u.ret * form.out_bytes(1) as f64 / m.out_bytes(1) as f64,
+            duplex: u.duplex,
+        });
+        Ok((Platform::new(workers)?.with_uplink(uplink), Some(note)))
     }
 
     pub fn into_platform(self) -> Result<Platform> {
@@ -244,7 +269,11 @@ impl PlatformFile {
                 },
             })
             .collect();
-        Ok(Platform::new(workers)?)
+        let uplink = match self.uplink {
+            Some(u) => Some(dls_lp::Uplink::new(u.send, u.ret, u.duplex)?),
+            None => None,
+        };
+        Ok(Platform::new(workers)?.with_uplink(uplink))
     }
 
     pub fn from_platform(p: &Platform) -> Self {
@@ -270,6 +299,11 @@ impl PlatformFile {
                     speed: None,
                 })
                 .collect(),
+            uplink: p.uplink().map(|u| UplinkEntry {
+                send: u.send,
+                ret: u.ret,
+                duplex: u.duplex,
+            }),
         }
     }
 }
@@ -400,5 +434,43 @@ mod tests {
         let dup = "[[worker]]\nname = \"a\"\nc = 1\nw = 1\nd = 1\n";
         assert!(err(&format!("{dup}{dup}")).contains("used by another worker"));
         assert!(err("[[worker]]\nname = \"a\"\nc = 1\nw = 1\nd = 1\nmax_load = -3\n").contains("max_load"));
+    }
+
+    #[test]
+    fn the_uplink_is_kept_and_older_files_are_one_port() {
+        let one = "[[worker]]\nname = \"a\"\nc = 0.002\nw = 0.01\nd = 0.001\n";
+        let old = PlatformFile::parse(one, "p.toml").expect("valid");
+        assert_eq!((old.uplink(), old.measured_ports()), (None, dls_lp::Ports::One));
+        let text = format!("{one}\n[uplink]\nsend = 0.0005\nret = 0.00025\nduplex = true\n");
+        let p = PlatformFile::parse(&text, "p.toml").expect("valid");
+        let u = dls_lp::Uplink::new(0.0005, 0.00025, true).expect("valid");
+        assert_eq!(p.measured_ports(), dls_lp::Ports::Shared(u));
+        // Written back, read again: the same.
+        let back = toml::to_string(&PlatformFile::from_platform(&p)).expect("writes");
+        assert_eq!(PlatformFile::parse(&back, "q.toml").expect("reads"), p);
+        let bad = format!("{one}\n[uplink]\nsend = 0\nret = 1\nduplex = false\n");
+        assert!(err(&bad).contains("uplink send"), "{}", err(&bad));
+        let missing = format!("{one}\n[uplink]\nsend = 1\nret = 1\n");
+        assert!(err(&missing).contains("duplex"), "{}", err(&missing));
+    }
+
+    #[test]
+    fn the_uplink_follows_the_bytes_of_other_products() {
+        let dir = std::env::temp_dir().join(format!("dls-platform-uplink-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("p.toml");
+        let text = "shape = [64, 64, 64]\n\n[[worker]]\nname = \"a\"\nc = 0.002\nw = 0.01\nd = 0.001\n\
+                    send_per_byte = 1e-8\nreturn_per_byte = 1e-8\nspeed = [[64.0, 1e9]]\n\n\
+                    [uplink]\nsend = 0.001\nret = 0.0005\nduplex = true\n";
+        std::fs::write(&path, text).expect("write");
+        let (p, note) = PlatformFile::load_for(&path, &Form::square(128)).expect("rescaled");
+        assert!(note.is_some());
+        let u = p.uplink().expect("kept");
+        // Four times the bytes each way.
+        assert!(
+            (u.send - 0.004).abs() < 1e-12 && (u.ret - 0.002).abs() < 1e-12 && u.duplex,
+            "{u:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

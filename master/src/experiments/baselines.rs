@@ -60,6 +60,7 @@ pub async fn baselines_on(
     let p = platform.len();
     let order = dls_lp::plan::order_inc_c(&platform);
     let cfg = RunConfig {
+        ports: Some(platform.measured_ports()),
         verify: 1,
         rounding: dls_lp::Rounding::Paper,
         ..RunConfig::default()
@@ -73,14 +74,14 @@ pub async fn baselines_on(
         &platform,
         order.clone(),
         dls_lp::rounding::proportional(m, &vec![1.0; p]),
-        cfg.ports,
+        platform.measured_ports(),
     );
     let speeds_w: Vec<f64> = platform.workers().iter().map(|w| 1.0 / w.w).collect();
     let prop = dls_lp::baseline::with_loads(
         &platform,
         order,
         dls_lp::rounding::proportional(m, &speeds_w),
-        cfg.ports,
+        platform.measured_ports(),
     );
     // On demand: self-scheduling (about four chunks per worker), factoring
     // and weighted factoring (by computing speed) over every worker.
@@ -89,7 +90,7 @@ pub async fn baselines_on(
         &platform,
         dls_lp::plan::order_inc_c(&platform),
         dls_lp::rounding::proportional(m, &vec![1.0; p]),
-        cfg.ports,
+        platform.measured_ports(),
     );
     let mut rows: Vec<BaselineRow> = Vec::new();
     let on_demand = [Sizing::Fixed(chunk), Sizing::Factoring, Sizing::WeightedFactoring];

@@ -1,6 +1,6 @@
 //! How a plan is shown: the JSON document of `dls plan --json` and a table.
 
-use dls_lp::{Plan, Platform, Ports};
+use dls_lp::{Plan, Platform};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -8,6 +8,8 @@ use std::fmt::Write as _;
 pub struct PlanJson {
     pub strategy: String,
     pub ports: u8,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uplink: Option<crate::output::report::UplinkJson>,
     pub load: u64,
     pub optimal: bool,
     /// Makespan of the integer loads, seconds.
@@ -47,10 +49,8 @@ impl PlanJson {
         let names = |order: Vec<usize>| order.into_iter().map(|i| platform.workers()[i].name.clone()).collect();
         PlanJson {
             strategy: plan.strategy.name().into(),
-            ports: match plan.ports {
-                Ports::One => 1,
-                Ports::Two => 2,
-            },
+            ports: crate::output::report::port_fields(plan.ports).0,
+            uplink: crate::output::report::port_fields(plan.ports).1,
             load: plan.load,
             optimal: plan.optimal,
             makespan: plan.makespan(),
@@ -84,10 +84,9 @@ pub fn table(platform: &Platform, plan: &Plan) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "strategy {} ({} port{}), {} units, {}",
+        "strategy {} ({}), {} units, {}",
         plan.strategy,
-        if plan.ports == Ports::One { 1 } else { 2 },
-        if plan.ports == Ports::One { "" } else { "s" },
+        plan.ports.describe(),
         plan.load,
         if plan.optimal {
             "optimal for its class"

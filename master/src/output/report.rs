@@ -44,10 +44,37 @@ pub struct WorkerReport {
     pub return_secs: f64,
 }
 
+/// The uplink a plan was made for, in a report.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct UplinkJson {
+    /// Seconds of the uplink a unit takes, out and back.
+    pub send: f64,
+    pub ret: f64,
+    pub duplex: bool,
+}
+
+/// How a report says which port model a plan was made for: `ports` 1
+/// when sends and returns share the master's capacity, 2 when they have
+/// one each; `uplink` when transfers share an uplink, several at once.
+pub fn port_fields(ports: dls_lp::Ports) -> (u8, Option<UplinkJson>) {
+    let lanes = if ports.one_lane() { 1 } else { 2 };
+    let uplink = match ports {
+        dls_lp::Ports::Shared(u) => Some(UplinkJson {
+            send: u.send,
+            ret: u.ret,
+            duplex: u.duplex,
+        }),
+        _ => None,
+    };
+    (lanes, uplink)
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
     pub strategy: String,
     pub ports: u8,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uplink: Option<UplinkJson>,
     pub load: u64,
     /// The products: n (A's rows), their shape [n, k, m], type and whether
     /// one B was shared.
@@ -145,7 +172,8 @@ impl RunReport {
         };
         RunReport {
             strategy: plan.strategy.name().into(),
-            ports: if plan.ports == dls_lp::Ports::One { 1 } else { 2 },
+            ports: port_fields(plan.ports).0,
+            uplink: port_fields(plan.ports).1,
             load: plan.load,
             size: form.shape.n as usize,
             shape: [form.shape.n, form.shape.k, form.shape.m],
@@ -245,12 +273,18 @@ impl RunReport {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "{} products of {}, strategy {} ({} port{})",
+            "{} products of {}, strategy {} ({})",
             self.load,
             self.form(),
             self.strategy,
-            self.ports,
-            if self.ports == 1 { "" } else { "s" }
+            match self.uplink {
+                Some(u) => format!(
+                    "sharing a {} uplink",
+                    if u.duplex { "full-duplex" } else { "half-duplex" }
+                ),
+                None if self.ports == 1 => "1 port".to_string(),
+                None => format!("{} ports", self.ports),
+            }
         );
         if self.resumed > 0 {
             let _ = writeln!(

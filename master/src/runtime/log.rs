@@ -49,7 +49,7 @@ pub fn plan(platform: &Platform, plan: &Plan, bound: f64) {
     };
     info!(
         strategy = %plan.strategy,
-        ports = if plan.ports == dls_lp::Ports::One { 1 } else { 2 },
+        ports = %plan.ports.describe(),
         load = plan.load,
         rounds = plan.sequence.count,
         chunks = plan.sequence.chunks.len(),

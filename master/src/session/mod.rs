@@ -42,8 +42,10 @@ pub use crate::runtime::shell::{Outcome, RunOptions};
 #[derive(Debug, Clone, Copy)]
 pub struct RunConfig {
     pub strategy: Strategy,
-    /// The port model to plan for (the run follows the plan's).
-    pub ports: Ports,
+    /// The port model to plan for (the run follows the plan's); `None`:
+    /// the one measured ([`Platform::measured_ports`]: behind the uplink
+    /// the platform records, one port when it records none).
+    pub ports: Option<Ports>,
     pub rounding: Rounding,
     /// Products the master recomputes to check the results.
     pub verify: usize,
@@ -56,7 +58,7 @@ impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
             strategy: Strategy::Best,
-            ports: Ports::One,
+            ports: None,
             rounding: Rounding::Refined,
             verify: 3,
             seed: 0,
@@ -108,7 +110,7 @@ pub fn align(platform: &Platform, links: &[Link], form: &Form) -> Result<Platfor
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Platform::new(workers)?)
+    Ok(Platform::new(workers)?.with_uplink(platform.uplink()))
 }
 
 /// Plan `batch` on `platform` with `cfg`, run it, verify it; C comes
@@ -159,7 +161,7 @@ fn plan_for(pool: &Pool, platform: &Platform, batch: &Batch, cfg: &RunConfig) ->
     let req = Request {
         load: batch.count as u64,
         strategy: cfg.strategy,
-        ports: cfg.ports,
+        ports: cfg.ports.unwrap_or_else(|| platform.measured_ports()),
         rounding: cfg.rounding,
     };
     let plan = dls_lp::plan(&platform, &req).map_err(|e| anyhow!("planning {} products: {e}", batch.count))?;

@@ -352,3 +352,4 @@ fn a_stall_fails_the_batch() {
 
 mod on_demand;
 mod rounds;
+mod shared;

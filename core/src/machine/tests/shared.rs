@@ -1,0 +1,117 @@
+//! Behind a shared uplink: the machine runs every plan exactly as the
+//! planner predicts, never puts more on the uplink than its capacity, and
+//! finishes whatever is lost.
+
+use super::*;
+use dls_lp::Uplink;
+
+/// The share of the uplink a transfer takes, recomputed from the model's
+/// definition: the uplink's cost a unit over the transfer's (the slower of
+/// the link and the uplink).
+fn share(u: Uplink, w: &Worker, send: bool) -> f64 {
+    let (link, up) = if send { (w.c, u.send) } else { (w.d, u.ret) };
+    let per = link.max(up);
+    if per > 0.0 {
+        up / per
+    } else {
+        0.0
+    }
+}
+
+/// At no instant do the transfers on a direction of the uplink (both
+/// directions at once when it is half duplex) hold more than all of it,
+/// nor does a worker's link carry two transfers one way.
+fn check_capacity(platform: &Platform, u: Uplink, transfers: &[(f64, f64, bool, usize)], what: &str) {
+    let wk = platform.workers();
+    let lanes: Vec<Vec<bool>> = if u.duplex {
+        vec![vec![true], vec![false]]
+    } else {
+        vec![vec![true, false]]
+    };
+    for kinds in lanes {
+        let mine: Vec<_> = transfers.iter().filter(|t| kinds.contains(&t.2)).collect();
+        let mut ev: Vec<(f64, f64)> = Vec::new();
+        for t in &mine {
+            let s = share(u, &wk[t.3], t.2);
+            ev.push((t.0, s));
+            ev.push((t.1, -s));
+        }
+        ev.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        let mut used = 0.0;
+        for (at, d) in ev {
+            used += d;
+            assert!(used <= 1.0 + 1e-6, "{what}: {used:.3} of the uplink at {at}");
+        }
+        for w in 0..wk.len() {
+            let mut own: Vec<_> = mine.iter().filter(|t| t.3 == w).collect();
+            own.sort_by(|a, b| a.0.total_cmp(&b.0));
+            for pair in own.windows(2) {
+                assert!(
+                    pair[1].0 >= pair[0].1 - 1e-9,
+                    "{what}: worker {w}'s link carries two at once"
+                );
+            }
+        }
+    }
+}
+
+fn uplinks() -> [Uplink; 3] {
+    [
+        // Faster than every link: several transfers at once.
+        Uplink::new(0.004, 0.002, true).expect("valid"),
+        // As fast as the fastest link, one direction for both ways.
+        Uplink::new(0.010, 0.005, false).expect("valid"),
+        // Slower than some links.
+        Uplink::new(0.015, 0.008, true).expect("valid"),
+    ]
+}
+
+#[test]
+fn every_plan_runs_as_predicted_within_the_uplink() {
+    let p = platform();
+    let mut concurrent = false;
+    for u in uplinks() {
+        for strategy in [Strategy::Rounds, Strategy::Best, Strategy::Fifo, Strategy::Lifo] {
+            for load in [5u64, 300, 2000] {
+                let req = Request {
+                    ports: Ports::Shared(u),
+                    ..Request::new(load, strategy)
+                };
+                let what = format!("{u:?} {strategy} M={load}");
+                let pl = plan(&p, &req).expect("plans");
+                let run = simulate(&p, p.workers(), &pl, cfg(), &[]);
+                check_stored_once(&run, &what);
+                let want = pl.makespan();
+                assert!(
+                    (run.end - want).abs() <= 1e-9 * want,
+                    "{what}: ran {} vs {want}",
+                    run.end
+                );
+                check_capacity(&p, u, &run.transfers, &what);
+                let sends: Vec<_> = run.transfers.iter().filter(|t| t.2).collect();
+                concurrent |= sends
+                    .iter()
+                    .any(|a| sends.iter().any(|b| a.3 != b.3 && b.0 > a.0 && b.0 < a.1 - 1e-9));
+            }
+        }
+    }
+    assert!(concurrent, "some sends crossed the uplink at once");
+}
+
+#[test]
+fn a_worker_lost_behind_an_uplink_has_its_products_redone_once() {
+    let p = platform();
+    for u in uplinks() {
+        let req = Request {
+            ports: Ports::Shared(u),
+            ..Request::new(600, Strategy::Rounds)
+        };
+        let pl = plan(&p, &req).expect("plans");
+        for stage in [Stage::Sending, Stage::Computing, Stage::AwaitingGrant, Stage::Returning] {
+            let what = format!("{u:?} killed {stage:?}");
+            let run = simulate(&p, p.workers(), &pl, cfg(), &[kill(1, stage, 1)]);
+            check_stored_once(&run, &what);
+            check_capacity(&p, u, &run.transfers, &what);
+        }
+    }
+}
