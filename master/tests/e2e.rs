@@ -115,6 +115,7 @@ async fn calibration_probes_stop_growing_past_the_time_budget() {
     let mut opts = CalibrateOptions {
         reps: 1,
         max_probe_bytes: 16 * 16 * 16 * 8, // 8 units of 16×16
+        max_probe_seconds: 2.0,
         ..CalibrateOptions::new(16)
     };
     let full = session::calibrate(pool.links_mut(), &opts).await.expect("calibrates");
@@ -152,7 +153,10 @@ async fn learning_from_runs_shrinks_the_prediction_error() {
     for strategy in [Strategy::Fifo, Strategy::Best] {
         let mut model = Model::new(&dls_protocol::Form::square(n as u32));
         let mut errors = Vec::new();
-        for k in 0..4u64 {
+        // Five batches: a worker the first plan leaves out keeps the
+        // guess's costs until a plan enrols it, so the second batch may
+        // be predicted worse than the first before the model covers all.
+        for k in 0..5u64 {
             let platform = if k == 0 {
                 guess.clone()
             } else {
@@ -169,10 +173,10 @@ async fn learning_from_runs_shrinks_the_prediction_error() {
             errors.push((report.ratio - 1.0).abs());
             model.observe(&report).expect("observes");
         }
-        assert_eq!(model.batches, 4);
+        assert_eq!(model.batches, 5);
         assert!(errors[0] > 1.0, "{strategy}: the guess should be far off: {errors:?}");
         assert!(
-            errors[3] < 0.25 && errors[3] < errors[0] / 4.0,
+            errors[4] < 0.25 && errors[4] < errors[0] / 4.0,
             "{strategy}: learning did not help: {errors:?}"
         );
     }
@@ -271,6 +275,8 @@ async fn idle_workers_stay_with_the_master_while_a_slow_one_is_measured() {
     let mut pool = common::connect(&w).await;
     let opts = CalibrateOptions {
         keep_alive: Duration::from_millis(250),
+        // Probes up to two seconds: the slow link keeps the master busy.
+        max_probe_seconds: 2.0,
         ..CalibrateOptions::new(32)
     };
     let t0 = std::time::Instant::now();

@@ -10,7 +10,7 @@
 //! others ran a batch than alone, and plans made from quiet measurements
 //! finished 10–15% after their prediction.
 
-use super::{answer, median, unit_values, CalibrateOptions, Scatter};
+use super::{agree, answer, median, unit_values, CalibrateOptions, Scatter};
 use crate::runtime::link::{self, Link};
 use anyhow::{bail, Result};
 use dls_protocol::{DType, FromWorker, ToWorker, Values};
@@ -79,7 +79,10 @@ async fn probe(
     let mut scatter = Scatter::default();
     for k in sizes {
         let mut took = Vec::new();
-        for _ in 0..opts.reps.max(1) {
+        for rep in 0..opts.reps.max(1) {
+            if rep == 2 && agree(&took) {
+                break;
+            }
             link.conn
                 .send(&ToWorker::ComputeProbe {
                     form: opts.form,

@@ -55,13 +55,17 @@ pub struct CalibrateOptions {
     pub form: Form,
     /// Largest probe, in bytes sent.
     pub max_probe_bytes: u64,
-    /// Repetitions per size (the median is kept).
+    /// Repetitions per size (the median is kept); from three, a size
+    /// whose first two agree within [`AGREE`] is not repeated further.
     pub reps: usize,
     /// Longest wait for any one answer.
     pub timeout: Duration,
     /// Probes stop growing once one size took this many seconds (send and
-    /// return together, or computing), after at least three sizes: slow
-    /// workers are measured in seconds, not minutes.
+    /// return together, or computing), after at least three sizes: long
+    /// enough that timer and scheduling noise (a fraction of a
+    /// millisecond) is small beside it, and slow workers are measured in
+    /// seconds, not minutes. A line through three sizes or more gives the
+    /// cost a unit; larger probes only confirm it.
     pub max_probe_seconds: f64,
     /// Idle workers hear from the master at least this often while another
     /// is measured (well within the workers' idle timeout).
@@ -86,10 +90,18 @@ impl CalibrateOptions {
             max_probe_bytes: 32 << 20,
             reps: 3,
             timeout: Duration::from_secs(60),
-            max_probe_seconds: 2.0,
+            max_probe_seconds: 0.01,
             keep_alive: Duration::from_secs(5),
         }
     }
+}
+
+/// Two repeated probes agree when they differ by at most this fraction.
+pub const AGREE: f64 = 0.10;
+
+/// Whether two repeated probes agree (see [`AGREE`]).
+pub(super) fn agree(v: &[f64]) -> bool {
+    v.len() == 2 && (v[0] - v[1]).abs() <= AGREE * v[0].max(v[1])
 }
 
 /// The smallest positive cost the planner is given, where a fit says zero
@@ -192,7 +204,10 @@ async fn probe_link(link: &mut Link, opts: &CalibrateOptions) -> Result<LinkProb
     let (mut send_scatter, mut return_scatter) = (Scatter::default(), Scatter::default());
     for &k in &sizes {
         let (mut s, mut r) = (Vec::new(), Vec::new());
-        for _ in 0..opts.reps.max(1) {
+        for rep in 0..opts.reps.max(1) {
+            if rep == 2 && agree(&s) && agree(&r) {
+                break;
+            }
             let len = unit_in * k;
             let t0 = Instant::now();
             link.conn
