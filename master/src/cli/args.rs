@@ -114,7 +114,7 @@ pub(crate) fn strategy_parser() -> impl clap::builder::TypedValueParser<Value = 
     clap::builder::PossibleValuesParser::new(Strategy::ALL.map(Strategy::name)).try_map(|s| s.parse::<Strategy>())
 }
 
-const PORTS_HELP: &str = "The master's port model: measured (the uplink the platform file records, from `dls calibrate`; one port when it records none), 1 (one transfer at a time: the report's model), 2 (one send and one return at once)";
+const PORTS_HELP: &str = "The master's port model: measured (the uplink the platform file records in [uplink]; one port when it records none), 1 (one transfer at a time: the report's model), 2 (one send and one return at once)";
 
 /// The port model asked for on the command line; `None`: the one
 /// measured.
@@ -163,9 +163,10 @@ pub struct Workers {
     /// File holding the shared token (else the DLS_TOKEN environment variable).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
-    /// Encrypt and authenticate every frame (ChaCha20-Poly1305, keys from
-    /// the token and the handshake); needs a token. Costs throughput: see
-    /// the README.
+    /// Encrypt and authenticate every frame (AES-256-GCM where both ends
+    /// have AES instructions, ChaCha20-Poly1305 otherwise; keys from the
+    /// token and the handshake); needs a token. Costs throughput: see the
+    /// README.
     #[arg(long)]
     pub encrypt: bool,
 }
