@@ -326,11 +326,14 @@ impl BatchMachine {
             &self.platform.workers()[worker],
             self.platform.workers()[worker].latency,
         );
+        // What a transfer should take: the port model's one cost rule.
+        let ports = self.port.ports();
+        let transfer = |send: bool| ports.transfer(wk, send, len).secs;
         match input {
             Input::Received(_) => {
                 self.port.end(worker, chunk, true);
                 let took = self.rec.end(worker, chunk, true, now);
-                let predicted = lat.send + wk.c * len;
+                let predicted = transfer(true);
                 self.observed
                     .see(worker, Phase::Send, took.unwrap_or(f64::NAN), predicted);
                 self.maybe_adapt(k, chunk, now);
@@ -343,7 +346,7 @@ impl BatchMachine {
             Input::Results(_) => {
                 self.port.end(worker, chunk, false);
                 let took = self.rec.end(worker, chunk, false, now);
-                let predicted = lat.ret + wk.d * len;
+                let predicted = transfer(false);
                 self.observed
                     .see(worker, Phase::Return, took.unwrap_or(f64::NAN), predicted);
                 out.push(self.store(worker, chunk));
