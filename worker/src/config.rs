@@ -4,7 +4,7 @@
 //! session (`session.rs`); neither imports the other for them.
 
 use crate::kernel;
-use crate::throttle::Throttled;
+use crate::throttle::{SharedUplink, Throttled};
 use dls_protocol::{Capabilities, Connection, Form, FromWorker, ToWorker, Token};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -37,6 +37,9 @@ pub struct Config {
     pub speed_change: Option<SpeedChange>,
     /// Emulation: bytes per second each way on this worker's connection.
     pub link_rate: Option<f64>,
+    /// Emulation: an uplink this worker's connection shares with the other
+    /// daemons of this process (see [`SharedUplink`]).
+    pub uplink: Option<SharedUplink>,
     /// Compute only on the kernel's own threads (`Kernel::isolated`).
     pub isolate_compute: bool,
     /// Emulation: compute every product this many times (1 = off). Unlike
@@ -70,6 +73,7 @@ impl Config {
             slowdown: 1.0,
             speed_change: None,
             link_rate: None,
+            uplink: None,
             work_factor: 1,
             isolate_compute: false,
             handshake_timeout: Duration::from_secs(5),
@@ -88,6 +92,7 @@ impl Config {
             kernel: kernel::KERNEL.into(),
             emulated: self.slowdown != 1.0
                 || self.link_rate.is_some()
+                || self.uplink.is_some()
                 || self.work_factor != 1
                 || self.speed_change.is_some(),
             ciphers: dls_protocol::seal::fast_ciphers(),

@@ -208,7 +208,7 @@ async fn handle(c: Conn, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
     } = c;
     let _ = stream.set_nodelay(true);
     dls_common::keepalive(&stream);
-    let mut conn: WorkerConn = Connection::new(Throttled::new(stream, cfg.link_rate));
+    let mut conn: WorkerConn = Connection::new(Throttled::new(stream, cfg.link_rate).behind(cfg.uplink.clone()));
     let caps = cfg.capabilities();
     // The session slot is taken only once the master is authenticated.
     let mut busy = None;

@@ -24,6 +24,7 @@ mod timer;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use std::time::Instant;
@@ -59,19 +60,27 @@ impl Pace {
         self.pos < self.held.len()
     }
 
-    /// Hold the slice now in `held`; true if it may be released at once.
-    fn hold(&mut self, rate: f64) -> bool {
+    /// Hold the slice now in `held`, paid for on this link at `rate` (if
+    /// any) and on a shared uplink (if any); true if it may be released at
+    /// once.
+    fn hold(&mut self, rate: Option<f64>, uplink: Option<&SharedPace>) -> bool {
         let now = Instant::now();
-        let streaming = self
-            .released
-            .is_some_and(|r| now.saturating_duration_since(r) <= STREAM_GAP);
-        let start = match self.next_free {
-            Some(t) if streaming => t,
-            Some(t) => t.max(now),
-            None => now,
-        };
-        let due = start + Duration::from_secs_f64(self.held.len() as f64 / rate);
-        self.next_free = Some(due);
+        let mut due = now;
+        if let Some(rate) = rate {
+            let streaming = self
+                .released
+                .is_some_and(|r| now.saturating_duration_since(r) <= STREAM_GAP);
+            let start = match self.next_free {
+                Some(t) if streaming => t,
+                Some(t) => t.max(now),
+                None => now,
+            };
+            due = start + Duration::from_secs_f64(self.held.len() as f64 / rate);
+            self.next_free = Some(due);
+        }
+        if let Some(up) = uplink {
+            due = due.max(up.reserve(self.held.len(), now));
+        }
         self.pos = 0;
         if due > now + EARLY {
             self.sleep = Some(Box::pin(timer::sleep_until(due)));
@@ -92,10 +101,72 @@ impl Pace {
     }
 }
 
-/// A stream, optionally throttled to `rate` bytes per second each way.
+/// The capacity of one direction of an emulated uplink, shared by every
+/// link that uses it: slices reserve its time one after the other, so that
+/// links carrying bytes at once share its rate (64 KiB slices interleave
+/// finely enough to share it evenly).
+#[derive(Debug)]
+pub struct SharedPace {
+    rate: f64,
+    next_free: Mutex<Option<Instant>>,
+}
+
+impl SharedPace {
+    /// When a slice of `bytes` taken at `now` has crossed the uplink: after
+    /// the slices reserved before it. A stream that continues within
+    /// [`STREAM_GAP`] of the uplink's last slice starts when that one was
+    /// due, as on a link.
+    fn reserve(&self, bytes: usize, now: Instant) -> Instant {
+        let mut next = self.next_free.lock().unwrap_or_else(|e| e.into_inner());
+        let start = match *next {
+            Some(t) if t + STREAM_GAP >= now => t,
+            _ => now,
+        };
+        let due = start + Duration::from_secs_f64(bytes as f64 / self.rate);
+        *next = Some(due);
+        due
+    }
+}
+
+/// Emulation: the master's uplink in front of several workers of one
+/// process (`dls demo`, the experiments, tests), as behind a switch: what
+/// the master sends to any of them crosses `to_workers`, what they return
+/// crosses `from_workers`; one capacity for both when it is half duplex
+/// (one port's worth of bandwidth), one each way when full duplex.
+#[derive(Debug, Clone)]
+pub struct SharedUplink {
+    pub to_workers: Arc<SharedPace>,
+    pub from_workers: Arc<SharedPace>,
+}
+
+impl SharedUplink {
+    /// An uplink of `rate` bytes per second (each way, if `duplex`);
+    /// `None` unless the rate is positive and finite.
+    pub fn new(rate: f64, duplex: bool) -> Option<SharedUplink> {
+        if !(rate.is_finite() && rate > 0.0) {
+            return None;
+        }
+        let pace = || {
+            Arc::new(SharedPace {
+                rate,
+                next_free: Mutex::new(None),
+            })
+        };
+        let to_workers = pace();
+        let from_workers = if duplex { pace() } else { to_workers.clone() };
+        Some(SharedUplink {
+            to_workers,
+            from_workers,
+        })
+    }
+}
+
+/// A stream, optionally throttled to `rate` bytes per second each way, and
+/// behind an emulated uplink shared with other streams.
 pub struct Throttled<S> {
     inner: S,
     rate: Option<f64>,
+    uplink: Option<SharedUplink>,
     read: Pace,
     write: Pace,
 }
@@ -106,18 +177,30 @@ impl<S> Throttled<S> {
         Throttled {
             inner,
             rate: rate.filter(|r| r.is_finite() && *r > 0.0),
+            uplink: None,
             read: Pace::default(),
             write: Pace::default(),
         }
+    }
+
+    /// The worker's end of a link behind `uplink`: what it reads was sent
+    /// by the master across the uplink, what it writes returns across it.
+    pub fn behind(mut self, uplink: Option<SharedUplink>) -> Self {
+        self.uplink = uplink;
+        self
+    }
+
+    fn paced(&self) -> bool {
+        self.rate.is_some() || self.uplink.is_some()
     }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Throttled<S> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        let Some(rate) = this.rate else {
+        if !this.paced() {
             return Pin::new(&mut this.inner).poll_read(cx, buf);
-        };
+        }
         if !this.read.has_held() {
             let pace = &mut this.read;
             pace.held.resize(SLICE, 0);
@@ -130,7 +213,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Throttled<S> {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(()) if n == 0 => return Poll::Ready(Ok(())),
                 Poll::Ready(()) => {
-                    pace.hold(rate);
+                    pace.hold(this.rate, this.uplink.as_ref().map(|u| &*u.to_workers));
                 }
             }
         }
@@ -162,9 +245,9 @@ impl<S: AsyncWrite + Unpin> Throttled<S> {
 impl<S: AsyncWrite + Unpin> AsyncWrite for Throttled<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        let Some(rate) = this.rate else {
+        if !this.paced() {
             return Pin::new(&mut this.inner).poll_write(cx, data);
-        };
+        }
         ready!(this.drain(cx))?;
         if data.is_empty() {
             return Poll::Ready(Ok(0));
@@ -172,7 +255,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Throttled<S> {
         let n = data.len().min(SLICE);
         this.write.held.clear();
         this.write.held.extend_from_slice(&data[..n]);
-        if this.write.hold(rate) {
+        if (this.write).hold(this.rate, this.uplink.as_ref().map(|u| &*u.from_workers)) {
             // Due now: try to pass it on; what the socket refuses stays
             // held for the next write or flush.
             if let Poll::Ready(Err(e)) = this.drain(cx) {
@@ -189,7 +272,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Throttled<S> {
     ) -> Poll<io::Result<usize>> {
         // Unthrottled, keep the socket's vectored write (header and payload
         // in one segment); throttled, slices are paced one by one anyway.
-        if self.rate.is_none() {
+        if !self.paced() {
             return Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
         }
         let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| &b[..]);
@@ -197,7 +280,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Throttled<S> {
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.rate.is_none() && self.inner.is_write_vectored()
+        !self.paced() && self.inner.is_write_vectored()
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -276,6 +359,52 @@ mod tests {
                 assert!(t <= least + 0.02, "{w_rate:?}/{r_rate:?}: {n} bytes in {t} s");
             }
         }
+    }
+
+    /// Seconds until two streams behind `uplink`, each 1 MB, have crossed:
+    /// both sent by the master (`both_sent`), or one sent and one returned.
+    async fn two_streams(uplink: Option<SharedUplink>, both_sent: bool) -> f64 {
+        let n = 1_000_000;
+        let data = vec![7u8; n];
+        let (a1, b1) = tokio::io::duplex(4 << 20);
+        let (a2, b2) = tokio::io::duplex(4 << 20);
+        // The worker's end is the throttled one: it reads what the master
+        // sends, writes what returns.
+        let mut w1 = Throttled::new(b1, None).behind(uplink.clone());
+        let mut w2 = Throttled::new(b2, None).behind(uplink);
+        let (mut m1, mut m2) = (a1, a2);
+        async fn cross<A: AsyncWrite + Unpin, B: AsyncRead + Unpin>(w: &mut A, r: &mut B, data: &[u8]) {
+            let mut got = vec![0u8; data.len()];
+            let writer = async {
+                w.write_all(data).await.expect("writes");
+                w.flush().await.expect("flushes");
+            };
+            let ((), read) = tokio::join!(writer, r.read_exact(&mut got));
+            read.expect("reads");
+        }
+        let t0 = Instant::now();
+        if both_sent {
+            tokio::join!(cross(&mut m1, &mut w1, &data), cross(&mut m2, &mut w2, &data));
+        } else {
+            tokio::join!(cross(&mut m1, &mut w1, &data), cross(&mut w2, &mut m2, &data));
+        }
+        t0.elapsed().as_secs_f64()
+    }
+
+    #[tokio::test]
+    async fn an_uplink_is_shared_by_the_links_behind_it() {
+        // 20 MB/s: 1 MB alone takes 0.05 s; two at once share the rate.
+        let full = SharedUplink::new(2e7, true);
+        let half = SharedUplink::new(2e7, false);
+        let shared_sends = two_streams(full.clone(), true).await;
+        assert!((0.1..=0.1 * (1.0 + SLACK)).contains(&shared_sends), "{shared_sends}");
+        // Full duplex: a send and a return do not wait for each other.
+        let duplex = two_streams(full, false).await;
+        assert!((0.05..=0.05 * (1.0 + SLACK)).contains(&duplex), "{duplex}");
+        // Half duplex: they share one capacity.
+        let one_way = two_streams(half, false).await;
+        assert!((0.1..=0.1 * (1.0 + SLACK)).contains(&one_way), "{one_way}");
+        assert!(SharedUplink::new(0.0, true).is_none() && SharedUplink::new(f64::NAN, false).is_none());
     }
 
     #[tokio::test(start_paused = true)]

@@ -75,6 +75,13 @@ pub fn calibrate(
                 eprintln!("warning: {}: {warn}", w.name);
             }
         }
+        match &cal.ports {
+            Some(p) => eprintln!(
+                "ports: {} (overlap of a send and a return {:.2}; {} transfers at once: {:.2}x the fastest link out, {:.2}x back)",
+                p.model, p.overlap, p.group, p.send_gain, p.return_gain
+            ),
+            None => eprintln!("ports: one port (not measured: it takes two workers)"),
+        }
         eprintln!("wrote {}", output.display());
         if json {
             println!("{}", serde_json::to_string_pretty(&cal)?);

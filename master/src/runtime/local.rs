@@ -17,6 +17,15 @@ pub struct Emulated {
     pub speed_change: Option<dls_worker::server::SpeedChange>,
 }
 
+/// The master's uplink in front of every emulated worker, as behind a
+/// switch: its rate in MB/s (each way when full duplex, both ways together
+/// when not).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EmulatedUplink {
+    pub rate: f64,
+    pub duplex: bool,
+}
+
 /// Running daemons; `stop` ends them.
 pub struct LocalWorkers {
     pub cluster: Cluster,
@@ -52,6 +61,23 @@ pub fn measured_reference(size: usize) -> Result<(Arc<Reference>, f64)> {
 /// one-product times (one measurement for all, so the emulated speeds keep
 /// their ratios; a caller that measured it too knows the scale exactly).
 pub async fn start_sharing(specs: &[Emulated], reference: Arc<Reference>) -> Result<LocalWorkers> {
+    start_behind(specs, reference, None).await
+}
+
+/// As `start_sharing`, every daemon's connection behind one emulated
+/// `uplink` (if any) besides its own link rate.
+pub async fn start_behind(
+    specs: &[Emulated],
+    reference: Arc<Reference>,
+    uplink: Option<EmulatedUplink>,
+) -> Result<LocalWorkers> {
+    let shared = match uplink {
+        None => None,
+        Some(u) => Some(
+            dls_worker::throttle::SharedUplink::new(u.rate * 1e6, u.duplex)
+                .with_context(|| format!("an emulated uplink of {} MB/s", u.rate))?,
+        ),
+    };
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let mut handles = Vec::new();
     let mut worker = Vec::new();
@@ -62,6 +88,7 @@ pub async fn start_sharing(specs: &[Emulated], reference: Arc<Reference>) -> Res
         let addr = listener.local_addr()?;
         let mut cfg = dls_worker::Config::new(1, 2 << 30);
         cfg.link_rate = s.link_rate.map(|r| r * 1e6);
+        cfg.uplink = shared.clone();
         cfg.slowdown = s.slowdown;
         cfg.speed_change = s.speed_change;
         cfg.reference = reference.clone();

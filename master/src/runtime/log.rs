@@ -32,6 +32,21 @@ pub fn calibrated(cal: &Calibration) {
             "calibrated"
         );
     }
+    if let Some(p) = &cal.ports {
+        info!(
+            model = %p.model,
+            overlap = p.overlap,
+            send_gain = p.send_gain,
+            return_gain = p.return_gain,
+            group = p.group,
+            "port model measured"
+        );
+    }
+}
+
+/// The port probes failed: the report's one port is assumed.
+pub fn ports_unmeasured(e: &anyhow::Error) {
+    warn!(error = %format!("{e:#}"), "the port model could not be measured; assuming one port");
 }
 
 /// The plan about to run: its family, rounds, who takes part and who not,

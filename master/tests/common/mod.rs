@@ -46,6 +46,24 @@ pub fn start_holding(specs: &[(Option<f64>, f64)], token: Option<&str>, memory_l
 /// As [`start_holding`], each worker ending a session after `idle` without
 /// a frame from its master.
 pub fn start_with(specs: &[(Option<f64>, f64)], token: Option<&str>, memory_limit: u64, idle: Duration) -> Workers {
+    start_full(specs, token, memory_limit, idle, None)
+}
+
+/// As [`start`], every worker behind one emulated uplink of `rate` MB/s
+/// (each way if `duplex`, both ways together if not), as behind a switch.
+pub fn start_behind(specs: &[(Option<f64>, f64)], rate: f64, duplex: bool) -> Workers {
+    let uplink = dls_worker::throttle::SharedUplink::new(rate * 1e6, duplex).expect("a positive rate");
+    let idle = Duration::from_secs(dls_worker::server::DEFAULT_IDLE_SECS);
+    start_full(specs, None, 1 << 30, idle, Some(uplink))
+}
+
+fn start_full(
+    specs: &[(Option<f64>, f64)],
+    token: Option<&str>,
+    memory_limit: u64,
+    idle: Duration,
+    uplink: Option<dls_worker::throttle::SharedUplink>,
+) -> Workers {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let specs = specs.to_vec();
@@ -66,6 +84,7 @@ pub fn start_with(specs: &[(Option<f64>, f64)], token: Option<&str>, memory_limi
                     .expect("sends addr");
                 let mut cfg = dls_worker::Config::new(1, memory_limit);
                 cfg.link_rate = rate.map(|r| r * 1e6);
+                cfg.uplink = uplink.clone();
                 cfg.slowdown = slowdown;
                 cfg.token = token.clone();
                 cfg.handshake_timeout = Duration::from_secs(2);

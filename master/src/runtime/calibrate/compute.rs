@@ -138,7 +138,7 @@ async fn next(link: &mut Link, opts: &CalibrateOptions, done: &mut Option<f64>) 
 }
 
 /// Run `futures` together on this task; their outputs in order.
-async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+pub(super) async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
     let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
     let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {

@@ -8,11 +8,14 @@
 //!
 //! Links are probed one worker after the other, so that, as in a run, the
 //! master's port serves one transfer at a time, and while the worker is
-//! idle. Computing is probed afterwards on every worker at once, while the
-//! port keeps carrying transfers, as in a run (`compute.rs`).
+//! idle. Then the port model: whether transfers to several workers at once
+//! share the master's uplink or take turns (`ports.rs`). Computing is
+//! probed last on every worker at once, while the port keeps carrying
+//! transfers, as in a run (`compute.rs`).
 
 mod compute;
 mod fit;
+pub mod ports;
 
 use crate::config::scaling::Scaling;
 use crate::runtime::link::{self, Link};
@@ -25,6 +28,7 @@ use std::time::{Duration, Instant};
 pub use fit::{fit, fit_relative_judged, Fit, Scatter};
 #[cfg(test)]
 pub use fit::{fit_relative, t95};
+pub use ports::PortFindings;
 
 /// One worker's measurements and fits.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -46,6 +50,10 @@ pub struct Calibration {
     /// The products measured: one unit is one of them.
     pub form: Form,
     pub workers: Vec<WorkerCalibration>,
+    /// How the master's transfers to several workers get along (`None`:
+    /// not measured, with fewer than two workers or when the probes
+    /// failed; the report's one port is assumed).
+    pub ports: Option<PortFindings>,
 }
 
 /// What to probe.
@@ -173,6 +181,21 @@ pub(super) struct LinkProbes {
     /// How repeated returns of one size disagreed.
     pub return_scatter: Scatter,
     pub max_load: u64,
+    /// The largest probe's units.
+    pub max_units: u64,
+}
+
+impl LinkProbes {
+    /// Seconds a unit each way at the largest size probed, for sizing
+    /// later probes.
+    fn measured(&self) -> ports::Measured {
+        let &(k, s, r) = self.comm.last().unwrap_or(&(1, 1.0, 1.0));
+        ports::Measured {
+            c: s / k as f64,
+            d: r / k as f64,
+            max_units: self.max_units,
+        }
+    }
 }
 
 /// Probe one worker's link: sending and returning k units for growing k.
@@ -190,14 +213,13 @@ async fn probe_link(link: &mut Link, opts: &CalibrateOptions) -> Result<LinkProb
             link.caps.memory_limit
         );
     }
-    let (unit_in, unit_out) = unit_values(&form);
     let by_bytes = (opts.max_probe_bytes / form.in_bytes(1).max(1)).max(1);
     let max_units = by_bytes.min(32).min(max_load / 2).max(1);
     let mut sizes = vec![1u64];
     while sizes[sizes.len() - 1] * 2 <= max_units {
         sizes.push(sizes[sizes.len() - 1] * 2);
     }
-    let buf = Values::zeros(DType::F64, (unit_in * max_units) as usize);
+    let buf = Values::zeros(DType::F64, (unit_values(&form).0 * max_units) as usize);
     // A worker is idle when it receives here; its computing is measured
     // afterwards, with every worker's (see `compute.rs`).
     let mut comm = Vec::new();
@@ -208,26 +230,8 @@ async fn probe_link(link: &mut Link, opts: &CalibrateOptions) -> Result<LinkProb
             if rep == 2 && agree(&s) && agree(&r) {
                 break;
             }
-            let len = unit_in * k;
-            let t0 = Instant::now();
-            link.conn
-                .write_frame(&ToWorker::Echo { len }, &buf.slice(0..len as usize))
-                .await
-                .with_context(|| format!("worker {:?}: sending a probe", link.name))?;
-            match answer(link, opts.timeout, "send probe").await?.msg {
-                FromWorker::EchoAck { len: l } if l == len => s.push(t0.elapsed().as_secs_f64()),
-                other => bail!("worker {:?}: unexpected answer to a send probe: {other:?}", link.name),
-            }
-            let len = unit_out * k;
-            let t0 = Instant::now();
-            link.conn.send(&ToWorker::Pull { len }).await?;
-            let f = answer(link, opts.timeout, "return probe").await?;
-            match f.msg {
-                FromWorker::PullData { len: l } if l == len && f.payload.len() as u64 == len => {
-                    r.push(t0.elapsed().as_secs_f64())
-                }
-                other => bail!("worker {:?}: unexpected answer to a return probe: {other:?}", link.name),
-            }
+            s.push(ports::send(link, k, &buf, opts).await?);
+            r.push(ports::pull(link, k, opts).await?);
         }
         send_scatter.add(k, &s);
         return_scatter.add(k, &r);
@@ -242,6 +246,7 @@ async fn probe_link(link: &mut Link, opts: &CalibrateOptions) -> Result<LinkProb
         send_scatter,
         return_scatter,
         max_load,
+        max_units,
     })
 }
 
@@ -295,27 +300,33 @@ fn finish(name: &str, samples: Vec<(u64, f64, f64, f64)>, scatter: [Scatter; 3],
 
 /// Probe every worker: links in turn, then computing on all at once.
 pub async fn calibrate(links: &mut [Link], opts: &CalibrateOptions) -> Result<Calibration> {
-    let (workers, failures) = calibrate_each(links, opts, true).await;
+    let (workers, ports, failures) = calibrate_each(links, opts, true).await;
     if let Some((_, e)) = failures.into_iter().next() {
         return Err(e);
     }
     Ok(Calibration {
         form: opts.form,
         workers,
+        ports,
     })
 }
 
+/// What every worker measured, the port model, and each failure by link
+/// index.
+type Measured = (
+    Vec<WorkerCalibration>,
+    Option<PortFindings>,
+    Vec<(usize, anyhow::Error)>,
+);
+
 /// Measure the links one after the other while the others, idle, are sent a
 /// heartbeat every few seconds (a worker ends a silent session); then the
-/// computing of every worker whose link was measured, all at once under
-/// load (`compute.rs`). Returns the calibrations of the workers that never
-/// failed, and each failure by link index; with `stop_at_first`, nothing
-/// more is measured after a failure.
-async fn calibrate_each(
-    links: &mut [Link],
-    opts: &CalibrateOptions,
-    stop_at_first: bool,
-) -> (Vec<WorkerCalibration>, Vec<(usize, anyhow::Error)>) {
+/// port model (`ports.rs`); then the computing of every worker whose link
+/// was measured, all at once under load (`compute.rs`). Returns the
+/// calibrations of the workers that never failed, the port model, and
+/// each failure by link index; with `stop_at_first`, nothing more is
+/// measured after a failure.
+async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_first: bool) -> Measured {
     let mut probed: Vec<(usize, LinkProbes)> = Vec::new();
     let mut failed: Vec<(usize, anyhow::Error)> = Vec::new();
     for i in 0..links.len() {
@@ -360,6 +371,7 @@ async fn calibrate_each(
     if stop_at_first && !failed.is_empty() {
         probed.clear();
     }
+    let ports = measure_ports(links, &probed, opts).await;
     let mut workers = Vec::new();
     let jobs: Vec<(&mut Link, Vec<u64>)> = links
         .iter_mut()
@@ -386,7 +398,32 @@ async fn calibrate_each(
         }
     }
     failed.sort_by_key(|f| f.0);
-    (workers, failed)
+    (workers, ports, failed)
+}
+
+/// The port model, from the workers whose links were measured; `None`
+/// with fewer than two, or when a probe failed (the worker's failure shows
+/// again when its computing is measured).
+async fn measure_ports(
+    links: &mut [Link],
+    probed: &[(usize, LinkProbes)],
+    opts: &CalibrateOptions,
+) -> Option<PortFindings> {
+    if probed.len() < 2 {
+        return None;
+    }
+    let jobs = links
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(i, l)| Some((l, probed.iter().find(|p| p.0 == i)?.1.measured())))
+        .collect();
+    match ports::measure(jobs, opts).await {
+        Ok(found) => Some(found),
+        Err(e) => {
+            crate::runtime::log::ports_unmeasured(&e);
+            None
+        }
+    }
 }
 
 /// Calibrate every worker of the pool that can be measured; a worker that
@@ -394,7 +431,7 @@ async fn calibrate_each(
 /// dropped) and returned with the reason. Fails only when none is left.
 pub async fn calibrate_available(pool: &mut Pool, opts: &CalibrateOptions) -> Result<(Calibration, Vec<LeftOut>)> {
     let links = pool.links_mut();
-    let (workers, failures) = calibrate_each(links, opts, false).await;
+    let (workers, ports, failures) = calibrate_each(links, opts, false).await;
     let left: Vec<LeftOut> = failures
         .iter()
         .map(|(i, e)| LeftOut {
@@ -411,6 +448,7 @@ pub async fn calibrate_available(pool: &mut Pool, opts: &CalibrateOptions) -> Re
         Calibration {
             form: opts.form,
             workers,
+            ports,
         },
         left,
     ))
@@ -436,7 +474,7 @@ impl Calibration {
                 },
             })
             .collect();
-        Ok(Platform::new(workers)?)
+        Ok(Platform::new(workers)?.with_uplink(self.ports.as_ref().and_then(|p| p.uplink)))
     }
 
     /// A platform file, with the fits as comments.
@@ -468,6 +506,13 @@ impl Calibration {
                 w.ret.slope,
                 w.ret.intercept,
                 w.ret.r2
+            ));
+        }
+        if let Some(p) = &self.ports {
+            out.push_str(&format!(
+                "# ports: {}. A send and a return at once: overlap {:.2} (1: they take turns, 2: both at full\n\
+                 # speed); transfers to {} workers at once carried {:.2}x the fastest link's rate out, {:.2}x back.\n",
+                p.model, p.overlap, p.group, p.send_gain, p.return_gain
             ));
         }
         out.push('\n');

@@ -30,6 +30,7 @@ fn measured(form: Form, per_byte: f64, latency: f64, flops_per_s: f64) -> Calibr
             max_load: 100,
             warnings: Vec::new(),
         }],
+        ports: None,
     }
 }
 

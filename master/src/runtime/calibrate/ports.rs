@@ -1,0 +1,277 @@
+//! The port model, measured from the network: how the master's transfers
+//! to several workers get along. Two questions, each answered by timing
+//! transfers alone and then at once:
+//! - do a send to one worker and a return from another overlap? Their
+//!   times alone over their time together (the *overlap*) is 2 when both
+//!   directions run at full speed at once (full duplex), 1 when they take
+//!   turns (one port);
+//! - what do sends to several workers at once achieve together? Their
+//!   aggregate rate over the fastest link's rate (the *gain*) is 1 when the
+//!   master's uplink carries one transfer's worth at a time, more when
+//!   transfers share it; the aggregate is the uplink's rate. The same for
+//!   returns.
+//!
+//! One port (no overlap, no gain) is the report's model and needs no
+//! `[uplink]`; anything else is a shared uplink with the rates measured
+//! (`Ports::Shared`), which with no gain but overlap is the two-port model.
+//! Deciding is `classify`, pure; the probes are thin.
+
+use super::{agree, answer, median, unit_values, CalibrateOptions};
+use crate::runtime::link::Link;
+use anyhow::{bail, Context, Result};
+use dls_lp::Uplink;
+use dls_protocol::{DType, FromWorker, ToWorker, Values};
+use std::time::Instant;
+
+/// Overlap from which sends and returns count as running at once.
+pub const DUPLEX: f64 = 1.5;
+/// Gain from which transfers count as sharing the uplink. Loopback on two
+/// cores, where transfers at once only share the processors, measured
+/// gains up to 1.23; emulated uplinks no faster than a link 0.99-1.03.
+pub const GAIN: f64 = 1.4;
+/// A probe transfer carries at most this many bytes (large messages on
+/// loopback cost more than their size: fresh pages on the worker).
+const MAX_BYTES: u64 = 8 << 20;
+/// At most this many workers (the fastest links) carry transfers at once
+/// when the aggregate rate is measured.
+const GROUP: usize = 4;
+
+/// What the port probes found.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PortFindings {
+    /// Times of a send and a return alone over their time at once.
+    pub overlap: f64,
+    /// Aggregate send rate of `group` workers at once over the fastest
+    /// link's.
+    pub send_gain: f64,
+    /// The same for returns.
+    pub return_gain: f64,
+    /// Workers that carried transfers at once.
+    pub group: usize,
+    /// The model: "one port", "two ports" (full duplex, one transfer each
+    /// way) or "shared uplink".
+    pub model: String,
+    /// The uplink measured (none: one port).
+    #[serde(skip)]
+    pub uplink: Option<Uplink>,
+}
+
+/// A worker's link as the link probes measured it: seconds a unit to send
+/// and to return, and the largest probe in units.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Measured {
+    pub c: f64,
+    pub d: f64,
+    pub max_units: u64,
+}
+
+/// The model from what was measured: `overlap`, and the aggregate rates
+/// (units a second) of sends and returns at once against the best link's
+/// seconds a unit each way.
+pub fn classify(overlap: f64, send_rate: f64, best_c: f64, return_rate: f64, best_d: f64) -> Option<Uplink> {
+    let duplex = overlap >= DUPLEX;
+    let (send_gain, return_gain) = (send_rate * best_c, return_rate * best_d);
+    if !duplex && send_gain < GAIN && return_gain < GAIN {
+        return None;
+    }
+    // No gain: the uplink carries what the fastest link does, and no more.
+    let per_unit = |rate: f64, gain: f64, best: f64| if gain < GAIN { best } else { 1.0 / rate };
+    Uplink::new(
+        per_unit(send_rate, send_gain, best_c),
+        per_unit(return_rate, return_gain, best_d),
+        duplex,
+    )
+    .ok()
+}
+
+/// Name of a model for people.
+pub fn describe(uplink: Option<Uplink>, send_gain: f64, return_gain: f64) -> String {
+    match uplink {
+        None => "one port".into(),
+        Some(u) if send_gain < GAIN && return_gain < GAIN && u.duplex => "two ports (full duplex)".into(),
+        Some(u) if u.duplex => "shared uplink (full duplex)".into(),
+        Some(_) => "shared uplink (half duplex)".into(),
+    }
+}
+
+/// How long each probe transfer should take: long beside timer noise,
+/// short beside the whole calibration.
+fn target_seconds(opts: &CalibrateOptions) -> f64 {
+    (2.0 * opts.max_probe_seconds).clamp(0.01, 0.2)
+}
+
+/// The largest probe of a worker here: its link probes' largest, within
+/// [`MAX_BYTES`] each way.
+fn cap(m: &Measured, opts: &CalibrateOptions) -> u64 {
+    let (unit_in, _) = unit_values(&opts.form);
+    m.max_units.min(MAX_BYTES / (8 * unit_in).max(1)).max(1)
+}
+
+/// Units that take about `secs` at `per_unit`, within the worker's largest
+/// probe.
+fn units_for(secs: f64, per_unit: f64, max_units: u64) -> u64 {
+    ((secs / per_unit.max(1e-12)).ceil() as u64).clamp(1, max_units.max(1))
+}
+
+/// Measure the port model with the workers' links (at least two) and their
+/// link measurements.
+pub(super) async fn measure(links: Vec<(&mut Link, Measured)>, opts: &CalibrateOptions) -> Result<PortFindings> {
+    if links.len() < 2 {
+        bail!("the port model needs two workers or more");
+    }
+    let mut links = links;
+    links.sort_by(|a, b| a.1.c.total_cmp(&b.1.c));
+    let secs = target_seconds(opts);
+    let (unit_in, _) = unit_values(&opts.form);
+    let largest = links.iter().map(|l| l.1.max_units).max().unwrap_or(1);
+    let buf = Values::zeros(DType::F64, (unit_in * largest) as usize);
+
+    // Overlap: the fastest sender against the fastest other returner.
+    let (first, rest) = links.split_at_mut(1);
+    let a = &mut first[0];
+    let b = rest
+        .iter_mut()
+        .min_by(|x, y| x.1.d.total_cmp(&y.1.d))
+        .context("a second worker")?;
+    let ka = units_for(secs, a.1.c, cap(&a.1, opts));
+    let kb = units_for(secs, b.1.d, cap(&b.1, opts));
+    let mut ratios = Vec::new();
+    for rep in 0..opts.reps.max(1) {
+        if rep == 2 && agree(&ratios) {
+            break;
+        }
+        let alone_a = send(a.0, ka, &buf, opts).await?;
+        let alone_b = pull(b.0, kb, opts).await?;
+        let t0 = Instant::now();
+        let (x, y) = tokio::join!(send(a.0, ka, &buf, opts), pull(b.0, kb, opts));
+        x?;
+        y?;
+        ratios.push((alone_a + alone_b) / t0.elapsed().as_secs_f64());
+    }
+    let overlap = median(ratios);
+
+    // Aggregates: the fastest links each way, carrying about `secs` each,
+    // against the fastest alone (timed here, with the same sizes).
+    let group = links.len().min(GROUP);
+    let (send_rate, best_c) = aggregate(&mut links, group, true, &buf, secs, opts).await?;
+    links.sort_by(|a, b| a.1.d.total_cmp(&b.1.d));
+    let (return_rate, best_d) = aggregate(&mut links, group, false, &buf, secs, opts).await?;
+    let uplink = classify(overlap, send_rate, best_c, return_rate, best_d);
+    let (send_gain, return_gain) = (send_rate * best_c, return_rate * best_d);
+    Ok(PortFindings {
+        overlap,
+        send_gain,
+        return_gain,
+        group,
+        model: describe(uplink, send_gain, return_gain),
+        uplink,
+    })
+}
+
+/// Units a second that the first `group` links carry together, sends or
+/// returns, each sized to take about `secs` alone, and the seconds a unit
+/// the first link takes alone (medians of repetitions; the link probes'
+/// measure if smaller).
+async fn aggregate(
+    links: &mut [(&mut Link, Measured)],
+    group: usize,
+    sends: bool,
+    buf: &Values,
+    secs: f64,
+    opts: &CalibrateOptions,
+) -> Result<(f64, f64)> {
+    let units: Vec<u64> = (links.iter().take(group))
+        .map(|(_, m)| units_for(secs, if sends { m.c } else { m.d }, cap(m, opts)))
+        .collect();
+    let transfer = async |link: &mut Link, k: u64| {
+        if sends {
+            send(link, k, buf, opts).await
+        } else {
+            pull(link, k, opts).await
+        }
+    };
+    let (mut rates, mut alone) = (Vec::new(), Vec::new());
+    for rep in 0..opts.reps.max(1) {
+        if rep == 2 && agree(&rates) && agree(&alone) {
+            break;
+        }
+        alone.push(transfer(links[0].0, units[0]).await? / units[0] as f64);
+        let t0 = Instant::now();
+        let transfers = (links.iter_mut().zip(&units)).map(|((link, _), &k)| transfer(link, k));
+        for r in super::compute::join_all(transfers.collect()).await {
+            r?;
+        }
+        rates.push(units.iter().sum::<u64>() as f64 / t0.elapsed().as_secs_f64());
+    }
+    // The faster of the link probes' measure and this one's: a link slowed
+    // down by chance while timed alone would make a gain out of nothing.
+    let best = if sends { links[0].1.c } else { links[0].1.d };
+    Ok((median(rates), median(alone).min(best)))
+}
+
+/// Seconds to send `k` units to a worker (until it acknowledges them).
+pub(super) async fn send(link: &mut Link, k: u64, buf: &Values, opts: &CalibrateOptions) -> Result<f64> {
+    let len = unit_values(&opts.form).0 * k;
+    let t0 = Instant::now();
+    link.conn
+        .write_frame(&ToWorker::Echo { len }, &buf.slice(0..len as usize))
+        .await
+        .with_context(|| format!("worker {:?}: sending a probe", link.name))?;
+    match answer(link, opts.timeout, "send probe").await?.msg {
+        FromWorker::EchoAck { len: l } if l == len => Ok(t0.elapsed().as_secs_f64()),
+        other => bail!("worker {:?}: unexpected answer to a send probe: {other:?}", link.name),
+    }
+}
+
+/// Seconds to have `k` units of results returned by a worker.
+pub(super) async fn pull(link: &mut Link, k: u64, opts: &CalibrateOptions) -> Result<f64> {
+    let len = unit_values(&opts.form).1 * k;
+    let t0 = Instant::now();
+    link.conn.send(&ToWorker::Pull { len }).await?;
+    let f = answer(link, opts.timeout, "return probe").await?;
+    match f.msg {
+        FromWorker::PullData { len: l } if l == len && f.payload.len() as u64 == len => Ok(t0.elapsed().as_secs_f64()),
+        other => bail!("worker {:?}: unexpected answer to a return probe: {other:?}", link.name),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_model_is_told_apart() {
+        // Best link: 1 ms a unit out, 0.5 ms back (1000 and 2000 units/s).
+        let (c, d) = (1e-3, 5e-4);
+        // Taking turns, no gain: the report's one port.
+        assert_eq!(classify(1.02, 1000.0, c, 2000.0, d), None);
+        // Overlap, no gain: one transfer each way at the best link's cost.
+        assert_eq!(
+            classify(1.9, 1050.0, c, 1900.0, d),
+            Some(Uplink {
+                send: c,
+                ret: d,
+                duplex: true
+            })
+        );
+        assert_eq!(
+            describe(classify(1.9, 1050.0, c, 1900.0, d), 1.05, 0.95),
+            "two ports (full duplex)"
+        );
+        // Overlap and gain: the aggregate rates are the uplink's.
+        let u = classify(1.95, 2500.0, c, 5000.0, d).expect("shared");
+        assert!((u.send - 4e-4).abs() < 1e-12 && (u.ret - 2e-4).abs() < 1e-12 && u.duplex);
+        assert_eq!(describe(Some(u), 2.5, 2.5), "shared uplink (full duplex)");
+        // Gain without overlap: a shared half-duplex uplink.
+        let h = classify(1.1, 3000.0, c, 2000.0, d).expect("shared");
+        assert!((h.send - 1.0 / 3000.0).abs() < 1e-12 && h.ret == d && !h.duplex);
+        assert_eq!(describe(Some(h), 3.0, 1.0), "shared uplink (half duplex)");
+    }
+
+    #[test]
+    fn probes_are_sized_to_the_target_within_the_largest() {
+        assert_eq!(units_for(0.02, 1e-3, 64), 20);
+        assert_eq!(units_for(0.02, 1e-3, 8), 8);
+        assert_eq!(units_for(0.02, 1.0, 8), 1);
+    }
+}
