@@ -82,6 +82,10 @@ pub struct Sequenced {
     /// plans), or the lanes are taken strictly in order (the report's
     /// one-round orders).
     fill: bool,
+    /// For each planned chunk, its worker's last chunk returned before it
+    /// is sent in the plan: with two lanes, the send waits until that
+    /// return is over (the worker's memory holds what the plan lets it).
+    returns_before: Vec<Option<usize>>,
     /// The port model and the planned costs of each worker.
     ports: Ports,
     costs: Vec<Worker>,
@@ -135,6 +139,7 @@ impl Sequenced {
             next_id: first_id,
             lag: plan.lag,
             fill: plan.fill_gaps,
+            returns_before: dls_lp::sequence::returns_before(planned, ops),
             ports,
             costs: costs.to_vec(),
             clock: Clock {
@@ -332,12 +337,18 @@ impl Sequenced {
     }
 
     /// The piece of `op` that can cross the port now, if any: a send's
-    /// next piece not sent; a return's next piece not returned, once it
-    /// is computed.
+    /// next piece not sent, once its worker's returns planned before it
+    /// are over; a return's next piece not returned, once it is computed.
     fn takeable(&self, op: PortOp) -> Option<usize> {
         let pieces = &self.planned[op.chunk()].pieces;
         match op {
-            PortOp::Send(_) => pieces.iter().copied().find(|&q| self.stage[q] == Stage::Pending),
+            PortOp::Send(j) => {
+                let returned = |r: usize| self.planned[r].pieces.iter().all(|&q| self.stage[q] == Stage::Returned);
+                if self.returns_before[j].is_some_and(|r| !returned(r)) {
+                    return None;
+                }
+                pieces.iter().copied().find(|&q| self.stage[q] == Stage::Pending)
+            }
             PortOp::Return(_) => pieces
                 .iter()
                 .copied()

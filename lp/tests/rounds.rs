@@ -11,11 +11,19 @@ use dls_lp::{plan, steady_state, Latency, Platform, Ports, Request, Strategy, Wo
 
 /// Replay the sequence strictly in order: a port free time, each worker's
 /// compute queue; returns each chunk's return end. (No gap filled: every
-/// plan's own timeline must be at least this early.)
+/// plan's own timeline must be at least this early.) With two lanes a
+/// send waits for its worker's earlier returns, as in [`filled`].
 fn strict(p: &Platform, r: &Sequence, ports: Ports) -> Vec<f64> {
+    let tm = settle(r, ports, |release| strict_once(p, r, ports, release));
+    tm.iter().map(|t| t[4]).collect()
+}
+
+/// One strict replay, sends no earlier than `release`: each chunk's
+/// return end (the other times unused).
+fn strict_once(p: &Platform, r: &Sequence, ports: Ports, release: &[f64]) -> Vec<[f64; 5]> {
     let wk = p.workers();
     let n = r.chunks.len();
-    let (mut computed, mut returned) = (vec![f64::NAN; n], vec![f64::NAN; n]);
+    let (mut computed, mut returned) = (vec![f64::NAN; n], vec![[f64::NAN; 5]; n]);
     let mut worker_free = vec![0.0f64; wk.len()];
     let mut port = [0.0f64; 2];
     for (l, lane) in lanes(r, ports).iter().enumerate() {
@@ -23,7 +31,7 @@ fn strict(p: &Platform, r: &Sequence, ports: Ports) -> Vec<f64> {
             match *op {
                 PortOp::Send(j) => {
                     let (c, x) = (r.chunks[j], &wk[r.chunks[j].worker]);
-                    port[l] += x.latency.send + x.c * c.units as f64;
+                    port[l] = port[l].max(release[j]) + x.latency.send + x.c * c.units as f64;
                     worker_free[c.worker] =
                         port[l].max(worker_free[c.worker]) + x.latency.compute + x.w * c.units as f64;
                     computed[j] = worker_free[c.worker];
@@ -32,7 +40,7 @@ fn strict(p: &Platform, r: &Sequence, ports: Ports) -> Vec<f64> {
                     let (c, x) = (r.chunks[j], &wk[r.chunks[j].worker]);
                     assert!(!computed[j].is_nan(), "chunk {j} returned before it was sent");
                     port[l] = port[l].max(computed[j]) + x.latency.ret + x.d * c.units as f64;
-                    returned[j] = port[l];
+                    returned[j][4] = port[l];
                 }
             }
         }
@@ -56,7 +64,41 @@ fn lanes(r: &Sequence, ports: Ports) -> Vec<Vec<PortOp>> {
 /// computed compete: the earliest to be ready goes (ties: the first in the
 /// lane). Returns every chunk's times (send start, send end, compute end,
 /// return start, return end).
+///
+/// With two lanes, a send also waits until its worker's returns that come
+/// before it in the sequence are over (what the worker holds stays what
+/// the sequence lets it): the lanes are replayed again with the return
+/// ends of the last replay as release times, until nothing moves.
 fn filled(p: &Platform, r: &Sequence, ports: Ports) -> Vec<[f64; 5]> {
+    settle(r, ports, |release| filled_once(p, r, ports, release))
+}
+
+/// Replay `once` with release times (when each chunk may be sent) from
+/// its own return ends, until they stop moving: with two lanes, a send
+/// waits for its worker's returns planned before it.
+fn settle(r: &Sequence, ports: Ports, once: impl Fn(&[f64]) -> Vec<[f64; 5]>) -> Vec<[f64; 5]> {
+    let mut release = vec![0.0f64; r.chunks.len()];
+    for _ in 0..200 {
+        let tm = once(&release);
+        // The last return of the same worker before each send.
+        let p = r.chunks.iter().map(|c| c.worker + 1).max().unwrap_or(0);
+        let mut last: Vec<Option<usize>> = vec![None; p];
+        let mut next = vec![0.0f64; r.chunks.len()];
+        for op in &r.ops {
+            match *op {
+                PortOp::Send(j) => next[j] = last[r.chunks[j].worker].map_or(0.0, |x| tm[x][4]),
+                PortOp::Return(j) => last[r.chunks[j].worker] = Some(j),
+            }
+        }
+        if ports.one_lane() || next == release {
+            return tm;
+        }
+        release = next;
+    }
+    panic!("the release times never settled");
+}
+
+fn filled_once(p: &Platform, r: &Sequence, ports: Ports, release: &[f64]) -> Vec<[f64; 5]> {
     let wk = p.workers();
     let mut tm = vec![[f64::NAN; 5]; r.chunks.len()];
     let mut worker_free = vec![0.0f64; wk.len()];
@@ -89,7 +131,7 @@ fn filled(p: &Platform, r: &Sequence, ports: Ports) -> Vec<[f64; 5]> {
                 break;
             }
             let ready = |op: PortOp, tm: &[[f64; 5]]| match op {
-                PortOp::Send(_) => port,
+                PortOp::Send(j) => port.max(release[j]),
                 PortOp::Return(j) => port.max(tm[j][2]),
             };
             let mut pick = (head, ready(lane[head], &tm));
@@ -320,6 +362,27 @@ fn rounds_run_any_batch_whatever_the_memory() {
     assert!(plan(&platform, &Request::new(2000, Strategy::Fifo)).is_err());
     let pl = plan(&platform, &Request::new(2000, Strategy::Rounds)).expect("plans");
     check_sound(&platform, &pl.sequence, 2000, Ports::One, "memory");
+    // Two lanes: sends have a capacity of their own, and workers that
+    // compute ten times slower than they receive would pile chunks up if
+    // a send did not wait for the worker's earlier returns.
+    let two = Request {
+        ports: Ports::Two,
+        ..Request::new(2000, Strategy::Rounds)
+    };
+    let pl = plan(&platform, &two).expect("plans");
+    check_sound(&platform, &pl.sequence, 2000, Ports::Two, "memory, two ports");
+    // Behind a full-duplex uplink that carries two links' worth: the
+    // plan's own times keep every worker within its memory.
+    let up = dls_lp::Uplink::new(0.01, 0.004, true).expect("valid");
+    let shared = Request {
+        ports: Ports::Shared(up),
+        ..two
+    };
+    let pl = plan(&platform, &shared).expect("plans");
+    let tm: Vec<[f64; 5]> = (pl.sequence.times.iter())
+        .map(|t| [t.send_start, t.send_end, t.compute_end, t.return_start, t.return_end])
+        .collect();
+    check_memory(&platform, &pl.sequence, &tm, "memory, shared uplink");
 }
 
 /// A compute latency fitted from noise (the test bed's star 3: 43 ms on a

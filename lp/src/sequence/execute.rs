@@ -11,6 +11,11 @@
 //! and every gap-filled transfer starts earlier. The runtime fills gaps by
 //! the same rule (`core/src/sequenced.rs`), with its estimate of
 //! when the awaited chunk is computed; on the planned costs the two agree.
+//!
+//! With two lanes (two ports, a full-duplex uplink) sends do not queue
+//! behind returns, so a send also waits until its worker's returns that
+//! come before it in the sequence are over: a worker never holds more
+//! than the sequence lets it (its memory bound), whichever lane runs ahead.
 
 use super::{ChunkTimes, PortOp, RoundChunk};
 use crate::platform::{Platform, Worker};
@@ -50,6 +55,11 @@ pub fn strict_makespan(platform: &Platform, chunks: &[RoundChunk], ops: &[PortOp
     simulate(platform, chunks, ops, ports, false).makespan()
 }
 
+/// Rounds of placing both lanes after which a two-lane execution whose
+/// release times still move is taken as it is (they only grow, and settle
+/// within a few rounds on every plan seen).
+const SETTLE_ROUNDS: usize = 64;
+
 fn simulate<'a>(platform: &'a Platform, chunks: &'a [RoundChunk], ops: &[PortOp], ports: Ports, fill: bool) -> Sim<'a> {
     let mut sim = Sim {
         ports,
@@ -57,19 +67,49 @@ fn simulate<'a>(platform: &'a Platform, chunks: &'a [RoundChunk], ops: &[PortOp]
         chunks,
         times: vec![ChunkTimes::default(); chunks.len()],
         busy_until: vec![0.0; platform.len()],
+        release: vec![0.0; chunks.len()],
     };
     let shared = matches!(ports, Ports::Shared(_));
     if ports.one_lane() {
         sim.either_lane(ops, fill, shared);
-    } else {
-        // Sends never wait for returns (they have a capacity of their
-        // own), so every compute end is known before the returns are
-        // placed.
-        let (sends, returns): (Vec<PortOp>, Vec<PortOp>) = ops.iter().partition(|op| matches!(op, PortOp::Send(_)));
+        return sim;
+    }
+    // Two lanes: sends have a capacity of their own, but a worker's send
+    // waits for its returns planned before it, so that it never holds
+    // more chunks than the sequence lets it (its memory bound). The sends
+    // are placed with those returns' ends as release times, then the
+    // returns, again until the release times stop moving (sends that wait
+    // for no return are placed once).
+    let (sends, returns): (Vec<PortOp>, Vec<PortOp>) = ops.iter().partition(|op| matches!(op, PortOp::Send(_)));
+    let before = returns_before(chunks, ops);
+    for _ in 0..SETTLE_ROUNDS {
+        sim.busy_until.iter_mut().for_each(|b| *b = 0.0);
         sim.either_lane(&sends, fill, shared);
         sim.either_lane(&returns, fill, shared);
+        let release: Vec<f64> = (before.iter())
+            .map(|b| b.map_or(0.0, |r| sim.times[r].return_end))
+            .collect();
+        if release == sim.release {
+            break;
+        }
+        sim.release = release;
     }
     sim
+}
+
+/// For each chunk, the last chunk of its worker returned before it is
+/// sent in `ops`, if any.
+pub fn returns_before(chunks: &[RoundChunk], ops: &[PortOp]) -> Vec<Option<usize>> {
+    let p = chunks.iter().map(|c| c.worker + 1).max().unwrap_or(0);
+    let mut last = vec![None; p];
+    let mut out = vec![None; chunks.len()];
+    for &op in ops {
+        match op {
+            PortOp::Send(j) => out[j] = last[chunks[j].worker],
+            PortOp::Return(j) => last[chunks[j].worker] = Some(j),
+        }
+    }
+    out
 }
 
 struct Sim<'a> {
@@ -78,6 +118,9 @@ struct Sim<'a> {
     chunks: &'a [RoundChunk],
     times: Vec<ChunkTimes>,
     busy_until: Vec<f64>,
+    /// When each chunk may be sent at the earliest: its worker's returns
+    /// planned before it are over (two lanes).
+    release: Vec<f64>,
 }
 
 impl Sim<'_> {
@@ -140,7 +183,7 @@ impl Sim<'_> {
             let mut t = 0.0f64;
             for &op in ops {
                 let start = match op {
-                    PortOp::Send(_) => t,
+                    PortOp::Send(j) => t.max(self.release[j]),
                     PortOp::Return(j) => t.max(self.times[j].compute_end),
                 };
                 t = self.run(op, start);
@@ -161,8 +204,9 @@ impl Sim<'_> {
     /// later worker's next transfer fits before it (at `t`, or once a
     /// later return is computed).
     fn choose(&self, lane: &Lane, head: usize, mut t: f64) -> (usize, f64) {
-        let PortOp::Return(h) = lane.ops[head] else {
-            return (head, t);
+        let h = match lane.ops[head] {
+            PortOp::Send(j) => return (head, t.max(self.release[j])),
+            PortOp::Return(h) => h,
         };
         let awaited = self.times[h].compute_end;
         loop {
@@ -174,7 +218,7 @@ impl Sim<'_> {
             lane.scan(head, |pos| {
                 let op = lane.ops[pos];
                 let ready = match op {
-                    PortOp::Send(_) => t,
+                    PortOp::Send(j) => self.release[j].max(t),
                     PortOp::Return(j) => self.times[j].compute_end.max(t),
                 };
                 if ready + self.duration(op) > awaited + GAP_FIT {

@@ -115,3 +115,37 @@ fn a_worker_lost_behind_an_uplink_has_its_products_redone_once() {
         }
     }
 }
+
+#[test]
+fn with_two_lanes_a_worker_holds_no_more_than_its_memory() {
+    // Workers receive five to twenty-five times faster than they compute,
+    // and their sends take a third of the port's time: with a lane of
+    // their own, sends would run ahead of the returns and pile chunks up,
+    // but each waits for its worker's earlier returns.
+    let p = Platform::new(
+        platform().workers()[..3]
+            .iter()
+            .map(|w| w.clone().with_max_load(12))
+            .collect(),
+    )
+    .expect("valid");
+    for ports in [Ports::Two, Ports::Shared(uplinks()[0]), Ports::Shared(uplinks()[2])] {
+        let req = Request {
+            ports,
+            ..Request::new(2000, Strategy::Rounds)
+        };
+        let what = format!("{ports:?}");
+        let pl = plan(&p, &req).expect("plans");
+        let run = simulate(&p, p.workers(), &pl, cfg(), &[]);
+        check_stored_once(&run, &what);
+        assert!(
+            (run.end - pl.makespan()).abs() <= 1e-9 * pl.makespan(),
+            "{what}: ran {} vs {}",
+            run.end,
+            pl.makespan()
+        );
+        for (w, &held) in run.max_held.iter().enumerate() {
+            assert!(held <= 12, "{what}: worker {w} held {held} products, its memory 12");
+        }
+    }
+}

@@ -50,11 +50,12 @@ impl Flights {
 
 impl Sim<'_> {
     /// When `op` could start for its worker and chunk (not counting the
-    /// uplink): its worker's link free on this lane, its chunk computed.
+    /// uplink): its worker's link free on this lane, its chunk computed (a
+    /// return) or its worker's earlier returns over (a send).
     fn ready(&self, op: PortOp, link_free: &[f64]) -> f64 {
         let w = self.chunks[op.chunk()].worker;
         match op {
-            PortOp::Send(_) => link_free[w],
+            PortOp::Send(j) => link_free[w].max(self.release[j]),
             PortOp::Return(j) => link_free[w].max(self.times[j].compute_end),
         }
     }
