@@ -78,6 +78,8 @@ pub struct CalibrateOptions {
     /// Idle workers hear from the master at least this often while another
     /// is measured (well within the workers' idle timeout).
     pub keep_alive: Duration,
+    /// Measure the port model (`ports.rs`); without, one port is assumed.
+    pub ports: bool,
 }
 
 impl CalibrateOptions {
@@ -95,11 +97,12 @@ impl CalibrateOptions {
     pub fn for_form(form: Form) -> Self {
         CalibrateOptions {
             form,
-            max_probe_bytes: 32 << 20,
+            max_probe_bytes: 16 << 20,
             reps: 3,
             timeout: Duration::from_secs(60),
             max_probe_seconds: 0.01,
             keep_alive: Duration::from_secs(5),
+            ports: true,
         }
     }
 }
@@ -409,7 +412,7 @@ async fn measure_ports(
     probed: &[(usize, LinkProbes)],
     opts: &CalibrateOptions,
 ) -> Option<PortFindings> {
-    if probed.len() < 2 {
+    if probed.len() < 2 || !opts.ports {
         return None;
     }
     let jobs = links
