@@ -250,14 +250,22 @@ impl Journal {
             .iter()
             .rposition(|&b| b == b'\n')
             .map_or(&text[..0], |i| &text[..=i]);
+        if whole.is_empty() {
+            // Created, never a whole line synced (a master stopped at once,
+            // or a reader looking while the first line is written):
+            // nothing is done, as if there were no journal.
+            return Ok(None);
+        }
         let text = String::from_utf8_lossy(whole);
         let mut lines = text.lines();
         if lines.next() != Some(MAGIC) {
             bail!("{} is not a dls journal", path.display());
         }
-        let identity: Identity = lines
-            .next()
-            .and_then(|l| serde_json::from_str(l).ok())
+        let Some(head) = lines.next() else {
+            return Ok(None); // the head's line not yet whole: nothing done
+        };
+        let identity: Identity = serde_json::from_str(head)
+            .ok()
             .with_context(|| format!("{}: the batch it belongs to is unreadable", path.display()))?;
         let mut done = Vec::new();
         for (k, line) in lines.enumerate() {

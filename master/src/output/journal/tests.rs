@@ -113,6 +113,11 @@ fn records_beyond_the_batch_or_garbage_are_refused() {
         assert!(format!("{err:#}").contains(needle), "{err:#}");
     }
     assert_eq!(Journal::read(&d.join("none")).expect("no journal is no error"), None);
+    // Created, but no line whole yet (or only the first): nothing done.
+    for body in ["", "dls-jour", &format!("{MAGIC}\n"), &format!("{MAGIC}\n{{\"cou")] {
+        std::fs::write(&path, body).expect("writes");
+        assert_eq!(Journal::read(&path).expect("no error"), None, "{body:?}");
+    }
 }
 
 #[test]
