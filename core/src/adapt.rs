@@ -4,8 +4,12 @@
 //! shares the products of the rounds not yet sent again, in proportion to
 //! the steady-state shares of the corrected platform. A worker that slowed
 //! down gets less, one that sped up gets more; the planned sequence of
-//! transfers stays, only chunk sizes change. Plain functions over plain
-//! data: the machine (`machine.rs`) feeds them and applies the result.
+//! transfers stays, only chunk sizes change. When the workers enrolled
+//! fall behind so far that a free worker (one the plan left out, or done
+//! with its part) would add at least [`ENROL_GAIN`] to their steady-state
+//! throughput, it is enrolled ([`enrol`]): it takes its share of those
+//! products in a round of its own. Plain functions over plain data: the
+//! machine (`machine.rs`) feeds them and applies the result.
 
 use dls_lp::bound::steady_state;
 use dls_lp::rounding::spread;
@@ -150,6 +154,34 @@ impl Observed {
     }
 }
 
+/// Steady-state throughput gain (relative) from which free workers are
+/// enrolled: below it, a new round's latencies and the noise of the
+/// estimates would eat what it wins.
+pub const ENROL_GAIN: f64 = 0.10;
+
+/// The free workers worth enrolling beside `enrolled` on the `corrected`
+/// platform: those the steady state of all of them together gives a
+/// share, when together they process at least [`ENROL_GAIN`] more a
+/// second than `enrolled` alone. Empty otherwise.
+pub fn enrol(corrected: &Platform, ports: Ports, enrolled: &[usize], free: &[usize]) -> Vec<usize> {
+    let wk = corrected.workers();
+    let rate = |ws: &[usize]| {
+        let sub = Platform::new(ws.iter().map(|&w| wk[w].clone()).collect()).ok()?;
+        steady_state(&sub, ports).ok()
+    };
+    let all: Vec<usize> = enrolled.iter().chain(free).copied().collect();
+    let (Some(alone), Some(together)) = (rate(enrolled), rate(&all)) else {
+        return Vec::new();
+    };
+    if together.throughput < alone.throughput * (1.0 + ENROL_GAIN) {
+        return Vec::new();
+    }
+    (free.iter().zip(&together.alpha[enrolled.len()..]))
+        .filter(|(_, &a)| a > 0.0)
+        .map(|(&w, _)| w)
+        .collect()
+}
+
 /// A planned chunk not yet sent: its worker, round and products now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Slot {
@@ -159,29 +191,33 @@ pub struct Slot {
 }
 
 /// New sizes for `slots` on the `corrected` platform: their products are
-/// shared over the workers that have slots so that they all finish
-/// together, each taking them at its steady-state rate (computed over
-/// those workers) once it is through `busy[worker]` seconds of work it
-/// already holds ([`level`]); no chunk above `cap(worker)` products. Each
-/// worker's part is spread over its slots in round order
-/// (`dls_lp::rounding::spread`), so its chunks differ by at most one
-/// product and no worker loses or gains a product to rounding in every
-/// round. A worker that slowed down still holds chunks sized for its old
-/// pace: without `busy` the products it cannot reach in time would be
-/// shared as if it were free. `None` when nothing would change or the
-/// caps cannot hold the products.
+/// shared over the workers that have slots and the `newcomers` so that they
+/// all finish together, each taking them at its steady-state rate
+/// (computed over those workers) once it is through `busy[worker]`
+/// seconds of work it already holds ([`level`]); no chunk above
+/// `cap(worker)` products. Each worker's part is spread over its slots in
+/// round order (`dls_lp::rounding::spread`), so its chunks differ by at
+/// most one product and no worker loses or gains a product to rounding in
+/// every round. A worker that slowed down still holds chunks sized for its
+/// old pace: without `busy` the products it cannot reach in time would be
+/// shared as if it were free. Returns the slots' sizes and each
+/// newcomer's part (taken from the slots, for a round of its own); `None`
+/// when nothing would change or the caps cannot hold the products.
 pub fn reshare(
     corrected: &Platform,
     ports: Ports,
     slots: &[Slot],
     busy: &[f64],
     cap: impl Fn(usize) -> u64,
-) -> Option<Vec<u64>> {
+    newcomers: &[usize],
+) -> Option<(Vec<u64>, Vec<u64>)> {
     let wk = corrected.workers();
     let mut enrolled: Vec<usize> = slots.iter().map(|s| s.worker).collect();
     enrolled.sort_unstable();
     enrolled.dedup();
-    let sub = Platform::new(enrolled.iter().map(|&w| wk[w].clone()).collect()).ok()?;
+    let fresh: Vec<usize> = newcomers.iter().copied().filter(|w| !enrolled.contains(w)).collect();
+    let everyone: Vec<usize> = enrolled.iter().chain(&fresh).copied().collect();
+    let sub = Platform::new(everyone.iter().map(|&w| wk[w].clone()).collect()).ok()?;
     let ss = steady_state(&sub, ports).ok()?;
     // Each worker's slots, in round order.
     let mut of: Vec<Vec<usize>> = vec![Vec::new(); enrolled.len()];
@@ -193,12 +229,12 @@ pub fn reshare(
         }
     }
     let total: u64 = slots.iter().map(|s| s.units).sum();
-    let caps: Vec<u64> = enrolled
-        .iter()
-        .zip(&of)
+    // A newcomer's round is planned for its memory: no cap here.
+    let caps: Vec<u64> = (enrolled.iter().zip(&of))
         .map(|(&w, mine)| cap(w).saturating_mul(mine.len() as u64))
+        .chain(fresh.iter().map(|_| u64::MAX))
         .collect();
-    let held: Vec<f64> = enrolled.iter().map(|&w| busy.get(w).copied().unwrap_or(0.0)).collect();
+    let held: Vec<f64> = everyone.iter().map(|&w| busy.get(w).copied().unwrap_or(0.0)).collect();
     let parts = capped_split(total, &level(total as f64, &ss.alpha, &held), &caps)?;
     let mut out = vec![0u64; slots.len()];
     for (mine, &part) in of.iter().zip(&parts) {
@@ -206,7 +242,17 @@ pub fn reshare(
             out[slot] = units;
         }
     }
-    (out.iter().zip(slots).any(|(&u, s)| u != s.units)).then_some(out)
+    let theirs: Vec<u64> = newcomers
+        .iter()
+        .map(|w| {
+            fresh
+                .iter()
+                .position(|f| f == w)
+                .map_or(0, |i| parts[enrolled.len() + i])
+        })
+        .collect();
+    let moved = out.iter().zip(slots).any(|(&u, s)| u != s.units);
+    moved.then_some((out, theirs))
 }
 
 /// Parts of `total` for workers taking `rate[i]` units a second once free
@@ -355,22 +401,26 @@ mod tests {
                 units: 10,
             },
         ];
-        let same = reshare(&star(&[1.0, 1.0]), Ports::One, &slots, &[], |_| u64::MAX);
+        let same = reshare(&star(&[1.0, 1.0]), Ports::One, &slots, &[], |_| u64::MAX, &[]);
         assert_eq!(same, None, "nothing to change");
-        let got = reshare(&star(&[1.0, 3.0]), Ports::One, &slots, &[], |_| u64::MAX).expect("changes");
+        let got = reshare(&star(&[1.0, 3.0]), Ports::One, &slots, &[], |_| u64::MAX, &[])
+            .expect("changes")
+            .0;
         assert_eq!(got, [15, 5]);
         // With worker 0 capped at 12 products, the rest goes to worker 1.
-        let got = reshare(&star(&[1.0, 3.0]), Ports::One, &slots, &[], |w| {
-            if w == 0 {
-                12
-            } else {
-                100
-            }
-        })
-        .expect("changes");
+        let got = reshare(
+            &star(&[1.0, 3.0]),
+            Ports::One,
+            &slots,
+            &[],
+            |w| if w == 0 { 12 } else { 100 },
+            &[],
+        )
+        .expect("changes")
+        .0;
         assert_eq!(got, [12, 8]);
         // Caps that cannot hold the round: keep it as it was.
-        assert_eq!(reshare(&star(&[1.0, 3.0]), Ports::One, &slots, &[], |_| 9), None);
+        assert_eq!(reshare(&star(&[1.0, 3.0]), Ports::One, &slots, &[], |_| 9, &[]), None);
     }
 
     #[test]
@@ -383,11 +433,11 @@ mod tests {
         // Rates 1 and 1/3 a second; worker 1 still holds 8 s of work. All
         // finish together at T = 17: worker 0 takes 17, worker 1
         // (17 − 8)/3 = 3 (were it free: 15 and 5).
-        let got = reshare(&star(&[1.0, 3.0]), Ports::One, &slots, &[0.0, 8.0], |_| u64::MAX);
-        assert_eq!(got.expect("changes"), [17, 3]);
+        let got = reshare(&star(&[1.0, 3.0]), Ports::One, &slots, &[0.0, 8.0], |_| u64::MAX, &[]);
+        assert_eq!(got.expect("changes").0, [17, 3]);
         // Holding more than all the rest takes: nothing more.
-        let got = reshare(&star(&[1.0, 3.0]), Ports::One, &slots, &[0.0, 100.0], |_| u64::MAX);
-        assert_eq!(got.expect("changes"), [20, 0]);
+        let got = reshare(&star(&[1.0, 3.0]), Ports::One, &slots, &[0.0, 100.0], |_| u64::MAX, &[]);
+        assert_eq!(got.expect("changes").0, [20, 0]);
     }
 
     #[test]
@@ -448,7 +498,9 @@ mod tests {
                 })
             })
             .collect();
-        let got = reshare(&p, Ports::One, &slots, &[], |_| u64::MAX).expect("changes");
+        let got = reshare(&p, Ports::One, &slots, &[], |_| u64::MAX, &[])
+            .expect("changes")
+            .0;
         assert_eq!(got.iter().sum::<u64>(), 120, "every product kept");
         for (w, want) in [60u64, 30, 20, 10].into_iter().enumerate() {
             let mine: Vec<u64> = (0..slots.len())

@@ -422,6 +422,11 @@ impl BatchMachine {
     }
 
     /// What was measured.
+    /// Free workers enrolled by online correction so far.
+    pub fn enrolments(&self) -> &[crate::record::Enrolment] {
+        &self.rec.enrolments
+    }
+
     pub fn finish(self) -> Measured {
         self.rec.finish()
     }

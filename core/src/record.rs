@@ -59,6 +59,16 @@ pub struct Adaptation {
     pub factors: Vec<[f64; 3]>,
 }
 
+/// Free workers enrolled by online correction: when, who, how many
+/// products their round took and its predicted makespan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Enrolment {
+    pub at: f64,
+    pub workers: Vec<usize>,
+    pub products: usize,
+    pub predicted: f64,
+}
+
 /// What was measured, in seconds from the start of the run.
 #[derive(Debug, Clone)]
 pub struct Measured {
@@ -72,6 +82,8 @@ pub struct Measured {
     pub failures: Vec<Failure>,
     pub replans: Vec<Replan>,
     pub adaptations: Vec<Adaptation>,
+    /// Free workers enrolled by online correction.
+    pub enrolments: Vec<Enrolment>,
     pub makespan: f64,
 }
 
@@ -99,6 +111,7 @@ pub(crate) struct Recorder {
     pub(crate) failures: Vec<Failure>,
     pub(crate) replans: Vec<Replan>,
     pub(crate) adaptations: Vec<Adaptation>,
+    pub(crate) enrolments: Vec<Enrolment>,
 }
 
 impl Recorder {
@@ -114,6 +127,7 @@ impl Recorder {
             failures: Vec::new(),
             replans: Vec::new(),
             adaptations: Vec::new(),
+            enrolments: Vec::new(),
         }
     }
 
@@ -197,6 +211,7 @@ impl Recorder {
             failures: self.failures,
             replans: self.replans,
             adaptations: self.adaptations,
+            enrolments: self.enrolments,
             makespan,
         }
     }

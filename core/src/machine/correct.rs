@@ -1,9 +1,10 @@
 //! Online correction inside the batch machine: the decision is
 //! `core/src/adapt.rs`'s; this applies it to the running round (resizing its
-//! unsent chunks and moving their products).
+//! unsent chunks and moving their products), and gives the share of free
+//! workers it enrols a round of their own.
 
 use super::BatchMachine;
-use crate::adapt::{reshare, Slot};
+use crate::adapt::{enrol, reshare, Slot};
 use crate::record::Adaptation;
 use crate::schedule::Schedule;
 use dls_protocol::ChunkId;
@@ -13,7 +14,8 @@ impl BatchMachine {
     /// Online correction: when the last send of a round of a multi-round
     /// plan is over and the speeds seen have moved beyond the dead band,
     /// the chunks of the later rounds not yet sent are resized
-    /// (`adapt.rs`); their products move between them.
+    /// (`adapt.rs`); their products move between them, and to free workers
+    /// worth enrolling, in a round planned for them.
     pub(super) fn maybe_adapt(&mut self, k: usize, sent: ChunkId, now: f64) {
         if !self.cfg.adapt || !self.observed.changed() {
             return;
@@ -50,7 +52,18 @@ impl BatchMachine {
         let busy: Vec<f64> = (seq.in_hand(wk.len()).iter().zip(corrected.workers()))
             .map(|(&u, w)| u as f64 * w.w)
             .collect();
-        let Some(sizes) = reshare(&corrected, ports, &slots, &busy, cap) else {
+        let mut enrolled: Vec<usize> = slots.iter().map(|s| s.worker).collect();
+        enrolled.sort_unstable();
+        enrolled.dedup();
+        let free: Vec<usize> = (0..wk.len())
+            .filter(|&w| self.alive[w] && self.committed[w] == 0 && enrolled.binary_search(&w).is_err())
+            .collect();
+        let newcomers = if free.is_empty() {
+            Vec::new()
+        } else {
+            enrol(&corrected, ports, &enrolled, &free)
+        };
+        let Some((sizes, theirs)) = reshare(&corrected, ports, &slots, &busy, cap, &newcomers) else {
             return;
         };
         let mut gathered: Vec<usize> = Vec::new();
@@ -75,13 +88,48 @@ impl BatchMachine {
             }
             at += u as usize;
         }
-        debug_assert_eq!(at, gathered.len(), "every product of the resized chunks placed once");
-        tracing::debug!(round = next, products = at, "online correction");
+        let moved = at;
+        if at < gathered.len() {
+            self.enrol_round(&newcomers, &theirs, &gathered[at..], now);
+        }
+        tracing::debug!(round = next, products = moved, "online correction");
         self.rec.adaptations.push(Adaptation {
             at: now,
             round: next,
-            products: at,
+            products: gathered.len(),
             factors: self.observed.used().to_vec(),
         });
+    }
+
+    /// A round for the `newcomers`, planned on the platform for their
+    /// parts of `products` (`theirs`, in order): its products are theirs
+    /// alone. If it cannot be planned, the products wait for the recovery
+    /// of pending products (planned over every worker alive).
+    fn enrol_round(&mut self, newcomers: &[usize], theirs: &[u64], products: &[usize], now: f64) {
+        let who: Vec<usize> = (newcomers.iter().zip(theirs))
+            .filter(|(_, &n)| n > 0)
+            .map(|(&w, _)| w)
+            .collect();
+        let req = dls_lp::Request {
+            load: products.len() as u64,
+            strategy: dls_lp::Strategy::Rounds,
+            ports: self.port.ports(),
+            rounding: dls_lp::Rounding::Refined,
+        };
+        match dls_lp::plan_on(&self.platform, &who, &req) {
+            Ok(plan) => {
+                self.rec.enrolments.push(crate::record::Enrolment {
+                    at: now,
+                    workers: who,
+                    products: products.len(),
+                    predicted: plan.makespan(),
+                });
+                self.add_planned(&plan, products, now);
+            }
+            Err(_) => {
+                self.pending.extend_from_slice(products);
+                self.try_recover(now);
+            }
+        }
     }
 }

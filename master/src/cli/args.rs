@@ -114,7 +114,7 @@ pub(crate) fn strategy_parser() -> impl clap::builder::TypedValueParser<Value = 
     clap::builder::PossibleValuesParser::new(Strategy::ALL.map(Strategy::name)).try_map(|s| s.parse::<Strategy>())
 }
 
-const PORTS_HELP: &str = "The master's port model: measured (the uplink the platform file records in [uplink]; one port when it records none), 1 (one transfer at a time: the report's model), 2 (one send and one return at once)";
+const PORTS_HELP: &str = "The master's port model: measured (the uplink the platform file records in [uplink], which dls calibrate writes when it measures more than one port, or calibration measures in a run without a platform file; one port when none is recorded), 1 (one transfer at a time: the report's model), 2 (one send and one return at once)";
 
 /// The port model asked for on the command line; `None`: the one
 /// measured.

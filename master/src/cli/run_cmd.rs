@@ -200,6 +200,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
             first.round, first.at
         );
     }
+    for e in &done.report.enrolments {
+        eprintln!(
+            "online correction enrolled {} at {:.3} s for {} product(s): the workers enrolled fell behind",
+            e.workers.join(", "),
+            e.at,
+            e.products
+        );
+    }
     write_outputs(args, &batch, done, out)
 }
 

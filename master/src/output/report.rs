@@ -116,6 +116,9 @@ pub struct RunReport {
     /// Online corrections of a multi-round plan: chunks not yet sent
     /// resized from the speeds measured so far.
     pub adaptations: Vec<AdaptationReport>,
+    /// Free workers enrolled by online correction, each with a round of
+    /// its own.
+    pub enrolments: Vec<ReplanReport>,
     pub notes: Vec<String>,
     /// Products whose C an earlier, interrupted run of this batch had
     /// written (`--output`): not computed again; `load` counts the others.
@@ -227,6 +230,14 @@ impl RunReport {
                     products: r.products,
                     workers: r.workers.iter().map(|&w| platform.workers()[w].name.clone()).collect(),
                     predicted: r.predicted,
+                })
+                .collect(),
+            enrolments: (measured.enrolments.iter())
+                .map(|e| ReplanReport {
+                    at: e.at,
+                    products: e.products,
+                    workers: e.workers.iter().map(|&w| platform.workers()[w].name.clone()).collect(),
+                    predicted: e.predicted,
                 })
                 .collect(),
             adaptations: measured

@@ -85,6 +85,7 @@ pub struct Seen {
     failures: usize,
     replans: usize,
     adaptations: usize,
+    enrolments: usize,
 }
 
 /// Log the machine's incidents not logged yet: losses (and stragglers
@@ -119,10 +120,22 @@ pub fn incidents(platform: &Platform, machine: &BatchMachine, seen: &mut Seen) {
             "plan corrected from the speeds measured"
         );
     }
+    let enrolments = machine.enrolments();
+    for e in &enrolments[seen.enrolments.min(enrolments.len())..] {
+        let on: Vec<&str> = e.workers.iter().map(|&w| name(w)).collect();
+        info!(
+            at = e.at,
+            products = e.products,
+            workers = %on.join(","),
+            predicted = e.predicted,
+            "free worker enrolled: the enrolled ones fell behind"
+        );
+    }
     *seen = Seen {
         failures: failures.len(),
         replans: replans.len(),
         adaptations: adaptations.len(),
+        enrolments: enrolments.len(),
     };
 }
 

@@ -350,6 +350,7 @@ fn a_stall_fails_the_batch() {
     assert!(matches!(m.status(), Status::Failed(w) if w.contains("no worker made progress")));
 }
 
+mod enrol;
 mod on_demand;
 mod rounds;
 mod shared;

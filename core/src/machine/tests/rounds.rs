@@ -204,7 +204,7 @@ fn a_rounds_plan_survives_losses_at_every_stage() {
     }
 }
 
-fn adaptive() -> Config {
+pub(super) fn adaptive() -> Config {
     Config { adapt: true, ..cfg() }
 }
 

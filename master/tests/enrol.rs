@@ -1,0 +1,73 @@
+//! End to end: a worker the plan left out is enrolled once the workers it
+//! enrolled turn out three times slower than planned.
+
+mod common;
+use dls_lp::{Platform, Strategy, Worker};
+use dls_master::session::{self, Batch, CalibrateOptions, RunConfig};
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_left_out_worker_is_enrolled_when_the_enrolled_fall_behind() {
+    // a and b: fast links; x: a link half as fast, and a fast processor.
+    let w = common::start(&[(Some(200.0), 60.0), (Some(200.0), 60.0), (Some(100.0), 5.0)], None);
+    let mut pool = common::connect(&w).await;
+    let opts = CalibrateOptions {
+        timeout: Duration::from_secs(20),
+        ports: false,
+        ..CalibrateOptions::new(64)
+    };
+    let truth = session::calibrate(pool.links_mut(), &opts)
+        .await
+        .expect("calibrates")
+        .platform()
+        .expect("platform");
+    let t = truth.workers();
+    // The plan believes a and b compute three times faster than they do,
+    // fast enough that the two of them fill the port: x is left out.
+    let believed = Platform::new(
+        t.iter()
+            .enumerate()
+            .map(|(i, x)| Worker {
+                w: if i < 2 { x.w / 3.0 } else { x.w },
+                ..x.clone()
+            })
+            .collect(),
+    )
+    .expect("platform");
+    let port_use: f64 = t[..2].iter().map(|x| (x.c + x.d) / (x.w / 3.0)).sum();
+    assert!(
+        port_use > 1.0,
+        "a and b fill the port as believed: {port_use:.2} ({t:?})"
+    );
+    // As they are, x adds at least a tenth (what enrolment asks).
+    let rho = |p: &Platform| {
+        dls_lp::bound::steady_state(p, dls_lp::Ports::One)
+            .expect("bound")
+            .throughput
+    };
+    let (alone, all) = (rho(&truth.subset(&[0, 1]).expect("subset")), rho(&truth));
+    assert!(all > 1.15 * alone, "x pays: {alone:.1} vs {all:.1} units/s ({t:?})");
+
+    let batch = Batch::random(2000, 64, 3);
+    let cfg = RunConfig {
+        strategy: Strategy::Rounds,
+        ports: Some(dls_lp::Ports::One),
+        // The master checks every product (faster here than the textbook
+        // loop of a debug build).
+        verify: 2000,
+        ..RunConfig::default()
+    };
+    let done = session::run_batch(&mut pool, &believed, &batch, &cfg, 1, |_| {})
+        .await
+        .expect("runs");
+    assert_eq!(done.plan.loads[2], 0, "the plan left x out: {:?}", done.plan.loads);
+    assert_eq!(done.report.verified, 2000, "every product checked");
+    assert!(done.report.failures.is_empty(), "{:?}", done.report.failures);
+    let enrolled: Vec<&str> = (done.report.enrolments.iter())
+        .flat_map(|e| e.workers.iter().map(String::as_str))
+        .collect();
+    assert!(enrolled.contains(&"w2"), "x enrolled: {:?}", done.report.enrolments);
+    let x = done.report.workers.iter().find(|r| r.name == "w2").expect("x reported");
+    assert!(x.compute_secs > 0.0, "x computed products: {x:?}");
+    pool.close().await;
+}
