@@ -442,6 +442,7 @@ impl BatchMachine {
             }
         }
         self.committed[worker] = self.committed[worker].saturating_sub(products.len() as u64);
+        self.rec.products[worker] += products.len() as u64;
         Command::Store {
             worker,
             chunk,

@@ -76,6 +76,9 @@ pub struct Measured {
     pub workers: Vec<WorkerTimes>,
     /// Seconds each worker said it computed.
     pub compute_secs: Vec<f64>,
+    /// Products each worker computed and returned (what online correction
+    /// and enrolment made of the plan's loads).
+    pub products: Vec<u64>,
     pub transfers: Vec<Transfer>,
     /// Every chunk's computation, in the order they ended.
     pub computes: Vec<Compute>,
@@ -100,6 +103,7 @@ struct Stamps {
 pub(crate) struct Recorder {
     stamps: Vec<Stamps>,
     compute_secs: Vec<f64>,
+    pub(crate) products: Vec<u64>,
     /// Transfers under way: (worker, chunk, is a send) → start.
     open: HashMap<(usize, ChunkId, bool), f64>,
     transfers: Vec<Transfer>,
@@ -119,6 +123,7 @@ impl Recorder {
         Recorder {
             stamps: vec![Stamps::default(); p],
             compute_secs: vec![0.0; p],
+            products: vec![0; p],
             open: HashMap::new(),
             transfers: Vec::new(),
             arrived: HashMap::new(),
@@ -206,6 +211,7 @@ impl Recorder {
         Measured {
             workers,
             compute_secs: self.compute_secs,
+            products: self.products,
             transfers: self.transfers,
             computes: self.computes,
             failures: self.failures,

@@ -156,13 +156,15 @@ impl Model {
             bail!("the model is for products {}, the run's are {run}", self.key());
         }
         for w in &report.workers {
-            if w.load == 0 || report.failures.iter().any(|f| f.worker == w.name) {
+            if w.products == 0 || report.failures.iter().any(|f| f.worker == w.name) {
                 continue;
             }
             let o = self.workers.entry(w.name.clone()).or_default();
             // Time each phase actually took, summed over the worker's
-            // chunks (one chunk in a one-round plan, many in `rounds`).
-            let x = w.load as f64;
+            // chunks (one chunk in a one-round plan, many in `rounds`),
+            // for the products it computed (the plan's load, unless online
+            // correction moved some, or enrolled it).
+            let x = w.products as f64;
             push(&mut o.send, x, w.send_secs);
             push(&mut o.compute, x, w.compute_secs);
             push(&mut o.ret, x, w.return_secs);

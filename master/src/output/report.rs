@@ -32,7 +32,11 @@ impl From<&WorkerTimes> for Times {
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkerReport {
     pub name: String,
+    /// Products the plan gave it.
     pub load: u64,
+    /// Products it computed and returned (online correction moves
+    /// products between workers, and may enrol one the plan left out).
+    pub products: u64,
     pub predicted: Times,
     pub measured: Times,
     /// Seconds the worker said it spent computing.
@@ -203,6 +207,7 @@ impl RunReport {
                 .map(|(i, (w, predicted))| WorkerReport {
                     name: w.name.clone(),
                     load: plan.loads[i],
+                    products: measured.products[i],
                     predicted: Times::from(&predicted),
                     measured: Times::from(&measured.workers[i]),
                     compute_secs: measured.compute_secs[i],
