@@ -1,54 +1,90 @@
-//! Computing, measured as it goes in a run: every worker computes its
-//! probes at the same time, and while a worker computes k units the master
-//! sends it k units and takes k units of results back, one transfer at a
-//! time on its port (as in a run, where the next chunk arrives and the
-//! last results leave while a chunk is computed). A worker measured alone
-//! on a quiet machine computes faster than it does in a run wherever
-//! workers share something: a node's cores and memory bandwidth, or the
-//! processor time that arriving data takes (interrupts, copies). On the
-//! test bed (`scripts/testbed.sh`) a worker computed 11% slower while three
-//! others ran a batch than alone, and plans made from quiet measurements
-//! finished 10–15% after their prediction.
+//! Every worker measured at once, as it goes in a run: for growing sizes
+//! k, a worker computes k units while the master sends it k units and
+//! takes k units of results back, one transfer at a time on its port (as
+//! in a run, where the next chunk arrives and the last results leave while
+//! a chunk is computed). The transfers, each alone on the port, are the
+//! link probes; the worker's own timing of its k units, the compute
+//! probe. A worker measured alone on a quiet machine computes faster than
+//! it does in a run wherever workers share something: a node's cores and
+//! memory bandwidth, or the processor time that arriving data takes
+//! (interrupts, copies). On the test bed (`scripts/testbed.sh`) a worker
+//! computed 11% slower while three others ran a batch than alone, and
+//! plans made from quiet measurements finished 10–15% after their
+//! prediction.
+//!
+//! Transfers stop growing once a size's send and return took
+//! `max_probe_seconds` together, computing once a size took that long,
+//! each after three sizes; a size past one of them is measured for the
+//! other alone (the samples say NaN for what was not measured).
 
 use super::{agree, answer, median, unit_values, CalibrateOptions, Scatter};
 use crate::runtime::link::{self, Link};
 use anyhow::{bail, Result};
-use dls_protocol::{DType, FromWorker, ToWorker, Values};
+use dls_protocol::{DType, Form, FromWorker, ToWorker, Values};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
+use std::time::Instant;
 use tokio::sync::{watch, Mutex};
 
-/// For each `(link, sizes)`: the median seconds the worker took to compute
-/// each size (in order; it stops early, after three sizes, once a size
-/// took longer than `max_probe_seconds`), or why it failed. A worker done
-/// with its probes hears a heartbeat every `keep_alive` until the others
-/// are done too, so that its idle timeout does not end its session while a
-/// slow worker is still measured.
-pub(super) async fn under_load(
-    jobs: Vec<(&mut Link, Vec<u64>)>,
-    opts: &CalibrateOptions,
-) -> Vec<Result<(Vec<(u64, f64)>, Scatter)>> {
+/// One worker's probes: per size (units, send s, compute s, return s),
+/// medians of repetitions (NaN where not measured), how repetitions of
+/// each disagreed, how many products its memory holds, and the largest
+/// size a probe may take.
+pub(super) struct Probes {
+    pub samples: Vec<(u64, f64, f64, f64)>,
+    pub scatter: [Scatter; 3],
+    pub max_load: u64,
+    pub max_units: u64,
+}
+
+impl Probes {
+    /// Seconds a unit each way at the largest size whose transfers were
+    /// probed, for sizing later probes.
+    pub fn measured(&self) -> super::ports::Measured {
+        let last = self.samples.iter().rev().find(|s| s.1.is_finite() && s.3.is_finite());
+        let &(k, s, _, r) = last.unwrap_or(&(1, 1.0, 1.0, 1.0));
+        super::ports::Measured {
+            c: s / k as f64,
+            d: r / k as f64,
+            max_units: self.max_units,
+        }
+    }
+}
+
+/// Every worker's probes, or why it failed. A worker done with its probes
+/// hears a heartbeat every `keep_alive` until the others are done too, so
+/// that its idle timeout does not end its session while a slow worker is
+/// still measured.
+pub(super) async fn under_load(links: Vec<&mut Link>, opts: &CalibrateOptions) -> Vec<Result<Probes>> {
     let (unit_in, _) = unit_values(&opts.form);
-    let largest = jobs.iter().flat_map(|j| j.1.iter().copied()).max().unwrap_or(0);
+    let largest = links.iter().map(|l| max_units(l, opts)).max().unwrap_or(1);
     let buf = Values::zeros(DType::F64, (unit_in * largest) as usize);
     let port = Mutex::new(());
-    let (left, waiting) = watch::channel(jobs.len());
-    let probes = jobs
+    let (left, waiting) = watch::channel(links.len());
+    let probes = links
         .into_iter()
-        .map(|(link, sizes)| {
+        .map(|link| {
             let (left, mut waiting, port, buf) = (&left, waiting.clone(), &port, &buf);
             async move {
-                let r = probe(link, sizes, opts, port, buf).await;
+                let r = probe(link, opts, port, buf).await;
                 left.send_modify(|n| *n -= 1);
                 match r {
-                    Ok(times) => stay(link, opts, &mut waiting).await.map(|()| times),
+                    Ok(found) => stay(link, opts, &mut waiting).await.map(|()| found),
                     Err(e) => Err(e),
                 }
             }
         })
         .collect();
     join_all(probes).await
+}
+
+/// The largest probe for a worker: 32 units, within `max_probe_bytes`
+/// and half of what its memory holds.
+fn max_units(link: &Link, opts: &CalibrateOptions) -> u64 {
+    let form = opts.form;
+    let by_bytes = (opts.max_probe_bytes / form.in_bytes(1).max(1)).max(1);
+    by_bytes.min(32).min(link.caps.max_products(&form) / 2).max(1)
 }
 
 /// Heartbeats to an idle worker until no probe is left.
@@ -65,75 +101,124 @@ async fn stay(link: &mut Link, opts: &CalibrateOptions, left: &mut watch::Receiv
     }
 }
 
-/// One worker's compute probes, each with a send and a return of its size
-/// on the shared port while it computes.
-async fn probe(
+/// Whether the products of `form` can be probed on this worker at all.
+fn check(link: &Link, form: &Form) -> Result<u64> {
+    let s = form.shape;
+    if s.n == 0 || s.k == 0 || s.m == 0 {
+        bail!("every matrix dimension must be at least 1 (products of {form})");
+    }
+    let max_load = link.caps.max_products(form);
+    if max_load == 0 {
+        bail!(
+            "worker {:?}: its memory limit of {} bytes cannot hold one product of {form}",
+            link.name,
+            link.caps.memory_limit
+        );
+    }
+    Ok(max_load)
+}
+
+/// One worker's probes, as the module says.
+async fn probe(link: &mut Link, opts: &CalibrateOptions, port: &Mutex<()>, buf: &Values) -> Result<Probes> {
+    let max_load = check(link, &opts.form)?;
+    let max_units = max_units(link, opts);
+    let mut samples: Vec<(u64, f64, f64, f64)> = Vec::new();
+    let mut scatter = [Scatter::default(); 3];
+    let (mut moving, mut computing) = (true, true);
+    let mut k = 1u64;
+    while k <= max_units && (moving || computing) {
+        let (mut s, mut c, mut r) = (Vec::new(), Vec::new(), Vec::new());
+        for rep in 0..opts.reps.max(1) {
+            let settled = (!moving || agree(&s) && agree(&r)) && (!computing || agree(&c));
+            if rep == 2 && settled {
+                break;
+            }
+            let (send, secs, ret) = step(link, opts, port, buf, k, moving, computing).await?;
+            s.extend(send);
+            c.extend(secs);
+            r.extend(ret);
+        }
+        for (i, v) in [&s, &c, &r].into_iter().enumerate() {
+            scatter[i].add(k, v);
+        }
+        let m = |v: Vec<f64>| if v.is_empty() { f64::NAN } else { median(v) };
+        let (s, c, r) = (m(s), m(c), m(r));
+        samples.push((k, s, c, r));
+        let count = |f: fn(&(u64, f64, f64, f64)) -> f64| samples.iter().filter(|x| f(x).is_finite()).count();
+        if moving && count(|x| x.1) >= 3 && s + r > opts.max_probe_seconds {
+            moving = false;
+        }
+        if computing && count(|x| x.2) >= 3 && c > opts.max_probe_seconds {
+            computing = false;
+        }
+        k *= 2;
+    }
+    Ok(Probes {
+        samples,
+        scatter,
+        max_load,
+        max_units,
+    })
+}
+
+/// One repetition at size `k`: the worker computes k units (if
+/// `computing`) while k units go out and come back on the port (if
+/// `moving`); the seconds of each measured.
+async fn step(
     link: &mut Link,
-    sizes: Vec<u64>,
     opts: &CalibrateOptions,
     port: &Mutex<()>,
     buf: &Values,
-) -> Result<(Vec<(u64, f64)>, Scatter)> {
+    k: u64,
+    moving: bool,
+    computing: bool,
+) -> Result<(Option<f64>, Option<f64>, Option<f64>)> {
     let (unit_in, unit_out) = unit_values(&opts.form);
-    let mut out = Vec::new();
-    let mut scatter = Scatter::default();
-    for k in sizes {
-        let mut took = Vec::new();
-        for rep in 0..opts.reps.max(1) {
-            if rep == 2 && agree(&took) {
-                break;
-            }
-            link.conn
-                .send(&ToWorker::ComputeProbe {
-                    form: opts.form,
-                    count: k as u32,
-                })
-                .await?;
-            let mut done = None;
-            {
-                let _port = port.lock().await;
-                let len = unit_in * k;
-                link.conn
-                    .write_frame(&ToWorker::Echo { len }, &buf.slice(0..len as usize))
-                    .await?;
-                while !matches!(next(link, opts, &mut done).await?, FromWorker::EchoAck { len: l } if l == len) {}
-                let len = unit_out * k;
-                link.conn.send(&ToWorker::Pull { len }).await?;
-                while !matches!(next(link, opts, &mut done).await?, FromWorker::PullData { len: l } if l == len) {}
-            }
-            let secs = loop {
-                if let Some(secs) = done {
-                    break secs;
-                }
-                next(link, opts, &mut done).await?;
-            };
-            took.push(secs);
-        }
-        scatter.add(k, &took);
-        let c = median(took);
-        out.push((k, c));
-        if out.len() >= 3 && c > opts.max_probe_seconds {
-            break;
+    let mut done = None;
+    if computing {
+        link.conn
+            .send(&ToWorker::ComputeProbe {
+                form: opts.form,
+                count: k as u32,
+            })
+            .await?;
+    }
+    let (mut sent, mut returned) = (None, None);
+    if moving {
+        let _port = port.lock().await;
+        let len = unit_in * k;
+        let t0 = Instant::now();
+        link.conn
+            .write_frame(&ToWorker::Echo { len }, &buf.slice(0..len as usize))
+            .await?;
+        while !matches!(next(link, opts, &mut done).await?, FromWorker::EchoAck { len: l } if l == len) {}
+        sent = Some(t0.elapsed().as_secs_f64());
+        let len = unit_out * k;
+        let t0 = Instant::now();
+        link.conn.send(&ToWorker::Pull { len }).await?;
+        while !matches!(next(link, opts, &mut done).await?, FromWorker::PullData { len: l } if l == len) {}
+        returned = Some(t0.elapsed().as_secs_f64());
+    }
+    if computing {
+        while done.is_none() {
+            next(link, opts, &mut done).await?;
         }
     }
-    Ok((out, scatter))
+    Ok((sent, done, returned))
 }
 
-/// The next answer of a worker computing a probe: its seconds go to
+/// The next answer of a worker during its probes: its seconds go to
 /// `done` when it is `ComputeDone`; an echo's or a pull's answer is
 /// returned; anything else is an error.
 async fn next(link: &mut Link, opts: &CalibrateOptions, done: &mut Option<f64>) -> Result<FromWorker> {
-    let msg = answer(link, opts.timeout, "compute probe").await?.msg;
+    let msg = answer(link, opts.timeout, "probe").await?.msg;
     match msg {
         FromWorker::ComputeDone { secs, .. } => {
             *done = Some(secs);
             Ok(msg)
         }
         FromWorker::EchoAck { .. } | FromWorker::PullData { .. } => Ok(msg),
-        other => bail!(
-            "worker {:?}: unexpected answer during a compute probe: {other:?}",
-            link.name
-        ),
+        other => bail!("worker {:?}: unexpected answer during a probe: {other:?}", link.name),
     }
 }
 

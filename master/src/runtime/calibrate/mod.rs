@@ -6,23 +6,23 @@
 //! R², fitted on the costs per unit ([`fit_relative_judged`]: probe times vary by
 //! a few percent whatever their size).
 //!
-//! Links are probed one worker after the other, so that, as in a run, the
-//! master's port serves one transfer at a time, and while the worker is
-//! idle. Then the port model: whether transfers to several workers at once
-//! share the master's uplink or take turns (`ports.rs`). Computing is
-//! probed last on every worker at once, while the port keeps carrying
-//! transfers, as in a run (`compute.rs`).
+//! Every worker is probed at once, as in a run: it computes k units while
+//! the master sends it k units and takes k back, one transfer at a time on
+//! the master's port (`compute.rs`); the transfers, each alone on the
+//! port, measure the links, the worker's own timing its computing. Then
+//! the port model: whether transfers to several workers at once share the
+//! master's uplink or take turns (`ports.rs`).
 
 mod compute;
 mod fit;
 pub mod ports;
 
 use crate::config::scaling::Scaling;
-use crate::runtime::link::{self, Link};
+use crate::runtime::link::Link;
 use crate::runtime::pool::{LeftOut, Pool};
 use anyhow::{bail, Context, Result};
 use dls_lp::{Latency, Platform, Worker};
-use dls_protocol::{DType, Form, FromWorker, ToWorker, Values};
+use dls_protocol::{Form, FromWorker, ToWorker};
 use std::time::{Duration, Instant};
 
 pub use fit::{fit, fit_relative_judged, Fit, Scatter};
@@ -174,85 +174,6 @@ pub(super) async fn answer(link: &mut Link, t: Duration, what: &str) -> Result<d
     }
 }
 
-/// What the link probes of one worker found: per size, the units and the
-/// median seconds to send and to return them; and how many products its
-/// memory holds at once.
-pub(super) struct LinkProbes {
-    pub comm: Vec<(u64, f64, f64)>,
-    /// How repeated sends of one size disagreed.
-    pub send_scatter: Scatter,
-    /// How repeated returns of one size disagreed.
-    pub return_scatter: Scatter,
-    pub max_load: u64,
-    /// The largest probe's units.
-    pub max_units: u64,
-}
-
-impl LinkProbes {
-    /// Seconds a unit each way at the largest size probed, for sizing
-    /// later probes.
-    fn measured(&self) -> ports::Measured {
-        let &(k, s, r) = self.comm.last().unwrap_or(&(1, 1.0, 1.0));
-        ports::Measured {
-            c: s / k as f64,
-            d: r / k as f64,
-            max_units: self.max_units,
-        }
-    }
-}
-
-/// Probe one worker's link: sending and returning k units for growing k.
-async fn probe_link(link: &mut Link, opts: &CalibrateOptions) -> Result<LinkProbes> {
-    let form = opts.form;
-    let s = form.shape;
-    if s.n == 0 || s.k == 0 || s.m == 0 {
-        bail!("every matrix dimension must be at least 1 (products of {form})");
-    }
-    let max_load = link.caps.max_products(&form);
-    if max_load == 0 {
-        bail!(
-            "worker {:?}: its memory limit of {} bytes cannot hold one product of {form}",
-            link.name,
-            link.caps.memory_limit
-        );
-    }
-    let by_bytes = (opts.max_probe_bytes / form.in_bytes(1).max(1)).max(1);
-    let max_units = by_bytes.min(32).min(max_load / 2).max(1);
-    let mut sizes = vec![1u64];
-    while sizes[sizes.len() - 1] * 2 <= max_units {
-        sizes.push(sizes[sizes.len() - 1] * 2);
-    }
-    let buf = Values::zeros(DType::F64, (unit_values(&form).0 * max_units) as usize);
-    // A worker is idle when it receives here; its computing is measured
-    // afterwards, with every worker's (see `compute.rs`).
-    let mut comm = Vec::new();
-    let (mut send_scatter, mut return_scatter) = (Scatter::default(), Scatter::default());
-    for &k in &sizes {
-        let (mut s, mut r) = (Vec::new(), Vec::new());
-        for rep in 0..opts.reps.max(1) {
-            if rep == 2 && agree(&s) && agree(&r) {
-                break;
-            }
-            s.push(ports::send(link, k, &buf, opts).await?);
-            r.push(ports::pull(link, k, opts).await?);
-        }
-        send_scatter.add(k, &s);
-        return_scatter.add(k, &r);
-        let (s, r) = (median(s), median(r));
-        comm.push((k, s, r));
-        if comm.len() >= 3 && s + r > opts.max_probe_seconds {
-            break;
-        }
-    }
-    Ok(LinkProbes {
-        comm,
-        send_scatter,
-        return_scatter,
-        max_load,
-        max_units,
-    })
-}
-
 /// Probes carry the values of a unit's inputs and results as float64
 /// values (a unit of float32 products is rounded up to whole values).
 fn unit_values(form: &Form) -> (u64, u64) {
@@ -263,8 +184,13 @@ fn unit_values(form: &Form) -> (u64, u64) {
 /// s, return s), with how repeated probes of send, compute and return
 /// disagreed.
 fn finish(name: &str, samples: Vec<(u64, f64, f64, f64)>, scatter: [Scatter; 3], max_load: u64) -> WorkerCalibration {
+    // A size measured for one phase only says NaN for the others.
     let line = |f: fn(&(u64, f64, f64, f64)) -> f64, scatter: Scatter| {
-        fit_relative_judged(&samples.iter().map(|s| (s.0 as f64, f(s))).collect::<Vec<_>>(), scatter)
+        let points: Vec<(f64, f64)> = (samples.iter())
+            .map(|s| (s.0 as f64, f(s)))
+            .filter(|p| p.1.is_finite())
+            .collect();
+        fit_relative_judged(&points, scatter)
     };
     let (send, compute, ret) = (
         line(|s| s.1, scatter[0]),
@@ -322,94 +248,39 @@ type Measured = (
     Vec<(usize, anyhow::Error)>,
 );
 
-/// Measure the links one after the other while the others, idle, are sent a
-/// heartbeat every few seconds (a worker ends a silent session); then the
-/// port model (`ports.rs`); then the computing of every worker whose link
-/// was measured, all at once under load (`compute.rs`). Returns the
-/// calibrations of the workers that never failed, the port model, and
-/// each failure by link index; with `stop_at_first`, nothing more is
-/// measured after a failure.
+/// Measure every worker at once, as in a run: its link (transfers one at a
+/// time on the port) while it computes (`compute.rs`); then the port model
+/// (`ports.rs`). Returns the calibrations of the workers that never
+/// failed, the port model, and each failure by link index; with
+/// `stop_at_first`, nothing more is measured after a failure.
 async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_first: bool) -> Measured {
-    let mut probed: Vec<(usize, LinkProbes)> = Vec::new();
-    let mut failed: Vec<(usize, anyhow::Error)> = Vec::new();
-    for i in 0..links.len() {
-        if failed.iter().any(|f| f.0 == i) {
-            continue;
-        }
-        if stop_at_first && !failed.is_empty() {
-            break;
-        }
-        let (before, rest) = links.split_at_mut(i);
-        let Some((cur, after)) = rest.split_first_mut() else {
-            break;
-        };
-        cur.conn.set_write_stall_timeout(Some(STALL));
-        let measuring = probe_link(cur, opts);
-        tokio::pin!(measuring);
-        let mut tick = tokio::time::interval(opts.keep_alive_period());
-        tick.tick().await;
-        let result = loop {
-            tokio::select! {
-                r = &mut measuring => break r,
-                _ = tick.tick() => {
-                    let idle = before.iter_mut().enumerate().chain(after.iter_mut().enumerate().map(|(j, l)| (i + 1 + j, l)));
-                    for (j, l) in idle {
-                        if failed.iter().any(|f| f.0 == j) {
-                            continue;
-                        }
-                        if let Err(e) = link::keep_alive(l, STALL).await {
-                            failed.push((j, e));
-                        }
-                    }
-                }
-            }
-        };
-        match result {
-            Ok(w) => probed.push((i, w)),
+    for l in links.iter_mut() {
+        l.conn.set_write_stall_timeout(Some(STALL));
+    }
+    let found = compute::under_load(links.iter_mut().collect(), opts).await;
+    let (mut probed, mut failed) = (Vec::new(), Vec::new());
+    for (i, r) in found.into_iter().enumerate() {
+        match r {
+            Ok(p) => probed.push((i, p)),
             Err(e) => failed.push((i, e)),
         }
     }
-    // Measured, then lost while idle: its measurements go too.
-    probed.retain(|(i, _)| !failed.iter().any(|f| f.0 == *i));
     if stop_at_first && !failed.is_empty() {
-        probed.clear();
+        return (Vec::new(), None, failed);
     }
     let ports = measure_ports(links, &probed, opts).await;
-    let mut workers = Vec::new();
-    let jobs: Vec<(&mut Link, Vec<u64>)> = links
-        .iter_mut()
-        .enumerate()
-        .filter_map(|(i, l)| {
-            let p = probed.iter().find(|p| p.0 == i)?;
-            Some((l, p.1.comm.iter().map(|c| c.0).collect()))
-        })
+    let workers = (probed.into_iter())
+        .map(|(i, p)| finish(&links[i].name, p.samples, p.scatter, p.max_load))
         .collect();
-    let computed = compute::under_load(jobs, opts).await;
-    for ((i, probes), result) in probed.into_iter().zip(computed) {
-        match result {
-            Ok((c, computing)) => {
-                let samples = probes
-                    .comm
-                    .iter()
-                    .zip(&c)
-                    .map(|(&(k, s, r), &(_, secs))| (k, s, secs, r))
-                    .collect();
-                let scatter = [probes.send_scatter, computing, probes.return_scatter];
-                workers.push(finish(&links[i].name, samples, scatter, probes.max_load));
-            }
-            Err(e) => failed.push((i, e)),
-        }
-    }
-    failed.sort_by_key(|f| f.0);
     (workers, ports, failed)
 }
 
 /// The port model, from the workers whose links were measured; `None`
-/// with fewer than two, or when a probe failed (the worker's failure shows
-/// again when its computing is measured).
+/// with fewer than two, or when a probe failed (its worker's failure shows
+/// again in the run).
 async fn measure_ports(
     links: &mut [Link],
-    probed: &[(usize, LinkProbes)],
+    probed: &[(usize, compute::Probes)],
     opts: &CalibrateOptions,
 ) -> Option<PortFindings> {
     if probed.len() < 2 || !opts.ports {
