@@ -229,10 +229,14 @@ pub fn reshare(
         }
     }
     let total: u64 = slots.iter().map(|s| s.units).sum();
-    // A newcomer's round is planned for its memory: no cap here.
+    // A newcomer takes at most its steady-state share of the products
+    // (its costs are the platform's, not yet seen: water filling against
+    // the enrolled workers' backlog would give it everything); its round
+    // is planned for its memory.
+    let sum: f64 = ss.alpha.iter().sum();
     let caps: Vec<u64> = (enrolled.iter().zip(&of))
         .map(|(&w, mine)| cap(w).saturating_mul(mine.len() as u64))
-        .chain(fresh.iter().map(|_| u64::MAX))
+        .chain((0..fresh.len()).map(|i| (total as f64 * ss.alpha[enrolled.len() + i] / sum).floor() as u64))
         .collect();
     let held: Vec<f64> = everyone.iter().map(|&w| busy.get(w).copied().unwrap_or(0.0)).collect();
     let parts = capped_split(total, &level(total as f64, &ss.alpha, &held), &caps)?;

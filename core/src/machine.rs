@@ -148,6 +148,9 @@ pub struct BatchMachine {
     pending: Vec<usize>,
     /// Products planned for each worker and not back yet.
     committed: Vec<u64>,
+    /// Workers the plan left out and online correction has not enrolled:
+    /// the only ones it may enrol.
+    left_out: Vec<bool>,
     /// Each worker's predicted compute end (seconds from the start).
     due: Vec<f64>,
     next_id: u64,
@@ -180,6 +183,7 @@ impl BatchMachine {
             remaining: m,
             pending: Vec::new(),
             committed: vec![0; p],
+            left_out: plan.loads.iter().map(|&l| l == 0).collect(),
             due: vec![f64::INFINITY; p],
             next_id: 0,
             last_progress: 0.0,

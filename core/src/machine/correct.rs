@@ -4,7 +4,7 @@
 //! workers it enrols a round of their own.
 
 use super::BatchMachine;
-use crate::adapt::{enrol, reshare, Slot};
+use crate::adapt::{enrol, reshare, Slot, DEADBAND};
 use crate::record::Adaptation;
 use crate::schedule::Schedule;
 use dls_protocol::ChunkId;
@@ -55,10 +55,14 @@ impl BatchMachine {
         let mut enrolled: Vec<usize> = slots.iter().map(|s| s.worker).collect();
         enrolled.sort_unstable();
         enrolled.dedup();
+        // Only workers the plan left out, once, and only when the enrolled
+        // compute slower than planned: a slower link is the port's
+        // business, which another worker would only take time from.
         let free: Vec<usize> = (0..wk.len())
-            .filter(|&w| self.alive[w] && self.committed[w] == 0 && enrolled.binary_search(&w).is_err())
+            .filter(|&w| self.alive[w] && self.left_out[w] && self.committed[w] == 0)
             .collect();
-        let newcomers = if free.is_empty() {
+        let behind = enrolled.iter().any(|&w| self.observed.used()[w][1] > 1.0 + DEADBAND);
+        let newcomers = if free.is_empty() || !behind {
             Vec::new()
         } else {
             enrol(&corrected, ports, &enrolled, &free)
@@ -110,6 +114,9 @@ impl BatchMachine {
             .filter(|(_, &n)| n > 0)
             .map(|(&w, _)| w)
             .collect();
+        for &w in &who {
+            self.left_out[w] = false;
+        }
         let req = dls_lp::Request {
             load: products.len() as u64,
             strategy: dls_lp::Strategy::Rounds,
