@@ -41,6 +41,9 @@ pub enum Error {
     /// The LP solver failed on an instance that should be feasible.
     #[error("the LP solver failed: {0}")]
     Solver(String),
+    /// Rectangles of one product cannot be made of these areas or sizes.
+    #[error("cannot partition the product: {0}")]
+    BadPartition(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
