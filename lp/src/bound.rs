@@ -44,10 +44,60 @@ pub fn steady_state(platform: &Platform, ports: Ports) -> Result<SteadyState> {
     }
 }
 
+/// Workers whose key differs by at most this fraction are alike enough
+/// that the plan prefers among them the one with the most slack.
+pub const SLACK_TIE: f64 = 0.01;
+
+/// Shares for planning: ρ*'s, except that where workers are alike within
+/// [`SLACK_TIE`] in what fills the port first (one port: `c + d`; a shared
+/// uplink: the rate its link and processor allow), the faster processor
+/// comes first. A plan on a worker that computes well under its port time
+/// survives a slower processor than calibrated; on one that computes just
+/// under it, any slowdown shows. Throughput within 1% of ρ*'s; two
+/// ports: ρ*'s own shares (the LP).
+pub fn preferring_slack(platform: &Platform, ports: Ports) -> Result<SteadyState> {
+    let wk = platform.workers();
+    match ports {
+        Ports::One => {
+            let key: Vec<f64> = wk.iter().map(|w| w.c + w.d).collect();
+            Ok(knapsack_in(platform, slack_order(&key, platform)))
+        }
+        Ports::Two => lp(platform, ports),
+        Ports::Shared(u) => {
+            let key: Vec<f64> = wk.iter().map(|w| w.w.max(w.c).max(w.d)).collect();
+            Ok(uplink_in(platform, u, slack_order(&key, platform)))
+        }
+    }
+}
+
+/// Workers by increasing `key`, those within [`SLACK_TIE`] of the first of
+/// their group by increasing compute cost.
+fn slack_order(key: &[f64], platform: &Platform) -> Vec<usize> {
+    let wk = platform.workers();
+    let mut order: Vec<usize> = (0..key.len()).collect();
+    order.sort_by(|&a, &b| key[a].total_cmp(&key[b]).then(a.cmp(&b)));
+    let mut start = 0;
+    while start < order.len() {
+        let first = key[order[start]];
+        let end = (start..order.len())
+            .find(|&i| key[order[i]] > first * (1.0 + SLACK_TIE))
+            .unwrap_or(order.len());
+        order[start..end].sort_by(|&a, &b| wk[a].w.total_cmp(&wk[b].w).then(a.cmp(&b)));
+        start = end;
+    }
+    order
+}
+
 fn knapsack(platform: &Platform) -> SteadyState {
     let wk = platform.workers();
     let mut order: Vec<usize> = (0..wk.len()).collect();
     order.sort_by(|&a, &b| (wk[a].c + wk[a].d).total_cmp(&(wk[b].c + wk[b].d)).then(a.cmp(&b)));
+    knapsack_in(platform, order)
+}
+
+/// The one-port knapsack filling the port in `order`.
+fn knapsack_in(platform: &Platform, order: Vec<usize>) -> SteadyState {
+    let wk = platform.workers();
     let mut alpha = vec![0.0; wk.len()];
     let mut port = 1.0f64;
     for i in order {
@@ -97,13 +147,20 @@ pub fn lp(platform: &Platform, ports: Ports) -> Result<SteadyState> {
 pub fn steady_state_uplink(platform: &Platform, uplink: Uplink) -> SteadyState {
     let wk = platform.workers();
     let cap: Vec<f64> = wk.iter().map(|w| 1.0 / w.w.max(w.c).max(w.d)).collect();
+    let mut order: Vec<usize> = (0..wk.len()).collect();
+    order.sort_by(|&a, &b| cap[b].total_cmp(&cap[a]).then(a.cmp(&b)));
+    uplink_in(platform, uplink, order)
+}
+
+/// The uplink's shares given to the workers in `order`.
+fn uplink_in(platform: &Platform, uplink: Uplink, order: Vec<usize>) -> SteadyState {
+    let wk = platform.workers();
+    let cap: Vec<f64> = wk.iter().map(|w| 1.0 / w.w.max(w.c).max(w.d)).collect();
     let mut left = if uplink.duplex {
         1.0 / uplink.send.max(uplink.ret)
     } else {
         1.0 / (uplink.send + uplink.ret)
     };
-    let mut order: Vec<usize> = (0..wk.len()).collect();
-    order.sort_by(|&a, &b| cap[b].total_cmp(&cap[a]).then(a.cmp(&b)));
     let mut alpha = vec![0.0; wk.len()];
     for i in order {
         alpha[i] = cap[i].min(left);

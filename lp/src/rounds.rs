@@ -15,7 +15,7 @@
 //! [`crate::sequence::execute`], the earliest execution of its sequence with the port's
 //! idle gaps filled by later transfers that fit in them.
 
-use crate::bound::steady_state;
+use crate::bound::preferring_slack;
 use crate::error::{Error, Result};
 use crate::platform::{Latency, Platform, Worker};
 use crate::rounding::{proportional, spread};
@@ -146,7 +146,7 @@ pub const MAX_CHUNKS: usize = 20_000;
 /// `one_round` (the sequence of the best one-round plan, when it fits the
 /// workers' memory) if that predicts no later.
 pub fn plan_rounds(platform: &Platform, ports: Ports, load: u64, one_round: Option<&Sequence>) -> Result<Sequence> {
-    let ss = steady_state(platform, ports)?;
+    let ss = preferring_slack(platform, ports)?;
     let mut enrolled: Vec<usize> = (0..platform.len()).filter(|&i| ss.alpha[i] > 0.0).collect();
     let wk = platform.workers();
     enrolled.sort_by(|&a, &b| wk[a].c.total_cmp(&wk[b].c).then(a.cmp(&b)));
