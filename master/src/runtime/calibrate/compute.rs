@@ -12,7 +12,9 @@
 //! plans made from quiet measurements finished 10–15% after their
 //! prediction.
 //!
-//! Transfers stop growing once a size's send and return took
+//! Sizes are measured two or three times, or once when the first measure
+//! per unit agrees with the size before (the line is confirmed, not
+//! repeated). Transfers stop growing once a size's send and return took
 //! `max_probe_seconds` together, computing once a size took that long,
 //! each after three sizes; a size past one of them is measured for the
 //! other alone (the samples say NaN for what was not measured).
@@ -128,9 +130,20 @@ async fn probe(link: &mut Link, opts: &CalibrateOptions, port: &Mutex<()>, buf: 
     let mut k = 1u64;
     while k <= max_units && (moving || computing) {
         let (mut s, mut c, mut r) = (Vec::new(), Vec::new(), Vec::new());
+        // A size whose first measure per unit agrees with the size before
+        // (within AGREE) is on the line already: it is not repeated.
+        let prev = samples.last().copied();
+        let on_line = |v: &[f64], pick: fn(&(u64, f64, f64, f64)) -> f64| {
+            prev.is_some_and(|p| v.len() == 1 && agree(&[v[0] / k as f64, pick(&p) / p.0 as f64]))
+        };
         for rep in 0..opts.reps.max(1) {
             let settled = (!moving || agree(&s) && agree(&r)) && (!computing || agree(&c));
             if rep == 2 && settled {
+                break;
+            }
+            let lined =
+                (!moving || on_line(&s, |x| x.1) && on_line(&r, |x| x.3)) && (!computing || on_line(&c, |x| x.2));
+            if rep == 1 && lined {
                 break;
             }
             let (send, secs, ret) = step(link, opts, port, buf, k, moving, computing).await?;
