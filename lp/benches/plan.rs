@@ -1,4 +1,5 @@
-//! Plan time: the reference LP against the exact fast paths.
+//! Plan time: the reference LP against the exact fast paths; `rounds`
+//! under each port model.
 //!
 //! `cargo bench -p dls-lp --bench plan`
 
@@ -53,6 +54,23 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("plan-rounds", p), &p, |b, _| {
             b.iter(|| plan(black_box(&pf), &Request::new(1_000_000, Strategy::Rounds)).expect("plans"))
         });
+        // Two lanes: the send lane waits for returns (memory), replayed
+        // until the release times settle: several passes per candidate.
+        if p <= 100 {
+            let up = dls_lp::Uplink::new(0.004, 0.002, true).expect("valid");
+            for (name, ports) in [
+                ("plan-rounds-two-ports", Ports::Two),
+                ("plan-rounds-uplink", Ports::Shared(up)),
+            ] {
+                let req = Request {
+                    ports,
+                    ..Request::new(1_000_000, Strategy::Rounds)
+                };
+                g.bench_with_input(BenchmarkId::new(name, p), &p, |b, _| {
+                    b.iter(|| plan(black_box(&pf), &req).expect("plans"))
+                });
+            }
+        }
         if p <= LP_MAX {
             let s = Scenario::fifo(order.clone());
             g.bench_with_input(BenchmarkId::new("fifo-lp", p), &p, |b, _| {
