@@ -230,20 +230,10 @@ impl RunReport {
             replans: measured
                 .replans
                 .iter()
-                .map(|r| ReplanReport {
-                    at: r.at,
-                    products: r.products,
-                    workers: r.workers.iter().map(|&w| platform.workers()[w].name.clone()).collect(),
-                    predicted: r.predicted,
-                })
+                .map(|r| round_report(platform, r.at, r.products, &r.workers, r.predicted))
                 .collect(),
             enrolments: (measured.enrolments.iter())
-                .map(|e| ReplanReport {
-                    at: e.at,
-                    products: e.products,
-                    workers: e.workers.iter().map(|&w| platform.workers()[w].name.clone()).collect(),
-                    predicted: e.predicted,
-                })
+                .map(|e| round_report(platform, e.at, e.products, &e.workers, e.predicted))
                 .collect(),
             adaptations: measured
                 .adaptations
@@ -404,4 +394,14 @@ pub fn peak_rss() -> Option<u64> {
         .parse::<u64>()
         .ok()?;
     Some(kb * 1024)
+}
+
+/// A round planned during a run (recovery or enrolment), its workers named.
+fn round_report(platform: &Platform, at: f64, products: usize, workers: &[usize], predicted: f64) -> ReplanReport {
+    ReplanReport {
+        at,
+        products,
+        workers: workers.iter().map(|&w| platform.workers()[w].name.clone()).collect(),
+        predicted,
+    }
 }

@@ -210,7 +210,7 @@ async fn aggregate(
 }
 
 /// Seconds to send `k` units to a worker (until it acknowledges them).
-pub(super) async fn send(link: &mut Link, k: u64, buf: &Values, opts: &CalibrateOptions) -> Result<f64> {
+async fn send(link: &mut Link, k: u64, buf: &Values, opts: &CalibrateOptions) -> Result<f64> {
     let len = unit_values(&opts.form).0 * k;
     let t0 = Instant::now();
     link.conn
@@ -224,7 +224,7 @@ pub(super) async fn send(link: &mut Link, k: u64, buf: &Values, opts: &Calibrate
 }
 
 /// Seconds to have `k` units of results returned by a worker.
-pub(super) async fn pull(link: &mut Link, k: u64, opts: &CalibrateOptions) -> Result<f64> {
+async fn pull(link: &mut Link, k: u64, opts: &CalibrateOptions) -> Result<f64> {
     let len = unit_values(&opts.form).1 * k;
     let t0 = Instant::now();
     link.conn.send(&ToWorker::Pull { len }).await?;
