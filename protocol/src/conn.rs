@@ -36,12 +36,6 @@ impl<M> Partial<M> {
     }
 }
 
-/// The sealers of an encrypted connection: (send, receive).
-struct Crypt {
-    send: Sealer,
-    recv: Sealer,
-}
-
 /// A framed, typed connection: reads `In`, writes `Out`.
 pub struct Connection<S, In, Out> {
     stream: S,
@@ -53,9 +47,17 @@ pub struct Connection<S, In, Out> {
     bytes_in: u64,
     /// Longest a single write may make no progress before it fails.
     write_stall: Option<std::time::Duration>,
-    crypt: Option<Crypt>,
+    /// Encrypted connections: the sealer of what is written, and of what
+    /// is read.
+    seal_out: Option<Sealer>,
+    seal_in: Option<Sealer>,
     _out: PhantomData<fn(Out)>,
 }
+
+/// The half of a connection that reads, after [`Connection::split`].
+pub type ReadingHalf<S, In, Out> = Connection<tokio::io::ReadHalf<S>, In, Out>;
+/// The half of a connection that writes, after [`Connection::split`].
+pub type WritingHalf<S, In, Out> = Connection<tokio::io::WriteHalf<S>, In, Out>;
 
 /// Write `slices` one after the other in vectored writes, each of which
 /// must make progress within `stall` (if set).
@@ -98,12 +100,7 @@ async fn write_slices<S: AsyncWrite + Unpin>(
     Ok(())
 }
 
-impl<S, In, Out> Connection<S, In, Out>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-    In: DeserializeOwned + Payload,
-    Out: Serialize + Payload,
-{
+impl<S, In, Out> Connection<S, In, Out> {
     /// A connection whose frames are limited to `HANDSHAKE_MAX_FRAME` until
     /// `set_max_frame` raises it.
     pub fn new(stream: S) -> Self {
@@ -115,7 +112,8 @@ where
             partial: None,
             bytes_in: 0,
             write_stall: None,
-            crypt: None,
+            seal_out: None,
+            seal_in: None,
             _out: PhantomData,
         }
     }
@@ -142,12 +140,12 @@ where
     /// Encrypt and authenticate every frame from now on, both ways (the
     /// handshake's last frame has just been sent or read).
     pub fn seal_with(&mut self, send: Sealer, recv: Sealer) {
-        self.crypt = Some(Crypt { send, recv });
+        (self.seal_out, self.seal_in) = (Some(send), Some(recv));
     }
 
-    /// Whether frames are encrypted.
+    /// Whether frames are encrypted (either way, for a half).
     pub fn is_sealed(&self) -> bool {
-        self.crypt.is_some()
+        self.seal_out.is_some() || self.seal_in.is_some()
     }
 
     pub fn get_ref(&self) -> &S {
@@ -158,6 +156,68 @@ where
         &mut self.stream
     }
 
+    /// The two halves of the connection, so that one task may read while
+    /// another writes (a worker's results coming in while its next chunk
+    /// goes out): the reading half keeps what was read and the receiving
+    /// sealer, the writing half the sending one.
+    pub fn split(self) -> (ReadingHalf<S, In, Out>, WritingHalf<S, In, Out>)
+    where
+        S: AsyncRead + AsyncWrite,
+    {
+        let (r, w) = tokio::io::split(self.stream);
+        let reading = Connection {
+            stream: r,
+            rbuf: self.rbuf,
+            wbuf: Vec::new(),
+            max_frame: self.max_frame,
+            partial: self.partial,
+            bytes_in: self.bytes_in,
+            write_stall: None,
+            seal_out: None,
+            seal_in: self.seal_in,
+            _out: PhantomData,
+        };
+        let writing = Connection {
+            stream: w,
+            rbuf: BytesMut::new(),
+            wbuf: self.wbuf,
+            max_frame: self.max_frame,
+            partial: None,
+            bytes_in: 0,
+            write_stall: self.write_stall,
+            seal_out: self.seal_out,
+            seal_in: None,
+            _out: PhantomData,
+        };
+        (reading, writing)
+    }
+
+    /// The connection the two halves of [`Connection::split`] came from.
+    pub fn unsplit(reading: ReadingHalf<S, In, Out>, writing: WritingHalf<S, In, Out>) -> Self
+    where
+        S: Unpin,
+    {
+        Connection {
+            stream: reading.stream.unsplit(writing.stream),
+            rbuf: reading.rbuf,
+            wbuf: writing.wbuf,
+            max_frame: reading.max_frame,
+            partial: reading.partial,
+            bytes_in: reading.bytes_in,
+            write_stall: writing.write_stall,
+            seal_out: writing.seal_out,
+            seal_in: reading.seal_in,
+            _out: PhantomData,
+        }
+    }
+}
+
+/// Reading frames.
+impl<S, In, Out> Connection<S, In, Out>
+where
+    S: AsyncRead + Unpin,
+    In: DeserializeOwned + Payload,
+{
     /// Read the next frame. `Ok(None)`: the peer closed cleanly between frames.
     pub async fn read_frame(&mut self) -> Result<Option<Frame<In>>> {
         self.read_frame_checked(|_| Ok(())).await
@@ -166,7 +226,7 @@ where
     /// Like `read_frame`, but `check` sees every message before its payload
     /// is allocated and may refuse it.
     pub async fn read_frame_checked(&mut self, mut check: impl FnMut(&In) -> Result<()>) -> Result<Option<Frame<In>>> {
-        if self.crypt.is_some() {
+        if self.seal_in.is_some() {
             return self.read_sealed(check).await;
         }
         loop {
@@ -278,9 +338,9 @@ where
                 let mut tag = [0u8; TAG];
                 tag.copy_from_slice(&self.rbuf[..TAG]);
                 self.rbuf.advance(TAG);
-                if let (Some(c), Some(p)) = (&mut self.crypt, &mut self.partial) {
+                if let (Some(c), Some(p)) = (&mut self.seal_in, &mut self.partial) {
                     let start = p.opened;
-                    c.recv.open(&mut p.payload.as_bytes_mut()[start..end], &tag)?;
+                    c.open(&mut p.payload.as_bytes_mut()[start..end], &tag)?;
                     p.opened = end;
                 }
                 continue;
@@ -296,8 +356,8 @@ where
                     let mut tag = [0u8; TAG];
                     tag.copy_from_slice(&self.rbuf[4 + len..4 + len + TAG]);
                     self.rbuf.advance(4 + len + TAG);
-                    if let Some(c) = &mut self.crypt {
-                        c.recv.open(&mut plain, &tag)?;
+                    if let Some(c) = &mut self.seal_in {
+                        c.open(&mut plain, &tag)?;
                     }
                     let head = match frame::parse_head::<In>(&plain, self.max_frame)? {
                         Some(h) if h.head_bytes == plain.len() => h,
@@ -319,7 +379,14 @@ where
             }
         }
     }
+}
 
+/// Writing frames.
+impl<S, In, Out> Connection<S, In, Out>
+where
+    S: AsyncWrite + Unpin,
+    Out: Serialize + Payload,
+{
     /// Write a message with its payload, and flush.
     pub async fn write_frame(&mut self, msg: &Out, payload: &Values) -> Result<()> {
         let (dtype, expected) = msg.payload()?;
@@ -348,12 +415,12 @@ where
         self.wbuf.clear();
         frame::encode_head(msg, bytes as u64, &mut self.wbuf)?;
         let bodies: Vec<&[u8]> = parts.iter().filter(|p| !p.is_empty()).copied().collect();
-        if let Some(c) = &mut self.crypt {
+        if let Some(c) = &mut self.seal_out {
             // Sealed: the header record, then the payload in records of at
             // most RECORD bytes, each copied once to be encrypted in place
             // and written with its tag while the peer opens the last.
             let len = (self.wbuf.len() as u32).to_le_bytes();
-            let tag = c.send.seal(&mut self.wbuf)?;
+            let tag = c.seal(&mut self.wbuf)?;
             write_slices(&mut self.stream, self.write_stall, &[&len, &self.wbuf, &tag]).await?;
             let mut record: Vec<u8> = Vec::with_capacity(RECORD.min(bytes));
             // (part, offset in it) of the next payload byte.
@@ -368,7 +435,7 @@ where
                         (part, at) = (part + 1, 0);
                     }
                 }
-                let tag = c.send.seal(&mut record)?;
+                let tag = c.seal(&mut record)?;
                 write_slices(&mut self.stream, self.write_stall, &[&record, &tag]).await?;
             }
             return Ok(());

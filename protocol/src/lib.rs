@@ -30,6 +30,8 @@ pub mod frame;
 #[cfg(feature = "io")]
 pub mod handshake;
 pub mod message;
+#[cfg(feature = "io")]
+pub mod outbox;
 pub mod seal;
 pub mod values;
 
@@ -41,4 +43,6 @@ pub use message::{
     Capabilities, ChunkId, Cipher, ErrorCode, Frame, FromWorker, JobId, Nonce, Payload, Proof, ToWorker, WorkerStatus,
     PROTOCOL_VERSION,
 };
+#[cfg(feature = "io")]
+pub use outbox::Outbox;
 pub use values::{DType, Form, Shape, Values};

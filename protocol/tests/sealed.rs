@@ -248,3 +248,65 @@ async fn both_sides_must_agree_to_encrypt() {
         .expect_err("no token");
     assert!(e.to_string().contains("needs a token"), "{e}");
 }
+
+/// Both ends write a frame several times the stream's buffer at once: with
+/// each connection split, each side reads the other's frame while its own
+/// is going out (one task writing and reading in turn would wait on the
+/// other forever). The halves join again into a connection that still
+/// works, sealed or not.
+#[tokio::test]
+async fn split_halves_carry_frames_both_ways_at_once() {
+    for encrypt in [false, true] {
+        let (m, w) = sealed_pair(encrypt, false).await;
+        let (m, w) = (m.expect("master"), w.expect("worker"));
+        assert_eq!(m.is_sealed(), encrypt);
+        // 64 products of 64x64: 6 MiB out, 2 MiB back, through a 1 MiB stream.
+        let (form, count) = (Form::square(64), 64u32);
+        let ab: Values = (0..form.in_len(count) as usize)
+            .map(|i| (i % 1013) as f64)
+            .collect::<Vec<_>>()
+            .into();
+        let c: Values = (0..(form.out_bytes(count) / 8) as usize)
+            .map(|i| -((i % 977) as f64))
+            .collect::<Vec<_>>()
+            .into();
+        let assign = ToWorker::Assign {
+            job: JobId(3),
+            chunk: ChunkId(1),
+            form,
+            count,
+        };
+        let results = FromWorker::Results {
+            job: JobId(3),
+            chunk: ChunkId(0),
+            form,
+            count,
+        };
+        let ((mut mr, mut mw), (mut wr, mut ww)) = (m.split(), w.split());
+        let both = async {
+            tokio::join!(
+                mw.write_frame(&assign, &ab),
+                ww.write_frame(&results, &c),
+                mr.read_frame(),
+                wr.read_frame()
+            )
+        };
+        let (sent, returned, at_master, at_worker) = tokio::time::timeout(std::time::Duration::from_secs(20), both)
+            .await
+            .expect("both ways at once, without waiting on each other");
+        sent.expect("sends");
+        returned.expect("returns");
+        let at_master = at_master.expect("valid").expect("a frame");
+        let at_worker = at_worker.expect("valid").expect("a frame");
+        assert_eq!((at_master.msg, at_master.payload), (results, c));
+        assert_eq!((at_worker.msg, at_worker.payload), (assign, ab));
+        let (mut m, mut w) = (Connection::unsplit(mr, mw), Connection::unsplit(wr, ww));
+        assert_eq!((m.is_sealed(), w.is_sealed()), (encrypt, encrypt));
+        m.send(&ToWorker::Heartbeat { seq: 9 }).await.expect("sends");
+        let f = w.read_frame().await.expect("valid").expect("a frame");
+        assert_eq!(f.msg, ToWorker::Heartbeat { seq: 9 });
+        w.send(&FromWorker::HeartbeatAck { seq: 9 }).await.expect("sends");
+        let f = m.read_frame().await.expect("valid").expect("a frame");
+        assert_eq!(f.msg, FromWorker::HeartbeatAck { seq: 9 });
+    }
+}

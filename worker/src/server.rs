@@ -266,7 +266,7 @@ async fn handle(c: Conn, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
     let start = Instant::now();
     shared.activity().current = Some((peer, start));
     let session = Session::new(cfg, shared.kernel.clone(), shared.reference.clone(), busy);
-    let (res, served) = session.run(&mut conn, stop).await;
+    let (res, served, mut conn) = session.run(conn, stop).await;
     {
         let mut a = shared.activity();
         a.current = None;

@@ -4,10 +4,12 @@
 
 use crate::config::{Config, Reference, SpeedChange, WorkerConn, MAX_IN_FLIGHT};
 use crate::kernel;
+use crate::throttle::Throttled;
 use dls_protocol::{ChunkId, Error, ErrorCode, Form, Frame, FromWorker, JobId, Result, ToWorker, Values};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tracing::debug;
 
@@ -84,8 +86,47 @@ pub(crate) struct Served {
 enum Event {
     Frame(Result<Option<Frame<ToWorker>>>),
     Done(Option<Done>),
+    Wrote(Wrote),
     Stop,
     Tick,
+}
+
+type Writing = dls_protocol::conn::WritingHalf<Throttled<TcpStream>, ToWorker, FromWorker>;
+
+/// A frame for the master, waiting for its turn on the connection; for
+/// results, the chunk they end.
+struct Out {
+    msg: FromWorker,
+    payload: Values,
+    results: Option<(Key, Form, u32)>,
+}
+
+impl Out {
+    fn msg(msg: FromWorker) -> Out {
+        Out {
+            msg,
+            payload: Values::default(),
+            results: None,
+        }
+    }
+}
+
+/// What came of a write: the chunk whose results are out, or the failure.
+struct Wrote {
+    results: Option<(Key, Form, u32)>,
+    failed: Option<Error>,
+}
+
+/// Frames to the master go out in order while the session keeps reading
+/// (the next chunk arrives while results leave).
+type Outbox = dls_protocol::Outbox<Writing, Out, Wrote>;
+
+fn write(mut w: Writing, out: Out) -> dls_protocol::outbox::Writing<Writing, Wrote> {
+    Box::pin(async move {
+        let failed = w.write_frame(&out.msg, &out.payload).await.err();
+        let results = out.results;
+        (w, Wrote { results, failed })
+    })
 }
 
 enum Flow {
@@ -164,7 +205,13 @@ impl Session {
 
     /// Serve the master until it leaves, fails or the daemon stops; what it
     /// was served, whatever happened.
-    pub(crate) async fn run(mut self, conn: &mut WorkerConn, mut stop: watch::Receiver<bool>) -> (Result<()>, Served) {
+    pub(crate) async fn run(
+        mut self,
+        conn: WorkerConn,
+        mut stop: watch::Receiver<bool>,
+    ) -> (Result<()>, Served, WorkerConn) {
+        let (mut conn, writing) = conn.split();
+        let mut out = Outbox::new(writing, write);
         // Unbounded, but never longer than MAX_IN_FLIGHT: `admit` refuses
         // work beyond that, and each work item yields one `Done`.
         let (work_tx, mut work_rx) = mpsc::unbounded_channel::<Work>();
@@ -204,6 +251,7 @@ impl Session {
             let event = tokio::select! {
                 r = conn.read_frame_checked(|m| admit(m, held, limit, in_flight)) => Event::Frame(r),
                 d = done_rx.recv() => Event::Done(d),
+                w = out.wrote() => Event::Wrote(w),
                 _ = stop.changed() => Event::Stop,
                 _ = tick.tick() => Event::Tick,
             };
@@ -220,16 +268,17 @@ impl Session {
                     }
                     continue;
                 }
-                Event::Frame(Ok(Some(frame))) => self.on_frame(conn, frame, &work_tx).await,
+                Event::Frame(Ok(Some(frame))) => self.on_frame(&mut out, frame, &work_tx),
                 Event::Frame(Ok(None)) => Ok(Flow::Stop),
                 Event::Frame(Err(e)) => Err(e),
-                Event::Done(Some(done)) => self.on_done(conn, done).await,
+                Event::Done(Some(done)) => self.on_done(&mut out, done),
+                Event::Wrote(w) => self.on_wrote(w),
                 Event::Done(None) => Err(Error::Refused {
                     code: ErrorCode::Internal,
                     message: "the compute thread stopped".into(),
                 }),
                 Event::Stop => {
-                    let _ = conn.send(&FromWorker::Bye).await;
+                    out.push(Out::msg(FromWorker::Bye));
                     Ok(Flow::Stop)
                 }
             };
@@ -242,12 +291,32 @@ impl Session {
         drop(work_tx);
         // The thread finishes the product it is on, then sees the closed queue.
         drop(computer);
-        (result, self.served)
+        // A session that ends well says all it has to say (its goodbye).
+        let (writing, wrote) = out.finish(result.is_ok()).await;
+        for w in wrote {
+            let _ = self.on_wrote(w);
+        }
+        (result, self.served, dls_protocol::Connection::unsplit(conn, writing))
     }
 
-    async fn on_frame(
+    /// A write is over: results out free their memory and count as served.
+    fn on_wrote(&mut self, w: Wrote) -> Result<Flow> {
+        if let Some(e) = w.failed {
+            return Err(e);
+        }
+        if let Some((key, form, count)) = w.results {
+            let bytes = form.out_bytes(count);
+            self.held = self.held.saturating_sub(bytes);
+            self.in_flight.remove(&key);
+            self.served.products += u64::from(count);
+            self.served.bytes_out += bytes;
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn on_frame(
         &mut self,
-        conn: &mut WorkerConn,
+        out: &mut Outbox,
         frame: Frame<ToWorker>,
         work: &mpsc::UnboundedSender<Work>,
     ) -> Result<Flow> {
@@ -278,7 +347,7 @@ impl Session {
                 }
                 self.cancelled.remove(&job);
                 self.held += form.held_bytes(count);
-                conn.send(&FromWorker::Received { job, chunk }).await?;
+                out.push(Out::msg(FromWorker::Received { job, chunk }));
                 debug!(job = job.0, chunk = chunk.0, %form, count, "received");
                 let _ = work.send(Work::Chunk {
                     key,
@@ -299,7 +368,7 @@ impl Session {
             ToWorker::Grant { job, chunk } => {
                 let key = (job, chunk);
                 if let Some(done) = self.ready.remove(&key) {
-                    self.send_results(conn, key, done).await?;
+                    send_results(out, key, done);
                 } else if self.in_flight.contains(&key) {
                     self.granted.insert(key);
                 } else {
@@ -324,19 +393,22 @@ impl Session {
                 }
                 self.granted.retain(|k| k.0 != job);
             }
-            ToWorker::Heartbeat { seq } => conn.send(&FromWorker::HeartbeatAck { seq }).await?,
-            ToWorker::Echo { len } => conn.send(&FromWorker::EchoAck { len }).await?,
+            ToWorker::Heartbeat { seq } => out.push(Out::msg(FromWorker::HeartbeatAck { seq })),
+            ToWorker::Echo { len } => out.push(Out::msg(FromWorker::EchoAck { len })),
             ToWorker::Pull { len } => {
                 // `admit` checked len against the memory limit.
-                let data = Values::zeros(dls_protocol::DType::F64, len as usize);
-                conn.write_frame(&FromWorker::PullData { len }, &data).await?;
+                out.push(Out {
+                    msg: FromWorker::PullData { len },
+                    payload: Values::zeros(dls_protocol::DType::F64, len as usize),
+                    results: None,
+                });
             }
             ToWorker::ComputeProbe { form, count } => {
                 let _ = work.send(Work::Probe { form, count });
             }
             ToWorker::Bye => {
                 self.slot = None;
-                let _ = conn.send(&FromWorker::Bye).await;
+                out.push(Out::msg(FromWorker::Bye));
                 return Ok(Flow::Stop);
             }
             other @ (ToWorker::Hello { .. } | ToWorker::Auth { .. }) => {
@@ -346,14 +418,14 @@ impl Session {
         Ok(Flow::Continue)
     }
 
-    async fn on_done(&mut self, conn: &mut WorkerConn, done: Done) -> Result<Flow> {
+    fn on_done(&mut self, out: &mut Outbox, done: Done) -> Result<Flow> {
         match done {
             Done::Probe { count, secs } => {
                 let secs = secs.map_err(|e| Error::Refused {
                     code: ErrorCode::Internal,
                     message: format!("compute probe: {e}"),
                 })?;
-                conn.send(&FromWorker::ComputeDone { count, secs }).await?
+                out.push(Out::msg(FromWorker::ComputeDone { count, secs }))
             }
             Done::Chunk {
                 key,
@@ -372,15 +444,14 @@ impl Session {
                     code: ErrorCode::Internal,
                     message: format!("chunk {}: {e}", key.1 .0),
                 })?;
-                conn.send(&FromWorker::Ready {
+                out.push(Out::msg(FromWorker::Ready {
                     job: key.0,
                     chunk: key.1,
                     compute_secs: secs,
-                })
-                .await?;
+                }));
                 let computed = Computed { form, count, c };
                 if self.granted.remove(&key) {
-                    self.send_results(conn, key, computed).await?;
+                    send_results(out, key, computed);
                 } else {
                     self.ready.insert(key, computed);
                 }
@@ -388,27 +459,23 @@ impl Session {
         }
         Ok(Flow::Continue)
     }
-
-    async fn send_results(&mut self, conn: &mut WorkerConn, key: Key, done: Computed) -> Result<()> {
-        debug!(job = key.0 .0, chunk = key.1 .0, "sending results");
-        conn.write_frame(
-            &FromWorker::Results {
-                job: key.0,
-                chunk: key.1,
-                form: done.form,
-                count: done.count,
-            },
-            &done.c,
-        )
-        .await?;
-        let bytes = done.form.out_bytes(done.count);
-        self.held = self.held.saturating_sub(bytes);
-        self.in_flight.remove(&key);
-        self.served.products += u64::from(done.count);
-        self.served.bytes_out += bytes;
-        Ok(())
-    }
 }
+
+/// Queue a computed chunk's results; they count once written.
+fn send_results(out: &mut Outbox, key: Key, done: Computed) {
+    debug!(job = key.0 .0, chunk = key.1 .0, "sending results");
+    out.push(Out {
+        msg: FromWorker::Results {
+            job: key.0,
+            chunk: key.1,
+            form: done.form,
+            count: done.count,
+        },
+        payload: done.c,
+        results: Some((key, done.form, done.count)),
+    });
+}
+
 /// Compute (`work_factor` times over, emulating a slower processor), then
 /// (emulation) wait `wait_units` times one product's reference time
 /// (`Reference`). The time reported is the kernel's plus the wait; a

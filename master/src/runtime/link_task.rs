@@ -9,12 +9,16 @@
 
 use crate::runtime::batch::{Batch, ChunkInputs};
 use crate::runtime::check::{self, Expected};
+use crate::runtime::data::Slab;
 use crate::runtime::link::Link;
-use dls_protocol::{ChunkId, Frame, FromWorker, JobId, ToWorker, Values};
+use dls_protocol::conn::{ReadingHalf, WritingHalf};
+use dls_protocol::outbox::{self, Outbox};
+use dls_protocol::{ChunkId, Connection, Frame, FromWorker, JobId, ToWorker, Values};
 use rand::SeedableRng;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 /// What the shell tells a link task.
@@ -105,71 +109,172 @@ struct Pulse {
     quiet_until: Option<Instant>,
 }
 
+type Reading = ReadingHalf<TcpStream, FromWorker, ToWorker>;
+type Writing = WritingHalf<TcpStream, FromWorker, ToWorker>;
+
+/// A frame for the worker, waiting for its turn on the connection.
+enum Out {
+    /// A message without payload (a grant, a heartbeat, a cancel).
+    Msg(ToWorker),
+    /// The job's shared B.
+    ShareB(ToWorker, Slab),
+    /// A chunk's inputs; the worker may then stay silent for the duration
+    /// while it reads them.
+    Chunk(ChunkId, ToWorker, Arc<ChunkInputs>, Duration),
+}
+
+/// What came of a write: the chunk's reading time once it is out, or the
+/// failure, named.
+struct Wrote {
+    reading: Option<Duration>,
+    failed: Option<String>,
+}
+
+/// The worker's connection split in two, so that results keep arriving
+/// while a chunk goes out (a full-duplex link carries both at once; the
+/// planner counts on it).
+type Wire = Outbox<Writing, Out, Wrote>;
+
+fn write(mut w: Writing, out: Out) -> outbox::Writing<Writing, Wrote> {
+    Box::pin(async move {
+        let (result, reading, what) = match &out {
+            Out::Msg(msg) => (w.send(msg).await, None, msg.name().to_string()),
+            Out::ShareB(msg, b) => (
+                w.write_frame_parts(msg, &[&b.le_bytes()]).await,
+                None,
+                "sending the shared B".to_string(),
+            ),
+            Out::Chunk(chunk, msg, inputs, reading) => {
+                let parts = inputs.parts();
+                let parts: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
+                let r = w.write_frame_parts(msg, &parts).await;
+                (r, Some(*reading), format!("sending chunk {}", chunk.0))
+            }
+        };
+        let failed = result.err().map(|e| format!("{what}: {e}"));
+        (w, Wrote { reading, failed })
+    })
+}
+
 enum Step {
     Cmd(Option<Cmd>),
     Frame(dls_protocol::Result<Option<Frame<FromWorker>>>),
+    Wrote(Wrote),
     Tick,
 }
 
 impl LinkTask {
     /// Run until the shell drops its sender, cancels, or the link fails
     /// (reported as [`Ev::Failed`]); the link comes back in every case.
-    pub async fn run(mut self, mut cmds: mpsc::Receiver<Cmd>, events: mpsc::Sender<(usize, Ev)>) -> Link {
-        self.link.conn.set_write_stall_timeout(Some(self.watch.liveness));
+    pub async fn run(self, mut cmds: mpsc::Receiver<Cmd>, events: mpsc::Sender<(usize, Ev)>) -> Link {
+        let LinkTask {
+            link,
+            idx,
+            batch,
+            job,
+            watch,
+            mut has_b,
+        } = self;
+        let Link {
+            name,
+            address,
+            caps,
+            mut conn,
+        } = link;
+        conn.set_write_stall_timeout(Some(watch.liveness));
+        let (mut reader, writer) = conn.split();
+        let mut wire: Wire = Outbox::new(writer, write);
         let now = Instant::now();
         let mut pulse = Pulse {
             in_flight: 0,
-            seen: (self.link.conn.bytes_read(), now),
+            seen: (reader.bytes_read(), now),
             last_beat: now,
             seq: 0,
             quiet_until: None,
         };
-        let period = self.watch.heartbeat.min(self.watch.liveness / 2);
+        let period = watch.heartbeat.min(watch.liveness / 2);
         let mut ticker = tokio::time::interval(period.max(Duration::from_millis(10)));
         // The probes of Freivalds' test: never sent anywhere.
         let mut rng = rand::rngs::StdRng::from_os_rng();
         let mut pending: HashMap<ChunkId, Pending> = HashMap::new();
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let ctx = Ctx {
+            batch: &batch,
+            job,
+            watch,
+        };
         loop {
             let step = tokio::select! {
                 c = cmds.recv() => Step::Cmd(c),
-                f = self.link.conn.read_frame() => Step::Frame(f),
+                f = reader.read_frame() => Step::Frame(f),
+                wrote = wire.wrote() => Step::Wrote(wrote),
                 _ = ticker.tick() => Step::Tick,
             };
             let ev = match step {
-                Step::Cmd(None) => return self.link,
+                Step::Cmd(None) => break,
                 Step::Cmd(Some(Cmd::Cancel)) => {
                     // Best effort: a straggler is told to drop the job, then left alone.
-                    let _ = self.link.conn.send(&ToWorker::Cancel { job: self.job }).await;
-                    return self.link;
+                    wire.push(Out::Msg(ToWorker::Cancel { job }));
+                    let (writer, _) = wire.finish(true).await;
+                    return Link {
+                        name,
+                        address,
+                        caps,
+                        conn: Connection::unsplit(reader, writer),
+                    };
                 }
                 Step::Cmd(Some(Cmd::Assign(chunk, products, reading))) => {
-                    match read_inputs(&self.batch, products.clone()).await {
+                    match ctx.assign(chunk, &products, reading, &mut has_b, &mut pulse).await {
                         Err(why) => Some(Ev::Fatal(why)),
-                        Ok(inputs) => {
-                            let ev = self.assign(chunk, &inputs, products.len(), reading, &mut pulse).await;
-                            if ev.is_none() {
-                                pending.insert(chunk, expect(&self.batch, inputs, products, &mut rng));
-                            }
-                            ev
+                        Ok((outs, inputs)) => {
+                            pending.insert(chunk, expect(&batch, inputs, products, &mut rng));
+                            outs.into_iter().for_each(|o| wire.push(o));
+                            None
                         }
                     }
                 }
-                Step::Cmd(Some(cmd)) => self.on_cmd(cmd).await,
-                Step::Tick => self.on_tick(&mut pulse).await,
-                Step::Frame(f) => match self.on_frame(f, &mut pulse) {
-                    Some(Ev::Results(chunk, c, at)) => Some(self.checked(pending.remove(&chunk), chunk, c, at).await),
+                Step::Cmd(Some(Cmd::Grant(chunk))) => {
+                    wire.push(Out::Msg(ToWorker::Grant { job, chunk }));
+                    None
+                }
+                Step::Wrote(wrote) => {
+                    if let Some(reading) = wrote.reading {
+                        // The bytes may still sit in socket buffers: the worker
+                        // reads them at its own pace and cannot answer until it has.
+                        pulse.quiet_until = Some(Instant::now() + reading);
+                    }
+                    wrote.failed.map(Ev::Failed)
+                }
+                Step::Tick => ctx.on_tick(&reader, &mut wire, &mut pulse),
+                Step::Frame(f) => match on_frame(&ctx, f, &mut pulse) {
+                    Some(Ev::Results(chunk, c, at)) => Some(ctx.checked(pending.remove(&chunk), chunk, c, at).await),
                     ev => ev,
                 },
             };
             let Some(ev) = ev else { continue };
             let failed = matches!(ev, Ev::Failed(_) | Ev::Fatal(_));
-            if events.send((self.idx, ev)).await.is_err() || failed {
-                return self.link;
+            if events.send((idx, ev)).await.is_err() || failed {
+                break;
             }
         }
+        let (writer, _) = wire.finish(false).await;
+        Link {
+            name,
+            address,
+            caps,
+            conn: Connection::unsplit(reader, writer),
+        }
     }
+}
 
+/// What a link task's steps read of it.
+struct Ctx<'a> {
+    batch: &'a Batch,
+    job: JobId,
+    watch: Watch,
+}
+
+impl Ctx<'_> {
     /// Results that arrived for `chunk`, checked against what was worked
     /// out when it was sent. Results of a chunk never sent, or of the wrong
     /// size, go on to the shell, which knows what was granted.
@@ -202,62 +307,44 @@ impl LinkTask {
         Ev::Results(chunk, c, at)
     }
 
-    /// Send a chunk of `count` products.
+    /// What to write to send a chunk of `products` (the shared B first,
+    /// if the worker has not had it), and the chunk's inputs; or why the
+    /// batch cannot go on.
     async fn assign(
-        &mut self,
+        &self,
         chunk: ChunkId,
-        inputs: &ChunkInputs,
-        count: usize,
+        products: &Arc<[usize]>,
         reading: Duration,
+        has_b: &mut bool,
         pulse: &mut Pulse,
-    ) -> Option<Ev> {
+    ) -> Result<(Vec<Out>, Arc<ChunkInputs>), String> {
+        let inputs = read_inputs(self.batch, products.clone()).await?;
         let form = self.batch.form;
-        if form.shared_b && !self.has_b {
-            let msg = ToWorker::ShareB { job: self.job, form };
-            let b = match self.batch.b.read(0..form.shape.b_len() as usize) {
-                Ok(b) => b,
-                Err(e) => return Some(Ev::Fatal(format!("reading the shared B: {e}"))),
-            };
-            if let Err(e) = self.link.conn.write_frame_parts(&msg, &[&b.le_bytes()]).await {
-                return Some(Ev::Failed(format!("sending the shared B: {e}")));
-            }
-            self.has_b = true;
+        let mut outs = Vec::with_capacity(2);
+        if form.shared_b && !*has_b {
+            let b = (self.batch.b.read(0..form.shape.b_len() as usize))
+                .map_err(|e| format!("reading the shared B: {e}"))?;
+            outs.push(Out::ShareB(ToWorker::ShareB { job: self.job, form }, b));
+            *has_b = true;
         }
-        let parts = inputs.parts();
-        let parts: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
         let msg = ToWorker::Assign {
             job: self.job,
             chunk,
             form,
-            count: count as u32,
+            count: products.len() as u32,
         };
+        outs.push(Out::Chunk(chunk, msg, inputs.clone(), reading));
         pulse.in_flight += 1;
-        pulse.seen = (self.link.conn.bytes_read(), Instant::now());
-        match self.link.conn.write_frame_parts(&msg, &parts).await {
-            Ok(()) => {
-                // The bytes may still sit in socket buffers: the worker
-                // reads them at its own pace and cannot answer until it has.
-                pulse.quiet_until = Some(Instant::now() + reading);
-                None
-            }
-            Err(e) => Some(Ev::Failed(format!("sending chunk {}: {e}", chunk.0))),
-        }
+        pulse.seen.1 = Instant::now();
+        Ok((outs, inputs))
     }
 
-    async fn on_cmd(&mut self, cmd: Cmd) -> Option<Ev> {
-        match cmd {
-            Cmd::Grant(chunk) => match self.link.conn.send(&ToWorker::Grant { job: self.job, chunk }).await {
-                Ok(()) => None,
-                Err(e) => Some(Ev::Failed(format!("granting chunk {}: {e}", chunk.0))),
-            },
-            Cmd::Assign(..) | Cmd::Cancel => None,
-        }
-    }
-
-    async fn on_tick(&mut self, pulse: &mut Pulse) -> Option<Ev> {
+    fn on_tick(&self, reader: &Reading, wire: &mut Wire, pulse: &mut Pulse) -> Option<Ev> {
         let now = Instant::now();
-        let reading = pulse.quiet_until.is_some_and(|t| now < t);
-        let read = self.link.conn.bytes_read();
+        // A worker being written to is alive while the write goes on (a
+        // write that stalls fails by itself).
+        let reading = pulse.quiet_until.is_some_and(|t| now < t) || !wire.is_empty();
+        let read = reader.bytes_read();
         if read != pulse.seen.0 || reading {
             pulse.seen = (read, now);
         } else if pulse.in_flight > 0 && now.duration_since(pulse.seen.1) > self.watch.liveness {
@@ -265,48 +352,47 @@ impl LinkTask {
             return Some(Ev::Failed(format!("no sign of life for {quiet:.1} s")));
         }
         // Always, work in flight or not: a worker ends a session whose
-        // master stays silent (its idle timeout).
+        // master stays silent (its idle timeout). A heartbeat waits behind
+        // a chunk going out, whose bytes are signs of life enough.
         if now.duration_since(pulse.last_beat) >= self.watch.heartbeat {
             pulse.seq += 1;
             pulse.last_beat = now;
-            if let Err(e) = self.link.conn.send(&ToWorker::Heartbeat { seq: pulse.seq }).await {
-                return Some(Ev::Failed(format!("heartbeat: {e}")));
+            if wire.is_empty() {
+                wire.push(Out::Msg(ToWorker::Heartbeat { seq: pulse.seq }));
             }
         }
         None
     }
+}
 
-    fn on_frame(&mut self, f: dls_protocol::Result<Option<Frame<FromWorker>>>, pulse: &mut Pulse) -> Option<Ev> {
-        let job = self.job;
-        let f = match f {
-            Ok(Some(f)) => f,
-            Ok(None) => return Some(Ev::Failed("closed the connection".into())),
-            Err(e) => return Some(Ev::Failed(e.to_string())),
-        };
-        let ev = match f.msg {
-            FromWorker::Received { job: j, chunk } if j == job => {
-                pulse.quiet_until = None;
-                Ev::Received(chunk, Instant::now())
-            }
-            FromWorker::Ready {
-                job: j,
-                chunk,
-                compute_secs,
-            } if j == job => Ev::Ready(chunk, compute_secs, Instant::now()),
-            FromWorker::Results {
-                job: j, chunk, form, ..
-            } if j == job && form == self.batch.form => {
-                pulse.in_flight = pulse.in_flight.saturating_sub(1);
-                Ev::Results(chunk, f.payload, Instant::now())
-            }
-            FromWorker::Results { form, .. } => {
-                Ev::Failed(format!("returned results of {form}, not {}", self.batch.form))
-            }
-            FromWorker::HeartbeatAck { .. } => return None,
-            FromWorker::Error { code, message } => Ev::Failed(format!("reported {code:?}: {message}")),
-            FromWorker::Bye => Ev::Failed("is shutting down (the daemon was stopped; it said goodbye)".into()),
-            other => Ev::Failed(format!("sent an unexpected {}", other.name())),
-        };
-        Some(ev)
-    }
+fn on_frame(ctx: &Ctx, f: dls_protocol::Result<Option<Frame<FromWorker>>>, pulse: &mut Pulse) -> Option<Ev> {
+    let job = ctx.job;
+    let f = match f {
+        Ok(Some(f)) => f,
+        Ok(None) => return Some(Ev::Failed("closed the connection".into())),
+        Err(e) => return Some(Ev::Failed(e.to_string())),
+    };
+    let ev = match f.msg {
+        FromWorker::Received { job: j, chunk } if j == job => {
+            pulse.quiet_until = None;
+            Ev::Received(chunk, Instant::now())
+        }
+        FromWorker::Ready {
+            job: j,
+            chunk,
+            compute_secs,
+        } if j == job => Ev::Ready(chunk, compute_secs, Instant::now()),
+        FromWorker::Results {
+            job: j, chunk, form, ..
+        } if j == job && form == ctx.batch.form => {
+            pulse.in_flight = pulse.in_flight.saturating_sub(1);
+            Ev::Results(chunk, f.payload, Instant::now())
+        }
+        FromWorker::Results { form, .. } => Ev::Failed(format!("returned results of {form}, not {}", ctx.batch.form)),
+        FromWorker::HeartbeatAck { .. } => return None,
+        FromWorker::Error { code, message } => Ev::Failed(format!("reported {code:?}: {message}")),
+        FromWorker::Bye => Ev::Failed("is shutting down (the daemon was stopped; it said goodbye)".into()),
+        other => Ev::Failed(format!("sent an unexpected {}", other.name())),
+    };
+    Some(ev)
 }
