@@ -18,6 +18,23 @@
 #   sudo scripts/testbed.sh w1:800:60 w2:400:30 w3:200:90 -- \
 #     sh -c 'target/release/dls run --cluster "$DLS_TESTBED_CLUSTER" --batch 400 --size 128'
 #
+# Topology: by default every worker has a private link to the host, as in
+# the report. With DLS_TESTBED_SWITCH=MBIT the host reaches the workers
+# through one full-duplex uplink of MBIT megabits per second each way to
+# a bridge (a switch, in a namespace of its own), and each worker's own
+# link (MBIT of its spec) hangs off the bridge: concurrent transfers share
+# the uplink, each no faster than its own link. The host is 10.214.0.1,
+# worker i 10.214.0.<i+10>.
+#
+# DLS_TESTBED_CAP=process caps each worker's whole daemon at its CPU%
+# (networking included, as a node with that share of a core), instead of
+# its kernel threads only. DLS_TESTBED_DASK=1 also starts, in each
+# worker's namespace and cgroup, a one-thread Dask worker (`dask worker`,
+# from PyPI's distributed) for a scheduler that listens on the host's
+# port 8786; DLS_TESTBED_SCHEDULER then holds its address (see
+# scripts/peer-dask.py). Only one of the two kinds of worker is busy at a
+# time, so each gets its node's share.
+#
 # Traffic goes only between the host and these namespaces. Everything is
 # removed on exit (namespaces, links, cgroups, daemons), also on failure.
 set -euo pipefail
@@ -43,6 +60,8 @@ cleanup() {
   sleep 0.2
   for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null; done
   for i in "${!specs[@]}"; do ip netns del "$tag-$i" 2>/dev/null; done
+  ip netns del "$tag-sw" 2>/dev/null
+  ip link del "tbu$$" 2>/dev/null
   for cg in "${cgroups[@]}"; do rmdir "$cg" 2>/dev/null; done
   rm -rf "$dir"
 }
@@ -75,6 +94,10 @@ cpu_cgroup() { # name percent: make a cgroup capped at percent of one core, path
 # placed one by one; under v2 the whole daemon is capped (a note says so).
 cap_computing() { # pid cgroup name
   local pid=$1 cg=$2 name=$3 tries=0 t placed=0
+  if [ "${DLS_TESTBED_CAP:-}" = process ]; then
+    cap_process "$pid" "$cg"
+    return
+  fi
   if [ -f "$cg/cgroup.procs" ] && [ -f /sys/fs/cgroup/cgroup.controllers ]; then
     echo "$pid" >"$cg/cgroup.procs"
     echo "note: cgroup v2: the CPU quota of $name covers its networking too" >&2
@@ -92,6 +115,47 @@ cap_computing() { # pid cgroup name
   [ $placed = 1 ] || { echo "$0: worker $name: no kernel thread to cap" >&2; exit 1; }
 }
 
+cap_process() { # pid cgroup: every thread of the process, now and later
+  local pid=$1 cg=$2
+  if [ -f "$cg/cgroup.procs" ]; then
+    echo "$pid" >"$cg/cgroup.procs"
+  else
+    echo "$pid" >"$cg/tasks"
+  fi
+}
+
+shape() { # [netns] device mbit: a token bucket on what leaves the device
+  local ns=()
+  [ $# = 3 ] && { ns=(-n "$1"); shift; }
+  tc "${ns[@]}" qdisc add dev "$1" root tbf rate "${2}mbit" burst 64kb latency "${DLS_TESTBED_QUEUE_MS:-50}ms"
+}
+
+switch=${DLS_TESTBED_SWITCH:-}
+case "$switch" in *[!0-9]*) echo "$0: DLS_TESTBED_SWITCH must be a whole number of Mbit/s" >&2; exit 2 ;; esac
+if [ -n "$switch" ]; then
+  # The uplink: host end tbu$$ (10.214.0.1), switch end on the bridge.
+  ip netns add "$tag-sw"
+  ip -n "$tag-sw" link add br0 type bridge
+  ip -n "$tag-sw" link set br0 up
+  ip link add "tbu$$" type veth peer name up0
+  ip link set up0 netns "$tag-sw"
+  ip -n "$tag-sw" link set up0 master br0
+  ip -n "$tag-sw" link set up0 up
+  ip addr add 10.214.0.1/24 dev "tbu$$"
+  ip link set "tbu$$" up
+  shape "tbu$$" "$switch"
+  shape "$tag-sw" up0 "$switch"
+  echo "switch: one full-duplex uplink of $switch Mbit/s from the host (10.214.0.1)" >&2
+fi
+if [ -n "${DLS_TESTBED_DASK:-}" ]; then
+  command -v dask >/dev/null || { echo "$0: DLS_TESTBED_DASK needs Dask (pip install distributed)" >&2; exit 2; }
+  OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+    dask scheduler --host 0.0.0.0 --port 8786 --dashboard-address :0 >"$dir/scheduler.out" 2>&1 &
+  pids+=($!)
+  sleep 2
+  export DLS_TESTBED_SCHEDULER=tcp://${switch:+10.214.0.1}${switch:-127.0.0.1}:8786
+fi
+
 (umask 077 && head -c 32 /dev/urandom | base64 >"$dir/token")
 echo "# test bed of $$" >"$dir/cluster.toml"
 for i in "${!specs[@]}"; do
@@ -102,24 +166,42 @@ for i in "${!specs[@]}"; do
   ip netns add "$ns"
   ip link add "$host" type veth peer name "$inner"
   ip link set "$inner" netns "$ns"
-  ip addr add "10.213.$i.1/30" dev "$host"
-  ip link set "$host" up
-  ip -n "$ns" addr add "10.213.$i.2/30" dev "$inner"
+  if [ -n "$switch" ]; then
+    # The worker's link hangs off the bridge.
+    addr=10.214.0.$((i + 10)) gateway=10.214.0.1
+    ip link set "$host" netns "$tag-sw"
+    ip -n "$tag-sw" link set "$host" master br0
+    ip -n "$tag-sw" link set "$host" up
+    ip -n "$ns" addr add "$addr/24" dev "$inner"
+    shape "$tag-sw" "$host" "$mbit"
+  else
+    addr=10.213.$i.2 gateway=10.213.$i.1
+    ip addr add "10.213.$i.1/30" dev "$host"
+    ip link set "$host" up
+    ip -n "$ns" addr add "$addr/30" dev "$inner"
+    # Token bucket each way: MBIT megabits per second, a burst of 64 KiB.
+    shape "$host" "$mbit"
+  fi
   ip -n "$ns" link set "$inner" up
   ip -n "$ns" link set lo up
-  # Token bucket each way: MBIT megabits per second, a burst of 64 KiB.
-  tc qdisc add dev "$host" root tbf rate "${mbit}mbit" burst 64kb latency 50ms
-  tc -n "$ns" qdisc add dev "$inner" root tbf rate "${mbit}mbit" burst 64kb latency 50ms
+  shape "$ns" "$inner" "$mbit"
   cpu_cgroup "$ns" "$cpu"
+  if [ -n "${DLS_TESTBED_DASK:-}" ]; then
+    ip netns exec "$ns" env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+      dask worker "tcp://$gateway:8786" --nworkers 1 --nthreads 1 --host "$addr" --name "$name" \
+      --no-dashboard >"$dir/$name.dask.out" 2>&1 &
+    pids+=($!)
+    cap_process "$!" "$cg"
+  fi
   # shellcheck disable=SC2086 # extra arguments are split on purpose
-  ip netns exec "$ns" "$worker_bin" --listen "10.213.$i.2:7070" --threads 1 --isolate-compute --token-file "$dir/token" \
+  ip netns exec "$ns" "$worker_bin" --listen "$addr:7070" --threads 1 --isolate-compute --token-file "$dir/token" \
     ${DLS_TESTBED_WORKER_ARGS:-} \
     >"$dir/$name.out" 2>"$dir/$name.err" &
   pid=$!
   pids+=("$pid")
   cap_computing "$pid" "$cg" "$name"
-  printf '\n[[worker]]\nname = "%s"\naddress = "10.213.%d.2:7070"\n' "$name" "$i" >>"$dir/cluster.toml"
-  echo "worker $name: 10.213.$i.2:7070, ${mbit} Mbit/s, ${cpu}% of a core" >&2
+  printf '\n[[worker]]\nname = "%s"\naddress = "%s:7070"\n' "$name" "$addr" >>"$dir/cluster.toml"
+  echo "worker $name: $addr:7070, ${mbit} Mbit/s, ${cpu}% of a core" >&2
 done
 sleep 0.5
 for i in "${!pids[@]}"; do

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""The same batch of products with Dask distributed and with `dls run`.
+
+Run inside the test bed, which starts both kinds of worker on every node
+(one-thread Dask workers, dls-worker daemons) and a Dask scheduler:
+
+    sudo DLS_TESTBED_SWITCH=1000 DLS_TESTBED_DASK=1 DLS_TESTBED_CAP=process \\
+      scripts/testbed.sh a:240:10 b:480:20 c:720:30 d:960:40 -- \\
+      python3 scripts/peer-dask.py --size 384 --batch 400 --out docs/experiments/peer-dask/balanced-384
+
+Dask (`pip install distributed`: an optional dependency of this script
+only) gets the batch in the client's memory and runs `client.map` over
+tasks of 1 and of 8 products with its default settings; its time runs
+from the first `map` to the last result gathered into the client. `dls
+run` runs on its defaults: warm (with the platform `dls calibrate` wrote,
+calibration not counted) and cold (no platform: calibration inside the
+run); its time is the whole command's wall time, connecting included.
+Each is repeated (--reps, median reported). Writes OUT.json and OUT.md.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+DLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target", "release", "dls")
+
+
+def products(a, b):
+    """The products of one task: a list of (A, B) pairs in, C's out."""
+    return [x @ y for x, y in zip(a, b)]
+
+
+def dask_time(client, a, b, per_task):
+    """Seconds for Dask to compute every product, results in the client."""
+    n = len(a)
+    starts = range(0, n, per_task)
+    t0 = time.perf_counter()
+    futures = client.map(products, [a[s:s + per_task] for s in starts], [b[s:s + per_task] for s in starts], pure=False)
+    results = client.gather(futures)
+    secs = time.perf_counter() - t0
+    got = [c for chunk in results for c in chunk]
+    if len(got) != n:
+        sys.exit(f"Dask returned {len(got)} products of {n}")
+    for i in (0, n // 2, n - 1):
+        if abs(got[i] - a[i] @ b[i]).max() > 1e-9 * max(1.0, abs(got[i]).max()):
+            sys.exit(f"Dask returned a wrong product {i}")
+    return secs
+
+
+def dls_run(cluster, size, batch, platform, seed):
+    """Wall seconds of one `dls run`, and its JSON summary."""
+    cmd = [DLS, "run", "--cluster", cluster, "--size", str(size), "--batch", str(batch), "--seed", str(seed), "--json"]
+    if platform:
+        cmd += ["--platform", platform]
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    secs = time.perf_counter() - t0
+    if out.returncode != 0:
+        sys.exit(f"dls run failed: {out.stderr[-2000:]}")
+    return secs, json.loads(out.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", type=int, required=True, help="n: products of n x n matrices")
+    ap.add_argument("--batch", type=int, required=True, help="products in the batch")
+    ap.add_argument("--reps", type=int, default=3, help="runs of each setting (median reported)")
+    ap.add_argument("--out", required=True, help="path prefix of OUT.json and OUT.md")
+    args = ap.parse_args()
+    cluster = os.environ.get("DLS_TESTBED_CLUSTER")
+    scheduler = os.environ.get("DLS_TESTBED_SCHEDULER")
+    if not cluster or not scheduler:
+        sys.exit("run me inside scripts/testbed.sh with DLS_TESTBED_DASK=1")
+    try:
+        import numpy as np
+        from distributed import Client
+    except ImportError:
+        sys.exit("Dask is missing: pip install distributed")
+
+    rng = np.random.default_rng(1)
+    a = [rng.standard_normal((args.size, args.size)) for _ in range(args.batch)]
+    b = [rng.standard_normal((args.size, args.size)) for _ in range(args.batch)]
+    rows = {}
+    with Client(scheduler) as client:
+        client.wait_for_workers(len(open(cluster).read().split("[[worker]]")) - 1, timeout=60)
+        for per_task in (1, 8):
+            rows[f"dask, tasks of {per_task}"] = [dask_time(client, a, b, per_task) for _ in range(args.reps)]
+    platform = args.out + ".platform.toml"
+    t0 = time.perf_counter()
+    cal = subprocess.run([DLS, "calibrate", "--cluster", cluster, "--size", str(args.size), "-o", platform],
+                         capture_output=True, text=True, timeout=600)
+    if cal.returncode != 0:
+        sys.exit(f"dls calibrate failed: {cal.stderr[-2000:]}")
+    calibrate = time.perf_counter() - t0
+    ports = next((l for l in cal.stdout.splitlines() + cal.stderr.splitlines() if "ports:" in l), "")
+    warm, cold, ratios = [], [], []
+    for r in range(args.reps):
+        secs, summary = dls_run(cluster, args.size, args.batch, platform, r + 1)
+        warm.append(secs)
+        ratios.append(summary["ratio"])
+        cold.append(dls_run(cluster, args.size, args.batch, None, r + 1)[0])
+    rows["dls run, warm (platform from dls calibrate)"] = warm
+    rows["dls run, cold (no platform)"] = cold
+    best_dask = min(statistics.median(v) for k, v in rows.items() if k.startswith("dask"))
+    result = {
+        "size": args.size,
+        "batch": args.batch,
+        "cluster": open(cluster).read(),
+        "calibrate_seconds": calibrate,
+        "ports": ports.strip(),
+        "measured_over_predicted": ratios,
+        "seconds": rows,
+        "best_dask_median": best_dask,
+    }
+    with open(args.out + ".json", "w") as f:
+        json.dump(result, f, indent=1)
+    with open(args.out + ".md", "w") as f:
+        f.write(f"Batch of {args.batch} products of {args.size}x{args.size} (float64), {args.reps} runs each.\n\n")
+        f.write("| setting | median s | runs (s) | / best Dask |\n| --- | --- | --- | --- |\n")
+        for k, v in rows.items():
+            med = statistics.median(v)
+            f.write(f"| {k} | {med:.2f} | {', '.join(f'{x:.2f}' for x in v)} | {med / best_dask:.2f} |\n")
+        f.write(f"\n`dls calibrate`: {calibrate:.1f} s; {ports.strip()}\n")
+        f.write(f"dls measured/predicted (warm): {', '.join(f'{x:.3f}' for x in ratios)}\n")
+    print(open(args.out + ".md").read())
+
+
+if __name__ == "__main__":
+    main()
