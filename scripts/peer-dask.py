@@ -8,7 +8,7 @@ Run inside the test bed, which starts both kinds of worker on every node
       scripts/testbed.sh a:240:10 b:480:20 c:720:30 d:960:40 -- \\
       python3 scripts/peer-dask.py --size 384 --batch 400 --out docs/experiments/peer-dask/balanced-384
 
-Dask (`pip install distributed`: an optional dependency of this script
+Dask (`pip install distributed numpy`: optional dependencies of this script
 only) gets the batch in the client's memory and runs `client.map` over
 tasks of 1 and of 8 products with its default settings; its time runs
 from the first `map` to the last result gathered into the client. `dls
@@ -79,7 +79,7 @@ def main():
         import numpy as np
         from distributed import Client
     except ImportError:
-        sys.exit("Dask is missing: pip install distributed")
+        sys.exit("Dask or numpy is missing: pip install distributed numpy")
 
     rng = np.random.default_rng(1)
     a = [rng.standard_normal((args.size, args.size)) for _ in range(args.batch)]

@@ -153,7 +153,8 @@ if [ -n "${DLS_TESTBED_DASK:-}" ]; then
     dask scheduler --host 0.0.0.0 --port 8786 --dashboard-address :0 >"$dir/scheduler.out" 2>&1 &
   pids+=($!)
   sleep 2
-  export DLS_TESTBED_SCHEDULER=tcp://${switch:+10.214.0.1}${switch:-127.0.0.1}:8786
+  if [ -n "$switch" ]; then scheduler_host=10.214.0.1; else scheduler_host=127.0.0.1; fi
+  export DLS_TESTBED_SCHEDULER=tcp://$scheduler_host:8786
 fi
 
 (umask 077 && head -c 32 /dev/urandom | base64 >"$dir/token")
