@@ -53,6 +53,9 @@ pub(crate) enum Stage {
     Sending,
     Sent,
     Ready,
+    /// Its return granted before it was computed (two lanes): the worker
+    /// returns it as soon as it is.
+    Granted,
     Returning,
     Returned,
 }

@@ -344,6 +344,7 @@ impl BatchMachine {
             }
             Input::Ready(_, secs) => {
                 let took = self.rec.computed(worker, chunk, secs, now);
+                self.rec.ready_to_return(worker, chunk, now);
                 self.observed
                     .see(worker, Phase::Compute, took, lat.compute + wk.w * len);
             }

@@ -146,6 +146,18 @@ impl Recorder {
         self.open.insert((worker, chunk, send), now);
     }
 
+    /// `chunk` is computed: a return granted before (two lanes) starts
+    /// only now.
+    pub(crate) fn ready_to_return(&mut self, worker: usize, chunk: ChunkId, now: f64) {
+        if let Some(start) = self.open.get_mut(&(worker, chunk, false)) {
+            let s = &mut self.stamps[worker];
+            if s.return_start == Some(*start) {
+                s.return_start = Some(now);
+            }
+            *start = start.max(now);
+        }
+    }
+
     /// The transfer is over; how long it took, if its start was seen.
     pub(crate) fn end(&mut self, worker: usize, chunk: ChunkId, send: bool, now: f64) -> Option<f64> {
         let s = &mut self.stamps[worker];

@@ -242,7 +242,7 @@ impl Sequenced {
     pub fn in_hand(&self, p: usize) -> Vec<u64> {
         let mut out = vec![0u64; p];
         for (q, c) in self.chunks.iter().enumerate() {
-            if matches!(self.stage[q], Stage::Sending | Stage::Sent) && c.worker < p {
+            if matches!(self.stage[q], Stage::Sending | Stage::Sent | Stage::Granted) && c.worker < p {
                 out[c.worker] += c.len as u64;
             }
         }
@@ -298,11 +298,12 @@ impl Sequenced {
 
     /// Whether a piece of `op` is crossing the port now.
     fn crossing(&self, op: PortOp) -> bool {
-        let moving = match op {
-            PortOp::Send(_) => Stage::Sending,
-            PortOp::Return(_) => Stage::Returning,
-        };
-        self.planned[op.chunk()].pieces.iter().any(|&q| self.stage[q] == moving)
+        let send = matches!(op, PortOp::Send(_));
+        self.planned[op.chunk()].pieces.iter().any(|&q| match self.stage[q] {
+            Stage::Sending => send,
+            Stage::Returning | Stage::Granted => !send,
+            _ => false,
+        })
     }
 
     /// Move every lane's head, and every worker's place in it, past the
@@ -423,7 +424,7 @@ impl Sequenced {
         let Some(&hq) = pieces.iter().find(|&&q| self.stage[q] != Stage::Returned) else {
             return Err(None);
         };
-        if self.stage[hq] == Stage::Returning {
+        if matches!(self.stage[hq], Stage::Returning | Stage::Granted) {
             return Err(None);
         }
         let awaited = self.expected_ready(hq);
@@ -440,8 +441,19 @@ impl Sequenced {
             .collect();
         next.sort_unstable();
         let mut shortest = f64::INFINITY;
+        // Whether a later return, not yet computed, is due to fill the
+        // wait before the awaited one is computed.
+        let mut due = false;
         for pos in next {
             let op = lane.ops[pos];
+            if let (PortOp::Return(j), None) = (op, self.takeable(op)) {
+                let q = self.planned[j]
+                    .pieces
+                    .iter()
+                    .copied()
+                    .find(|&q| self.stage[q] != Stage::Returned);
+                due |= q.is_some_and(|q| self.expected_ready(q) + self.duration(false, q) <= awaited + GAP_FIT);
+            }
             if let Some(q) = self.takeable(op) {
                 let send = matches!(op, PortOp::Send(_));
                 let d = self.duration(send, q);
@@ -452,6 +464,19 @@ impl Sequenced {
                 }
                 shortest = shortest.min(d);
             }
+        }
+        // Nothing fills the wait: with two lanes, a chunk received and due
+        // within one return's time is granted now, so that the grant is
+        // at the worker when it is computed (it travels behind any chunk
+        // going out to that worker, on the same connection).
+        let d = self.duration(false, hq);
+        if !self.ports.one_lane()
+            && !due
+            && self.stage[hq] == Stage::Sent
+            && awaited - now <= d
+            && self.admitted(port, false, hq)
+        {
+            return Ok((head, hq));
         }
         Err(Some((awaited, shortest)))
     }
@@ -501,7 +526,10 @@ impl Sequenced {
         if !matches!(op, PortOp::Return(_)) {
             return None;
         }
-        self.stage[q] = Stage::Returning;
+        self.stage[q] = match self.stage[q] {
+            Stage::Sent => Stage::Granted,
+            _ => Stage::Returning,
+        };
         Some((self.chunks[q].worker, self.chunks[q].id, self.chunks[q].len))
     }
 
@@ -518,8 +546,11 @@ impl Sequenced {
                 self.clock.received_at[q] = now;
                 self.clock.queue[worker].push_back(q);
             }
-            (Event::Ready { .. }, Stage::Sent) => {
-                self.stage[q] = Stage::Ready;
+            (Event::Ready { .. }, Stage::Sent | Stage::Granted) => {
+                self.stage[q] = match self.stage[q] {
+                    Stage::Granted => Stage::Returning,
+                    _ => Stage::Ready,
+                };
                 self.clock.queue[worker].retain(|&x| x != q);
                 self.clock.last_ready[worker] = now;
             }
@@ -554,7 +585,7 @@ impl Sequenced {
                 .chunks
                 .iter()
                 .zip(&self.stage)
-                .any(|(c, s)| c.worker == worker && matches!(s, Stage::Sending | Stage::Sent))
+                .any(|(c, s)| c.worker == worker && matches!(s, Stage::Sending | Stage::Sent | Stage::Granted))
     }
 
     pub fn chunk(&self, id: ChunkId) -> Option<Chunk> {

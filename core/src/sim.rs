@@ -121,6 +121,8 @@ struct Sim {
     /// Chunks of each worker that reached each stage so far.
     reached: HashMap<(usize, At), usize>,
     lens: HashMap<ChunkId, usize>,
+    /// When each chunk is computed (a return granted earlier waits for it).
+    ready_at: HashMap<ChunkId, f64>,
     open: HashMap<(usize, ChunkId, bool), f64>,
     transfers: Vec<(f64, f64, bool, usize)>,
     stored: Vec<u32>,
@@ -183,18 +185,21 @@ impl Sim {
                 self.secs.insert(chunk, secs);
                 let done = got.max(self.compute_free[worker]) + secs;
                 self.compute_free[worker] = done;
+                self.ready_at.insert(chunk, done);
                 self.push(got, worker, SimEv::Received(chunk));
                 self.push(done, worker, SimEv::Ready(chunk));
                 self.reach(worker, At::Sending, now, got - now);
             }
             Command::Grant { worker, chunk } => {
                 wire(Frame::new(ToWorker::Grant { job: JOB, chunk }));
-                self.open.insert((worker, chunk, false), now);
                 let span = (self.ports)
                     .transfer(&self.truth[worker], false, self.lens[&chunk] as f64)
                     .secs;
-                self.push(now + span, worker, SimEv::Results(chunk));
-                self.reach(worker, At::Returning, now, span);
+                // Granted before it is computed: returned once it is.
+                let start = self.ready_at.get(&chunk).map_or(now, |&r| r.max(now));
+                self.open.insert((worker, chunk, false), start);
+                self.push(start + span, worker, SimEv::Results(chunk));
+                self.reach(worker, At::Returning, start, span);
             }
             Command::Store { products, .. } => {
                 for &g in products.iter() {
@@ -280,6 +285,7 @@ pub fn simulate(platform: &Platform, truth: &[Worker], plan: &Plan, cfg: Config,
         kills: kills.to_vec(),
         reached: HashMap::new(),
         lens: HashMap::new(),
+        ready_at: HashMap::new(),
         open: HashMap::new(),
         transfers: Vec::new(),
         stored: vec![0; plan.load as usize],

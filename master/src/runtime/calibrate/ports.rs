@@ -146,7 +146,9 @@ pub(super) async fn measure(links: Vec<(&mut Link, Measured)>, opts: &CalibrateO
         .iter_mut()
         .min_by(|x, y| x.1.d.total_cmp(&y.1.d))
         .context("a second worker")?;
-    let secs = secs.min(cap(&a.1, opts) as f64 * a.1.c).min(cap(&b.1, opts) as f64 * b.1.d);
+    let secs = secs
+        .min(cap(&a.1, opts) as f64 * a.1.c)
+        .min(cap(&b.1, opts) as f64 * b.1.d);
     let ka = units_for(secs, a.1.c, cap(&a.1, opts));
     let kb = units_for(secs, b.1.d, cap(&b.1, opts));
     // Each time the shortest of its repetitions: on a real network a lost
