@@ -257,7 +257,9 @@ async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_fir
     for l in links.iter_mut() {
         l.conn.set_write_stall_timeout(Some(STALL));
     }
+    let t0 = std::time::Instant::now();
     let found = compute::under_load(links.iter_mut().collect(), opts).await;
+    tracing::debug!(secs = t0.elapsed().as_secs_f64(), "links and computing measured");
     let (mut probed, mut failed) = (Vec::new(), Vec::new());
     for (i, r) in found.into_iter().enumerate() {
         match r {
@@ -268,7 +270,9 @@ async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_fir
     if stop_at_first && !failed.is_empty() {
         return (Vec::new(), None, failed);
     }
+    let t0 = std::time::Instant::now();
     let ports = measure_ports(links, &probed, opts).await;
+    tracing::debug!(secs = t0.elapsed().as_secs_f64(), "port model measured");
     let workers = (probed.into_iter())
         .map(|(i, p)| finish(&links[i].name, p.samples, p.scatter, p.max_load))
         .collect();
