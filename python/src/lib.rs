@@ -455,7 +455,7 @@ fn calibrate(
     let reach = session::Workers::new(cluster, token);
     let fut = async move {
         reach
-            .with_pool(async |pool, _| Ok(reach.calibrate(pool, form).await?.0))
+            .with_pool(async |pool, _| Ok(reach.calibrate(pool, form, false).await?.0))
             .await
     };
     let cal = wait(py, fut, |_| Ok(()))?.map_err(|e| ConnectError::new_err(chain(&e)))?;

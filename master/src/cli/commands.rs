@@ -40,7 +40,7 @@ pub fn calibrate(
                 let mut cals = Vec::new();
                 for f in &forms {
                     eprintln!("calibrating {} worker(s) with products of {f} ...", pool.len());
-                    cals.push(reach.calibrate(pool, *f).await?.0);
+                    cals.push(reach.calibrate(pool, *f, false).await?.0);
                 }
                 Ok(cals)
             })

@@ -77,9 +77,18 @@ impl Workers {
     }
 
     /// Calibrate the pool's workers for products of `form`: all of them
-    /// (`require_all`), or those that can be measured, dropping the others.
-    pub async fn calibrate(&self, pool: &mut Pool, form: Form) -> Result<(Calibration, Vec<LeftOut>)> {
-        let opts = CalibrateOptions::for_form(form);
+    /// (`require_all`), or those that can be measured, dropping the others;
+    /// `within_run`: quickly, for a run that corrects as it goes.
+    pub async fn calibrate(
+        &self,
+        pool: &mut Pool,
+        form: Form,
+        within_run: bool,
+    ) -> Result<(Calibration, Vec<LeftOut>)> {
+        let opts = match within_run {
+            true => CalibrateOptions::within_run(form),
+            false => CalibrateOptions::for_form(form),
+        };
         let (cal, left) = if self.require_all {
             (calibrate::calibrate(pool.links_mut(), &opts).await?, Vec::new())
         } else {
@@ -188,7 +197,7 @@ async fn costs(
                 "calibrating {} worker(s) (no --platform given) ...",
                 pool.len()
             ));
-            let (cal, l) = workers.calibrate(pool, form).await?;
+            let (cal, l) = workers.calibrate(pool, form, true).await?;
             left = l;
             for w in &cal.workers {
                 for warn in &w.warnings {

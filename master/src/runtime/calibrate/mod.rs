@@ -80,6 +80,8 @@ pub struct CalibrateOptions {
     pub keep_alive: Duration,
     /// Measure the port model (`ports.rs`); without, one port is assumed.
     pub ports: bool,
+    /// Repetitions of each port probe (the shortest is kept).
+    pub port_reps: usize,
 }
 
 impl CalibrateOptions {
@@ -103,6 +105,18 @@ impl CalibrateOptions {
             max_probe_seconds: 0.01,
             keep_alive: Duration::from_secs(5),
             ports: true,
+            port_reps: 3,
+        }
+    }
+
+    /// For a run without a platform, which corrects the costs as it goes
+    /// (multi-round plans): each probe size once, each port probe twice
+    /// (a port model taken wrong would cost more than the probes).
+    pub fn within_run(form: Form) -> Self {
+        CalibrateOptions {
+            reps: 1,
+            port_reps: 2,
+            ..Self::for_form(form)
         }
     }
 }

@@ -153,11 +153,12 @@ pub(super) async fn measure(links: Vec<(&mut Link, Measured)>, opts: &CalibrateO
     let kb = units_for(secs, b.1.d, cap(&b.1, opts));
     // Each time the shortest of its repetitions: on a real network a lost
     // packet only ever adds time (a retransmission timeout of 200 ms
-    // and more), which a median of two or three can still hold.
-    let (mut alone_a, mut alone_b, mut together) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
-    for _ in 0..opts.reps.max(1) {
-        alone_a = alone_a.min(send(a.0, ka, &buf, opts).await?);
-        alone_b = alone_b.min(pull(b.0, kb, opts).await?);
+    // and more), which a median of two or three can still hold. Alone,
+    // each is timed once, and what the link probes say is taken if less.
+    let alone_a = send(a.0, ka, &buf, opts).await?.min(ka as f64 * a.1.c);
+    let alone_b = pull(b.0, kb, opts).await?.min(kb as f64 * b.1.d);
+    let mut together = f64::INFINITY;
+    for _ in 0..opts.port_reps.max(1) {
         let t0 = Instant::now();
         let (x, y) = tokio::join!(send(a.0, ka, &buf, opts), pull(b.0, kb, opts));
         x?;
@@ -167,7 +168,7 @@ pub(super) async fn measure(links: Vec<(&mut Link, Measured)>, opts: &CalibrateO
     let overlap = overlap_of(alone_a, alone_b, together);
 
     // Aggregates: the fastest links each way, carrying about `secs` each,
-    // against the fastest alone (timed here, with the same sizes).
+    // against the fastest alone (timed here once, with the same sizes).
     let group = links.len().min(GROUP);
     let (send_rate, best_c) = aggregate(&mut links, group, true, &buf, secs, opts).await?;
     links.sort_by(|a, b| a.1.d.total_cmp(&b.1.d));
@@ -212,12 +213,13 @@ async fn aggregate(
             pull(link, k, opts).await
         }
     };
-    let (mut rates, mut alone) = (Vec::new(), Vec::new());
-    for rep in 0..opts.reps.max(1) {
-        if rep == 2 && agree(&rates) && agree(&alone) {
+    // The fastest alone, once (the link probes measured it already).
+    let alone = transfer(links[0].0, units[0]).await? / units[0] as f64;
+    let mut rates = Vec::new();
+    for rep in 0..opts.port_reps.max(1) {
+        if rep == 2 && agree(&rates) {
             break;
         }
-        alone.push(transfer(links[0].0, units[0]).await? / units[0] as f64);
         let t0 = Instant::now();
         let transfers = (links.iter_mut().zip(&units)).map(|((link, _), &k)| transfer(link, k));
         for r in super::compute::join_all(transfers.collect()).await {
@@ -228,7 +230,7 @@ async fn aggregate(
     // The faster of the link probes' measure and this one's: a link slowed
     // down by chance while timed alone would make a gain out of nothing.
     let best = if sends { links[0].1.c } else { links[0].1.d };
-    Ok((median(rates), median(alone).min(best)))
+    Ok((median(rates), alone.min(best)))
 }
 
 /// Seconds to send `k` units to a worker (until it acknowledges them).
