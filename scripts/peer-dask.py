@@ -71,6 +71,9 @@ def main():
     ap.add_argument("--reps", type=int, default=3, help="runs of each setting (median reported)")
     ap.add_argument("--out", required=True, help="path prefix of OUT.json and OUT.md")
     args = ap.parse_args()
+    for what, v in (("--size", args.size), ("--batch", args.batch), ("--reps", args.reps)):
+        if v < 1:
+            sys.exit(f"{what} must be at least 1, not {v}")
     cluster = os.environ.get("DLS_TESTBED_CLUSTER")
     scheduler = os.environ.get("DLS_TESTBED_SCHEDULER")
     if not cluster or not scheduler:

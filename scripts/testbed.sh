@@ -131,7 +131,9 @@ shape() { # [netns] device mbit: a token bucket on what leaves the device
 }
 
 switch=${DLS_TESTBED_SWITCH:-}
-case "$switch" in *[!0-9]*) echo "$0: DLS_TESTBED_SWITCH must be a whole number of Mbit/s" >&2; exit 2 ;; esac
+case "$switch" in *[!0-9]* | 0) echo "$0: DLS_TESTBED_SWITCH must be a whole number of Mbit/s, at least 1" >&2; exit 2 ;; esac
+case "${DLS_TESTBED_QUEUE_MS:-50}" in '' | *[!0-9]* | 0) echo "$0: DLS_TESTBED_QUEUE_MS must be a whole number of ms, at least 1" >&2; exit 2 ;; esac
+case "${DLS_TESTBED_CAP:-}" in '' | process) ;; *) echo "$0: DLS_TESTBED_CAP: unknown value ${DLS_TESTBED_CAP} (only: process)" >&2; exit 2 ;; esac
 if [ -n "$switch" ]; then
   # The uplink: host end tbu$$ (10.214.0.1), switch end on the bridge.
   ip netns add "$tag-sw"

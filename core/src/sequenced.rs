@@ -446,24 +446,25 @@ impl Sequenced {
         let mut due = false;
         for pos in next {
             let op = lane.ops[pos];
-            if let (PortOp::Return(j), None) = (op, self.takeable(op)) {
-                let q = self.planned[j]
-                    .pieces
-                    .iter()
-                    .copied()
-                    .find(|&q| self.stage[q] != Stage::Returned);
-                due |= q.is_some_and(|q| self.expected_ready(q) + self.duration(false, q) <= awaited + GAP_FIT);
-            }
-            if let Some(q) = self.takeable(op) {
-                let send = matches!(op, PortOp::Send(_));
-                let d = self.duration(send, q);
-                let (worker, len) = (self.chunks[q].worker, self.chunks[q].len);
-                let harmless = d <= budget + GAP_FIT || port.admits_beside(worker, send, len, hshare);
-                if harmless && self.admitted(port, send, q) {
-                    return Ok((op, q));
+            let Some(q) = self.takeable(op) else {
+                if let PortOp::Return(j) = op {
+                    let q = self.planned[j]
+                        .pieces
+                        .iter()
+                        .copied()
+                        .find(|&q| self.stage[q] != Stage::Returned);
+                    due |= q.is_some_and(|q| self.expected_ready(q) + self.duration(false, q) <= awaited + GAP_FIT);
                 }
-                shortest = shortest.min(d);
+                continue;
+            };
+            let send = matches!(op, PortOp::Send(_));
+            let d = self.duration(send, q);
+            let (worker, len) = (self.chunks[q].worker, self.chunks[q].len);
+            let harmless = d <= budget + GAP_FIT || port.admits_beside(worker, send, len, hshare);
+            if harmless && self.admitted(port, send, q) {
+                return Ok((op, q));
             }
+            shortest = shortest.min(d);
         }
         // Nothing fills the wait: with two lanes, a chunk received and due
         // within one return's time is granted now, so that the grant is

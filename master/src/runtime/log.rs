@@ -102,15 +102,13 @@ pub fn incidents(platform: &Platform, machine: &BatchMachine, seen: &mut Seen) {
             "worker lost; its products are redone elsewhere"
         );
     }
+    // A round of its own on some workers: a recovery, or an enrolment.
+    let round = |at: f64, products: usize, workers: &[usize], predicted: f64, what: &str| {
+        let on: Vec<&str> = workers.iter().map(|&w| name(w)).collect();
+        info!(at, products, workers = %on.join(","), predicted, "{what}");
+    };
     for r in &replans[seen.replans.min(replans.len())..] {
-        let on: Vec<&str> = r.workers.iter().map(|&w| name(w)).collect();
-        info!(
-            at = r.at,
-            products = r.products,
-            workers = %on.join(","),
-            predicted = r.predicted,
-            "recovery round"
-        );
+        round(r.at, r.products, &r.workers, r.predicted, "recovery round");
     }
     for a in &adaptations[seen.adaptations.min(adaptations.len())..] {
         info!(
@@ -122,14 +120,8 @@ pub fn incidents(platform: &Platform, machine: &BatchMachine, seen: &mut Seen) {
     }
     let enrolments = machine.enrolments();
     for e in &enrolments[seen.enrolments.min(enrolments.len())..] {
-        let on: Vec<&str> = e.workers.iter().map(|&w| name(w)).collect();
-        info!(
-            at = e.at,
-            products = e.products,
-            workers = %on.join(","),
-            predicted = e.predicted,
-            "free worker enrolled: the enrolled ones fell behind"
-        );
+        let what = "free worker enrolled: the enrolled ones fell behind";
+        round(e.at, e.products, &e.workers, e.predicted, what);
     }
     *seen = Seen {
         failures: failures.len(),
