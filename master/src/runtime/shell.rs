@@ -185,7 +185,14 @@ struct Shell<'a> {
 impl Shell<'_> {
     async fn drive(&mut self, machine: &mut BatchMachine, mut events: mpsc::Receiver<(usize, Ev)>) -> Result<()> {
         let t0 = Instant::now();
-        let secs = |t: Instant| t.duration_since(t0).as_secs_f64();
+        // The machine's clock never goes back: events of different link
+        // tasks, each stamped when read, may reach this loop a few
+        // microseconds out of order.
+        let mut last = 0.0f64;
+        let mut secs = |t: Instant| {
+            last = last.max(t.duration_since(t0).as_secs_f64());
+            last
+        };
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut commands = machine.start(0.0);
