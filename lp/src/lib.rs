@@ -39,6 +39,7 @@ pub mod lp;
 pub mod partition;
 pub mod plan;
 pub mod platform;
+pub mod product;
 pub mod rectangles;
 pub mod rounding;
 pub mod rounds;

@@ -1,0 +1,245 @@
+//! Plans of one product against what must hold whatever the planner
+//! chose: every element of C computed once over the whole of k, memory
+//! limits kept, a closed form for one worker, the makespan bound against
+//! every port order of small instances (brute force), and the timing rule
+//! the runtime follows reproducing the planner's order.
+
+mod common;
+use common::rng;
+use dls_lp::product::timeline::{time, Op};
+use dls_lp::product::{plan_on, plan_product, Distribution, ProductRequest, ProductWorker, WINDOW};
+use rand::Rng;
+
+fn worker(send: f64, ret: f64, flop: f64, memory: Option<u64>) -> ProductWorker {
+    ProductWorker {
+        send,
+        ret,
+        flop,
+        memory,
+    }
+}
+
+fn random_workers(r: &mut impl Rng, p: usize, memory: bool) -> Vec<ProductWorker> {
+    (0..p)
+        .map(|_| {
+            let mem = memory.then(|| r.random_range(200..5_000u64));
+            worker(
+                r.random_range(1e-6..1e-4),
+                r.random_range(0.0..1e-4),
+                r.random_range(1e-9..1e-7),
+                mem,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_element_of_c_is_computed_once_over_all_of_k_within_memory() {
+    for seed in 0..60u64 {
+        let mut r = rng(4000 + seed);
+        let p = 1 + (seed as usize % 6);
+        let ws = random_workers(&mut r, p, seed % 2 == 0);
+        let (n, k, m) = (r.random_range(1..90), r.random_range(1..70), r.random_range(1..90));
+        let mut req = ProductRequest::new(n, k, m);
+        req.panel_values = r.random_range(1..400);
+        req.select = seed % 3 == 0;
+        let plan = match plan_product(&ws, &req) {
+            Ok(p) => p,
+            // Only a worker too small for one value and one panel may refuse.
+            Err(e) => {
+                assert!(ws.iter().any(|w| w.memory.is_some_and(|m| m < 3)), "seed {seed}: {e}");
+                continue;
+            }
+        };
+        let mut owner = vec![usize::MAX; n * m];
+        for (i, pc) in plan.pieces.iter().enumerate() {
+            let rc = pc.rect;
+            assert!(plan.enrolled.contains(&pc.worker));
+            for row in rc.row..rc.row + rc.height {
+                for col in rc.col..rc.col + rc.width {
+                    assert_eq!(owner[row * m + col], usize::MAX, "seed {seed}: ({row},{col}) twice");
+                    owner[row * m + col] = i;
+                }
+            }
+            let mut at = 0;
+            for panel in &pc.panels {
+                assert_eq!(panel.start, at, "seed {seed}: panels of piece {i} leave a gap");
+                assert!(!panel.is_empty());
+                at = panel.end;
+            }
+            assert_eq!(at, k, "seed {seed}: piece {i} does not reach k");
+            let several = plan.pieces.iter().filter(|q| q.worker == pc.worker).count() > 1;
+            let c = (rc.height * rc.width) as u64 * if several { 2 } else { 1 };
+            let deepest = pc.panels.iter().map(|p| p.len()).max().unwrap_or(0) as u64;
+            let held = c + WINDOW as u64 * deepest * (rc.height + rc.width) as u64;
+            if let Some(mem) = ws[pc.worker].memory {
+                assert!(held <= mem, "seed {seed}: piece {i} holds {held} > {mem}");
+            }
+        }
+        assert!(
+            owner.iter().all(|&o| o != usize::MAX),
+            "seed {seed}: an element of C is nobody's"
+        );
+        // Each send once, each return once, each after its piece's panels.
+        let sends = plan.timing.ops.iter().filter(|o| matches!(o, Op::Send { .. })).count();
+        let panels: usize = plan.pieces.iter().map(|p| p.panels.len()).sum();
+        assert_eq!(sends, panels);
+        let returns = plan
+            .timing
+            .ops
+            .iter()
+            .filter(|o| matches!(o, Op::Return { .. }))
+            .count();
+        assert_eq!(returns, plan.pieces.len());
+    }
+}
+
+#[test]
+fn one_worker_matches_the_closed_form() {
+    // P equal panels each sent in s and added in c, then a return of r:
+    // the port and the worker each carry everything once, offset by one
+    // panel: max(P·s + c, s + P·c) + r.
+    for (send, flop) in [(1e-3, 1e-6), (1e-5, 1e-4), (1e-4, 1.25e-5)] {
+        let (n, k, m) = (8usize, 64usize, 8usize);
+        let ws = [worker(send, 2e-4, flop, None)];
+        let mut req = ProductRequest::new(n, k, m);
+        req.panel_values = 16 * 8; // 8 deep: 8 panels
+        let plan = plan_product(&ws, &req).expect("plans");
+        assert_eq!(plan.pieces.len(), 1);
+        let big_p = plan.pieces[0].panels.len() as f64;
+        assert_eq!(big_p, 8.0);
+        let s = send * 16.0 * 8.0;
+        let c = flop * 2.0 * 64.0 * 8.0;
+        let r = 2e-4 * 64.0;
+        let want = (big_p * s + c).max(s + big_p * c) + r;
+        assert!(
+            (plan.makespan() - want).abs() < 1e-9 * want,
+            "{} vs {want}",
+            plan.makespan()
+        );
+    }
+}
+
+/// Every order the rule can follow, for tiny plans.
+fn all_orders(plan: &dls_lp::product::ProductPlan, ws: &[ProductWorker], duplex: bool) -> Vec<f64> {
+    let mut ops: Vec<Op> = Vec::new();
+    for (i, pc) in plan.pieces.iter().enumerate() {
+        ops.extend((0..pc.panels.len()).map(|j| Op::Send { piece: i, panel: j }));
+        ops.push(Op::Return { piece: i });
+    }
+    let mut out = Vec::new();
+    permute(&mut ops, 0, &mut |order| {
+        if let Some(t) = time(ws, &plan.pieces, order, duplex, WINDOW) {
+            out.push(t.makespan);
+        }
+    });
+    out
+}
+
+fn permute(v: &mut Vec<Op>, at: usize, f: &mut impl FnMut(&[Op])) {
+    if at == v.len() {
+        f(v);
+        return;
+    }
+    for i in at..v.len() {
+        v.swap(at, i);
+        permute(v, at + 1, f);
+        v.swap(at, i);
+    }
+}
+
+#[test]
+fn no_port_order_beats_the_bound_and_the_greedy_one_is_close_to_the_best() {
+    let mut worst: f64 = 1.0;
+    for seed in 0..24u64 {
+        let mut r = rng(5000 + seed);
+        let ws = random_workers(&mut r, 2, false);
+        let (n, k, m) = (r.random_range(2..12), r.random_range(2..12), r.random_range(2..12));
+        let mut req = ProductRequest::new(n, k, m);
+        req.duplex = seed % 2 == 1;
+        req.select = false;
+        // Two panels per piece at most: 2 workers × (2 sends + 1 return).
+        req.panel_values = ((n + m) * k.div_ceil(2)) as u64;
+        let plan = plan_on(&ws, &req, &[0, 1]).expect("plans");
+        let times = all_orders(&plan, &ws, req.duplex);
+        assert!(!times.is_empty());
+        let best = times.iter().copied().fold(f64::INFINITY, f64::min);
+        assert!(
+            best >= plan.bound.makespan * (1.0 - 1e-12),
+            "seed {seed}: an order takes {best}, under the bound {}",
+            plan.bound.makespan
+        );
+        assert!(plan.makespan() >= best * (1.0 - 1e-12));
+        worst = worst.max(plan.makespan() / best);
+    }
+    assert!(worst < 1.35, "greedy order up to {worst:.3} × the best");
+}
+
+#[test]
+fn the_timing_rule_reproduces_the_planners_order() {
+    for seed in 0..30u64 {
+        let mut r = rng(6000 + seed);
+        let ws = random_workers(&mut r, 1 + seed as usize % 5, seed % 3 == 0);
+        let mut req = ProductRequest::new(r.random_range(5..60), r.random_range(5..60), r.random_range(5..60));
+        req.duplex = seed % 2 == 0;
+        req.panel_values = r.random_range(20..300);
+        let Ok(plan) = plan_product(&ws, &req) else { continue };
+        let again = time(&ws, &plan.pieces, &plan.timing.ops, req.duplex, WINDOW).expect("a valid order");
+        assert_eq!(again, plan.timing);
+        assert!(plan.makespan() >= plan.bound.makespan * (1.0 - 1e-12));
+    }
+}
+
+#[test]
+fn the_partition_follows_speeds_and_stays_near_the_perimeter_bound() {
+    let flops = [1e-9, 2e-9, 3e-9, 6e-9];
+    let ws: Vec<ProductWorker> = flops.iter().map(|&f| worker(1e-9, 1e-9, f, None)).collect();
+    let mut req = ProductRequest::new(1200, 1200, 1200);
+    req.select = false;
+    let het = plan_product(&ws, &req).expect("plans");
+    let speed: f64 = flops.iter().map(|f| 1.0 / f).sum();
+    for rc in &het.rects {
+        let share = rc.area() as f64 / (1200.0 * 1200.0);
+        let want = (1.0 / flops[rc.worker]) / speed;
+        assert!(
+            (share - want).abs() < 0.01,
+            "worker {}: {share} of C, not {want}",
+            rc.worker
+        );
+    }
+    let ratio = het.bound.partition as f64 / het.bound.lower;
+    assert!((1.0..1.15).contains(&ratio), "half-perimeters {ratio} × the bound");
+    req.distribution = Distribution::Homogeneous;
+    let hom = plan_product(&ws, &req).expect("plans");
+    for rc in &hom.rects {
+        assert!((rc.area() as f64 / 360_000.0 - 1.0).abs() < 0.01);
+    }
+    // Equal areas on unequal workers wait for the slowest.
+    assert!(het.makespan() < 0.8 * hom.makespan());
+}
+
+#[test]
+fn a_worker_whose_link_costs_more_than_it_computes_is_left_out() {
+    // The third worker's link is so slow that its panels alone outlast
+    // the others' whole product.
+    let ws = [
+        worker(1e-8, 1e-8, 1e-9, None),
+        worker(1e-8, 1e-8, 1e-9, None),
+        worker(1e-3, 1e-3, 1e-9, None),
+    ];
+    let req = ProductRequest::new(300, 300, 300);
+    let plan = plan_product(&ws, &req).expect("plans");
+    assert_eq!(plan.enrolled, vec![0, 1]);
+    assert!(!plan.notes.is_empty());
+}
+
+#[test]
+fn bad_requests_are_named() {
+    let ws = [worker(1e-8, 1e-8, 1e-9, None)];
+    let e = plan_product(&ws, &ProductRequest::new(0, 3, 3)).expect_err("refused");
+    assert!(e.to_string().contains("nothing to compute"), "{e}");
+    let e = plan_product(&[worker(f64::NAN, 1e-8, 1e-9, None)], &ProductRequest::new(3, 3, 3)).expect_err("refused");
+    assert!(e.to_string().contains("send"), "{e}");
+    let e = plan_product(&[worker(1e-8, 1e-8, 1e-9, Some(2))], &ProductRequest::new(3, 3, 3)).expect_err("refused");
+    assert!(e.to_string().contains("memory"), "{e}");
+}
