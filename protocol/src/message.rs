@@ -7,7 +7,7 @@ use crate::values::{DType, Form, Values};
 use serde::{Deserialize, Serialize};
 
 /// Incremented on any incompatible change of the messages or framing.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// A random value that makes every handshake's proofs unique.
 pub type Nonce = [u8; 32];
@@ -113,6 +113,20 @@ pub enum ToWorker {
         form: Form,
         count: u32,
     },
+    /// One outer-product step of a piece of one large product: payload A's
+    /// rows (n×k of `form`) then B's columns (k×m), row-major; the worker
+    /// adds their product into the piece's C (n×m, zero before its first
+    /// panel), answers `Received` when the panel is in and `Ready` when it
+    /// is added, and after the `last` one holds C for a `Grant`, then
+    /// returns it as `Results` of one product of `form` with k the
+    /// product's whole depth (`depth`).
+    Panel {
+        job: JobId,
+        piece: ChunkId,
+        form: Form,
+        depth: u32,
+        last: bool,
+    },
     /// The B every product of this job shares (`form.shared_b`): payload
     /// one k×m matrix. Sent once, before the job's first chunk; held until
     /// the job is cancelled or the session ends.
@@ -210,6 +224,7 @@ impl ToWorker {
             ToWorker::Hello { .. } => "Hello",
             ToWorker::Auth { .. } => "Auth",
             ToWorker::Assign { .. } => "Assign",
+            ToWorker::Panel { .. } => "Panel",
             ToWorker::ShareB { .. } => "ShareB",
             ToWorker::Grant { .. } => "Grant",
             ToWorker::Cancel { .. } => "Cancel",
@@ -275,6 +290,7 @@ impl Payload for ToWorker {
         match *self {
             ToWorker::Assign { form, count, .. } => Ok((form.dtype, checked(form.in_len(1), count, "a chunk")?)),
             ToWorker::ShareB { form, .. } => Ok((form.dtype, checked(form.shape.b_len(), 1, "a shared B")?)),
+            ToWorker::Panel { form, .. } => Ok((form.dtype, checked(form.in_len(1), 1, "a panel")?)),
             ToWorker::Echo { len } => Ok((DType::F64, len)),
             _ => Ok((DType::F64, 0)),
         }

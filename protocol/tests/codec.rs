@@ -96,6 +96,23 @@ fn to_worker() -> impl Strategy<Value = Frame<ToWorker>> {
                 )
             })
         }),
+        (job.clone(), chunk.clone(), small_form(), any::<u32>(), any::<bool>()).prop_flat_map(
+            |(job, piece, (mut form, _), depth, last)| {
+                form.shared_b = false;
+                values(form.dtype, form.in_len(1)).prop_map(move |p| {
+                    Frame::with_payload(
+                        ToWorker::Panel {
+                            job,
+                            piece,
+                            form,
+                            depth,
+                            last,
+                        },
+                        p,
+                    )
+                })
+            }
+        ),
         (job.clone(), small_form()).prop_flat_map(|(job, (form, _))| {
             values(form.dtype, form.shape.b_len())
                 .prop_map(move |p| Frame::with_payload(ToWorker::ShareB { job, form }, p))

@@ -51,10 +51,14 @@ impl Dims {
 }
 
 fn gemm<T: Elem>(c: &mut [T], a: &[T], b: &[T], d: Dims, par: Par) {
+    gemm_into(c, Accum::Replace, a, b, d, par)
+}
+
+fn gemm_into<T: Elem>(c: &mut [T], accum: Accum, a: &[T], b: &[T], d: Dims, par: Par) {
     let a = MatRef::from_row_major_slice(a, d.n, d.k);
     let b = MatRef::from_row_major_slice(b, d.k, d.m);
     let c = MatMut::from_row_major_slice_mut(c, d.n, d.m);
-    matmul(c, Accum::Replace, a, b, T::one_impl(), par);
+    matmul(c, accum, a, b, T::one_impl(), par);
 }
 
 /// The kernel with its own thread pool of `threads` threads (the pool is
@@ -144,6 +148,51 @@ impl Kernel {
             _ => return Err(format!("the shared B does not match {form}")),
         }
         Ok(c)
+    }
+
+    /// One outer-product step of a large product: `acc += A·B` for a
+    /// panel of `form` (`inputs` holds A, n×k, then B, k×m; `acc` is the
+    /// piece's C, n×m), computed `repeat` times over (the last time
+    /// counts). Fails, saying why, when the lengths or types disagree.
+    pub fn add_panel(&self, form: &Form, inputs: &Values, acc: &mut Values, repeat: u32) -> Result<(), String> {
+        let d = Dims::of(form);
+        let (a_len, c_len) = (d.n * d.k, d.n * d.m);
+        if form.shared_b || inputs.len() as u64 != form.in_len(1) || inputs.dtype() != form.dtype {
+            return Err(format!(
+                "{} {} values for a panel of {form}",
+                inputs.len(),
+                inputs.dtype()
+            ));
+        }
+        if acc.len() != c_len || acc.dtype() != form.dtype {
+            return Err(format!("a panel of {form} for a piece of {} values", acc.len()));
+        }
+        let par = match self.threads {
+            1 => Par::Seq,
+            t => Par::rayon(t),
+        };
+        fn add<T: Elem>(k: &Kernel, v: &[T], a_len: usize, c: &mut [T], d: Dims, par: Par, repeat: u32) {
+            let (a, b) = v.split_at(a_len);
+            let run = |c: &mut [T]| {
+                // Extra rounds (a slower processor) add into a scratch C.
+                let mut scratch = vec![T::default(); if repeat > 1 { c.len() } else { 0 }];
+                for _ in 1..repeat {
+                    gemm_into(&mut scratch, Accum::Replace, a, b, d, par);
+                }
+                gemm_into(c, Accum::Add, a, b, d, par);
+            };
+            if k.threads == 1 && !k.isolated {
+                run(c)
+            } else {
+                k.pool.install(|| run(c))
+            }
+        }
+        match (inputs, acc) {
+            (Values::F32(v), Values::F32(c)) => add(self, v, a_len, c, d, par, repeat.max(1)),
+            (Values::F64(v), Values::F64(c)) => add(self, v, a_len, c, d, par, repeat.max(1)),
+            _ => return Err(format!("a panel of {form} for a piece of another type")),
+        }
+        Ok(())
     }
 
     /// The products of `a` (A_1.., n×k each) and `b` into `c` (C_1..,

@@ -25,6 +25,17 @@ enum Work {
         form: Form,
         count: u32,
     },
+    /// An outer-product step of a piece of one large product.
+    Panel {
+        key: Key,
+        form: Form,
+        depth: u32,
+        first: bool,
+        last: bool,
+        inputs: Values,
+    },
+    /// Forget the pieces of this job being added up.
+    Drop(JobId),
 }
 
 enum Done {
@@ -39,6 +50,14 @@ enum Done {
         count: u32,
         secs: std::result::Result<f64, String>,
     },
+    /// A panel added; after the last, the piece's C.
+    Panel {
+        key: Key,
+        form: Form,
+        c: std::result::Result<Option<(Form, Values)>, String>,
+        secs: f64,
+    },
+    Dropped,
 }
 
 type Key = (JobId, ChunkId);
@@ -63,6 +82,9 @@ pub(crate) struct Session {
     ready: HashMap<Key, Computed>,
     /// Grants that came before the chunk was computed.
     granted: HashSet<Key>,
+    /// Pieces of one large product being added up, with their depth and
+    /// the bytes of their C.
+    pieces: HashMap<Key, (u32, u64)>,
     /// Each job's shared B (`ShareB`), held until the job is cancelled or
     /// the session ends.
     shared_b: HashMap<JobId, (Form, Arc<Values>)>,
@@ -135,7 +157,7 @@ enum Flow {
 }
 
 /// Refuse, before its payload is allocated, what would break the limits.
-fn admit(msg: &ToWorker, held: u64, limit: u64, in_flight: usize) -> Result<()> {
+fn admit(msg: &ToWorker, held: u64, limit: u64, in_flight: &HashSet<Key>) -> Result<()> {
     let refuse = |message: String| {
         Err(Error::Refused {
             code: ErrorCode::MemoryLimit,
@@ -155,6 +177,17 @@ fn admit(msg: &ToWorker, held: u64, limit: u64, in_flight: usize) -> Result<()> 
             )
         }
         ToWorker::ShareB { form, .. } => (Some(form.b_bytes()), format!("the shared B of {form}")),
+        ToWorker::Panel { job, piece, form, .. } => {
+            // A piece's first panel brings its C.
+            let c = match in_flight.contains(&(job, piece)) {
+                true => 0,
+                false => form.out_bytes(1),
+            };
+            (
+                form.in_bytes(1).checked_add(c),
+                format!("panel of piece {} ({form})", piece.0),
+            )
+        }
         ToWorker::Echo { len } | ToWorker::Pull { len } => {
             return match len.checked_mul(8) {
                 Some(b) if held.saturating_add(b) <= limit => Ok(()),
@@ -165,7 +198,10 @@ fn admit(msg: &ToWorker, held: u64, limit: u64, in_flight: usize) -> Result<()> 
         }
         _ => return Ok(()),
     };
-    if in_flight >= MAX_IN_FLIGHT && matches!(msg, ToWorker::Assign { .. } | ToWorker::ComputeProbe { .. }) {
+    let new_piece = matches!(*msg, ToWorker::Panel { job, piece, .. } if !in_flight.contains(&(job, piece)));
+    if in_flight.len() >= MAX_IN_FLIGHT
+        && (new_piece || matches!(msg, ToWorker::Assign { .. } | ToWorker::ComputeProbe { .. }))
+    {
         return refuse(format!(
             "{what}: {MAX_IN_FLIGHT} chunks are already in flight on this worker"
         ));
@@ -196,6 +232,7 @@ impl Session {
             in_flight: HashSet::new(),
             ready: HashMap::new(),
             granted: HashSet::new(),
+            pieces: HashMap::new(),
             shared_b: HashMap::new(),
             cancelled: HashSet::new(),
             served: Served::default(),
@@ -221,20 +258,25 @@ impl Session {
         let computer = tokio::task::spawn_blocking(move || {
             // Products of the current job computed so far (speed change).
             let mut job: Option<(JobId, u64)> = None;
+            // The C of each piece being added up.
+            let mut accs: HashMap<Key, Values> = HashMap::new();
             while let Some(work) = work_rx.blocking_recv() {
+                let mut units = |key: &Key, count: u32| {
+                    let done = match job {
+                        Some((j, d)) if j == key.0 => d,
+                        _ => 0,
+                    };
+                    job = Some((key.0, done + count as u64));
+                    SpeedChange::wait_units(change, slowdown, done, count as u64)
+                };
                 let units = match &work {
-                    Work::Chunk { key, count, .. } => {
-                        let done = match job {
-                            Some((j, d)) if j == key.0 => d,
-                            _ => 0,
-                        };
-                        job = Some((key.0, done + *count as u64));
-                        SpeedChange::wait_units(change, slowdown, done, *count as u64)
-                    }
+                    Work::Chunk { key, count, .. } => units(key, *count),
+                    Work::Panel { key, .. } => units(key, 1),
                     Work::Probe { count, .. } => SpeedChange::wait_units(None, slowdown, 0, *count as u64),
+                    Work::Drop(_) => 0.0,
                 };
                 if done_tx
-                    .send(compute(&kernel, &reference, work, units, work_factor))
+                    .send(compute(&kernel, &reference, &mut accs, work, units, work_factor))
                     .is_err()
                 {
                     break;
@@ -247,7 +289,7 @@ impl Session {
         // Bytes read from the master when last counted, and when they changed.
         let mut heard = (conn.bytes_read(), Instant::now());
         let result = loop {
-            let (held, limit, in_flight) = (self.held, self.cfg.memory_limit, self.in_flight.len());
+            let (held, limit, in_flight) = (self.held, self.cfg.memory_limit, &self.in_flight);
             let event = tokio::select! {
                 r = conn.read_frame_checked(|m| admit(m, held, limit, in_flight)) => Event::Frame(r),
                 d = done_rx.recv() => Event::Done(d),
@@ -357,6 +399,43 @@ impl Session {
                     shared_b,
                 });
             }
+            ToWorker::Panel {
+                job,
+                piece,
+                form,
+                depth,
+                last,
+            } => {
+                let key = (job, piece);
+                let first = !self.pieces.contains_key(&key);
+                if first {
+                    if !self.in_flight.insert(key) || form.shared_b {
+                        return Err(unexpected(format!(
+                            "panel of piece {} of job {} after its results",
+                            piece.0, job.0
+                        )));
+                    }
+                    self.cancelled.remove(&job);
+                    self.pieces.insert(key, (depth, form.out_bytes(1)));
+                    self.held += form.out_bytes(1);
+                } else if self.pieces.get(&key).is_some_and(|&(d, _)| d != depth) {
+                    return Err(unexpected(format!("panels of piece {} disagree on its depth", piece.0)));
+                }
+                if last {
+                    // Later panels of this piece would start another.
+                    self.pieces.remove(&key);
+                }
+                self.held += form.in_bytes(1);
+                out.push(Out::msg(FromWorker::Received { job, chunk: piece }));
+                let _ = work.send(Work::Panel {
+                    key,
+                    form,
+                    depth,
+                    first,
+                    last,
+                    inputs: frame.payload,
+                });
+            }
             ToWorker::ShareB { job, form } => {
                 if self.shared_b.contains_key(&job) || !form.shared_b {
                     return Err(unexpected(format!("a second shared B for job {}", job.0)));
@@ -387,6 +466,15 @@ impl Session {
                         self.in_flight.remove(&key);
                     }
                 }
+                // Pieces being added up: their C is gone with the job.
+                let keys: Vec<Key> = self.pieces.keys().filter(|k| k.0 == job).copied().collect();
+                for key in keys {
+                    if let Some((_, bytes)) = self.pieces.remove(&key) {
+                        self.held = self.held.saturating_sub(bytes);
+                        self.in_flight.remove(&key);
+                    }
+                }
+                let _ = work.send(Work::Drop(job));
                 if let Some((form, _)) = self.shared_b.remove(&job) {
                     // Chunks still computing hold their own reference to it.
                     self.held = self.held.saturating_sub(form.b_bytes());
@@ -420,6 +508,26 @@ impl Session {
 
     fn on_done(&mut self, out: &mut Outbox, done: Done) -> Result<Flow> {
         match done {
+            Done::Dropped => {}
+            Done::Panel { key, form, c, secs } => {
+                self.held = self.held.saturating_sub(form.in_bytes(1));
+                if self.cancelled.contains(&key.0) {
+                    // Its C was let go when the job was cancelled.
+                    return Ok(Flow::Continue);
+                }
+                let c = c.map_err(|e| Error::Refused {
+                    code: ErrorCode::Internal,
+                    message: format!("piece {}: {e}", key.1 .0),
+                })?;
+                out.push(Out::msg(FromWorker::Ready {
+                    job: key.0,
+                    chunk: key.1,
+                    compute_secs: secs,
+                }));
+                if let Some((form, c)) = c {
+                    self.hold(out, key, Computed { form, count: 1, c });
+                }
+            }
             Done::Probe { count, secs } => {
                 let secs = secs.map_err(|e| Error::Refused {
                     code: ErrorCode::Internal,
@@ -449,15 +557,20 @@ impl Session {
                     chunk: key.1,
                     compute_secs: secs,
                 }));
-                let computed = Computed { form, count, c };
-                if self.granted.remove(&key) {
-                    send_results(out, key, computed);
-                } else {
-                    self.ready.insert(key, computed);
-                }
+                self.hold(out, key, Computed { form, count, c });
             }
         }
         Ok(Flow::Continue)
+    }
+
+    /// Results computed: out at once if granted already, else kept for
+    /// the grant.
+    fn hold(&mut self, out: &mut Outbox, key: Key, computed: Computed) {
+        if self.granted.remove(&key) {
+            send_results(out, key, computed);
+        } else {
+            self.ready.insert(key, computed);
+        }
     }
 }
 
@@ -480,9 +593,20 @@ fn send_results(out: &mut Outbox, key: Key, done: Computed) {
 /// (emulation) wait `wait_units` times one product's reference time
 /// (`Reference`). The time reported is the kernel's plus the wait; a
 /// probe's random inputs are not counted.
-fn compute(kernel: &kernel::Kernel, reference: &Reference, work: Work, wait_units: f64, work_factor: u32) -> Done {
+fn compute(
+    kernel: &kernel::Kernel,
+    reference: &Reference,
+    accs: &mut HashMap<Key, Values>,
+    work: Work,
+    wait_units: f64,
+    work_factor: u32,
+) -> Done {
     let form = match &work {
-        Work::Chunk { form, .. } | Work::Probe { form, .. } => *form,
+        Work::Chunk { form, .. } | Work::Probe { form, .. } | Work::Panel { form, .. } => *form,
+        Work::Drop(job) => {
+            accs.retain(|k, _| k.0 != *job);
+            return Done::Dropped;
+        }
     };
     let wait = if wait_units > 0.0 {
         wait_units * reference.seconds_per_product(kernel, &form)
@@ -512,12 +636,27 @@ fn compute(kernel: &kernel::Kernel, reference: &Reference, work: Work, wait_unit
             count,
             secs: kernel::time_batch(kernel, &form, count as usize, work_factor),
         },
+        Work::Panel {
+            key,
+            form,
+            depth,
+            first,
+            last,
+            inputs,
+        } => Done::Panel {
+            key,
+            form,
+            c: add_panel(kernel, accs, key, form, depth, first, last, &inputs, work_factor),
+            secs: t0.elapsed().as_secs_f64(),
+        },
+        Work::Drop(_) => Done::Dropped,
     };
     if wait > 0.0 {
         std::thread::sleep(Duration::from_secs_f64(wait));
     }
     match &mut done {
-        Done::Chunk { secs, .. } => *secs += wait,
+        Done::Chunk { secs, .. } | Done::Panel { secs, .. } => *secs += wait,
+        Done::Dropped => {}
         Done::Probe { secs, .. } => {
             if let Ok(s) = secs {
                 *s += wait
@@ -525,4 +664,37 @@ fn compute(kernel: &kernel::Kernel, reference: &Reference, work: Work, wait_unit
         }
     }
     done
+}
+
+/// Add a panel into its piece's C (zero before the first; a later panel of
+/// a piece dropped by a cancel is let go); after the last, the piece's C
+/// and the form of its results (k the piece's whole depth).
+#[allow(clippy::too_many_arguments)]
+fn add_panel(
+    kernel: &kernel::Kernel,
+    accs: &mut HashMap<Key, Values>,
+    key: Key,
+    form: Form,
+    depth: u32,
+    first: bool,
+    last: bool,
+    inputs: &Values,
+    work_factor: u32,
+) -> std::result::Result<Option<(Form, Values)>, String> {
+    if first {
+        let c = Values::try_zeros(form.dtype, form.shape.c_len() as usize)
+            .ok_or_else(|| format!("no memory for a piece of {} values", form.shape.c_len()))?;
+        accs.insert(key, c);
+    }
+    let Some(acc) = accs.get_mut(&key) else {
+        return Ok(None);
+    };
+    kernel.add_panel(&form, inputs, acc, work_factor)?;
+    if !last {
+        return Ok(None);
+    }
+    let c = accs.remove(&key).unwrap_or_default();
+    let mut whole = form;
+    whole.shape.k = depth;
+    Ok(Some((whole, c)))
 }

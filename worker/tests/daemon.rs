@@ -1,92 +1,13 @@
 //! A real `dls-worker` process on 127.0.0.1, driven through the protocol.
 
-use dls_protocol::{
-    handshake, ChunkId, Connection, DType, ErrorCode, Form, Frame, FromWorker, JobId, ToWorker, Token, Values,
-    PROTOCOL_VERSION,
-};
+mod common;
+use common::*;
+
+use dls_protocol::{ChunkId, DType, ErrorCode, Form, FromWorker, JobId, ToWorker, Values, PROTOCOL_VERSION};
 use dls_worker::kernel;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
-
-const T: Duration = Duration::from_secs(20);
-
-struct Daemon {
-    child: Child,
-    addr: String,
-}
-
-impl Daemon {
-    fn start(extra: &[&str], token: Option<&str>) -> Daemon {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_dls-worker"));
-        cmd.args(["--listen", "127.0.0.1:0", "--threads", "1"])
-            .args(extra)
-            .env_remove("DLS_TOKEN")
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        if let Some(t) = token {
-            cmd.env("DLS_TOKEN", t);
-        }
-        let mut child = cmd.spawn().expect("starts dls-worker");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("reads the listening line");
-        let addr = line.trim().rsplit(' ').next().expect("an address").to_string();
-        assert!(line.starts_with("dls-worker listening on"), "{line:?}");
-        Daemon { child, addr }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-type Master = Connection<TcpStream, FromWorker, ToWorker>;
-
-async fn raw(addr: &str) -> Master {
-    let s = TcpStream::connect(addr).await.expect("connects");
-    s.set_nodelay(true).expect("nodelay");
-    Connection::new(s)
-}
-
-async fn master(addr: &str, token: Option<&str>) -> dls_protocol::Result<Master> {
-    let mut c = raw(addr).await;
-    let t = token.and_then(Token::parse);
-    handshake::master(&mut c, t.as_ref(), 1 << 30, T).await?;
-    Ok(c)
-}
-
-/// A master that follows one the daemon just refused or dropped: the
-/// daemon frees its session slot a moment after it sends the error, so
-/// Busy is retried for up to five seconds.
-async fn next_master(addr: &str, token: &str) -> Master {
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        match master(addr, Some(token)).await {
-            Ok(c) => return c,
-            Err(dls_protocol::Error::Remote {
-                code: ErrorCode::Busy, ..
-            }) if std::time::Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(20)).await,
-            Err(e) => panic!("handshake: {e:?}"),
-        }
-    }
-}
-
-async fn next(c: &mut Master) -> FromWorker {
-    tokio::time::timeout(T, c.read_frame())
-        .await
-        .expect("in time")
-        .expect("valid frame")
-        .expect("a frame")
-        .msg
-}
 
 /// A chunk of `count` random products of `form` (and its shared B), and
 /// the results a naive product in float64 gives.
@@ -295,19 +216,6 @@ async fn a_second_master_is_told_busy() {
 }
 
 /// Expect an error frame with `code`, then the connection's end.
-async fn expect_error(c: &mut Master, code: ErrorCode) -> String {
-    match tokio::time::timeout(T, c.read_frame()).await.expect("in time") {
-        Ok(Some(Frame {
-            msg: FromWorker::Error { code: got, message },
-            ..
-        })) => {
-            assert_eq!(got, code, "{message}");
-            message
-        }
-        other => panic!("expected an error frame {code:?}, got {other:?}"),
-    }
-}
-
 /// The head of an Assign frame of one 4×4 product that announces
 /// `payload` bytes, whatever follows it.
 fn assign_head(payload: u64) -> Vec<u8> {
@@ -371,7 +279,7 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
     idle.write_raw(&[40, 0, 0]).await.expect("writes");
 
     // A truncated frame after the handshake.
-    let mut c = next_master(&addr, "tok-0123456789abcdef").await;
+    let mut c = next_master(&addr, Some("tok-0123456789abcdef")).await;
     let (ab, _, _) = chunk(&Form::square(4), 1, 1);
     let frame = assign_head(ab.as_bytes().len() as u64);
     c.write_raw(&frame).await.expect("writes");
@@ -380,14 +288,14 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
     drop(c);
 
     // Dimensions that disagree with the payload.
-    let mut c = next_master(&addr, "tok-0123456789abcdef").await;
+    let mut c = next_master(&addr, Some("tok-0123456789abcdef")).await;
     let mut frame = assign_head(24);
     frame.extend_from_slice(&[0u8; 24]);
     c.write_raw(&frame).await.expect("writes");
     expect_error(&mut c, ErrorCode::PayloadMismatch).await;
 
     // A chunk above the memory limit (1 MB here: 10 products of 100×100 need 2.4 MB).
-    let mut c = next_master(&addr, "tok-0123456789abcdef").await;
+    let mut c = next_master(&addr, Some("tok-0123456789abcdef")).await;
     let big = Values::F64(vec![0.0; 2 * 10 * 100 * 100]);
     // The worker refuses on the header; it may close before we finish writing.
     let _ = c
@@ -405,7 +313,7 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
     assert!(m.contains("memory limit"), "{m}");
 
     // A grant for a chunk that does not exist.
-    let mut c = next_master(&addr, "tok-0123456789abcdef").await;
+    let mut c = next_master(&addr, Some("tok-0123456789abcdef")).await;
     c.send(&ToWorker::Grant {
         job: JobId(9),
         chunk: ChunkId(9),
@@ -415,7 +323,7 @@ async fn bad_input_gets_an_error_and_the_daemon_serves_the_next_master() {
     expect_error(&mut c, ErrorCode::UnexpectedMessage).await;
 
     // And a good master is still served, with the idle half-handshake still open.
-    let mut c = next_master(&addr, "tok-0123456789abcdef").await;
+    let mut c = next_master(&addr, Some("tok-0123456789abcdef")).await;
     good_chunk(&mut c, 7, 16, 2).await;
     drop(idle);
 }
