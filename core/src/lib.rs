@@ -34,6 +34,7 @@ pub mod chunk;
 pub mod machine;
 pub mod on_demand;
 pub mod port;
+pub mod product;
 pub mod record;
 pub mod schedule;
 pub mod sequenced;
