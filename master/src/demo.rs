@@ -91,6 +91,7 @@ pub async fn run(cfg: &DemoConfig, out_dir: &Path, mut say: impl FnMut(&str)) ->
             link_rate: Some(w.link_rate),
             slowdown: w.slowdown,
             speed_change: None,
+            memory: None,
         })
         .collect();
     let local = crate::runtime::local::start_measured(&specs, cfg.size).await?;

@@ -494,6 +494,7 @@ impl NativeLocalCluster {
                 link_rate,
                 slowdown,
                 speed_change: None,
+                memory: None,
             })
             .collect();
         let rt = runtime()?;

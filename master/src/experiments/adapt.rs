@@ -57,6 +57,7 @@ pub async fn adapt_local(opts: &Options, reps: usize, mut say: impl FnMut(&str))
             .enumerate()
             .map(|(i, &(c, w))| Emulated {
                 speed_change: (i == victim).then_some(change),
+                memory: None,
                 ..opts.emulation.worker(format!("w{i}"), c, w)
             })
             .collect();

@@ -100,6 +100,7 @@ impl Emulation {
             link_rate: Some(self.base_link * comm),
             slowdown: (self.base_slowdown / comp).max(1.0),
             speed_change: None,
+            memory: None,
         }
     }
 }

@@ -7,7 +7,9 @@
 
 use crate::runtime::batch::Batch;
 use crate::runtime::data::{InputFile, Sink, Source};
+use crate::runtime::product::Blocks;
 use anyhow::{bail, Context, Result};
+use dls_lp::rectangles::Rect;
 use dls_protocol::{DType, Form, Shape, Values};
 use std::io::{Read, Seek, Write};
 use std::os::unix::fs::FileExt;
@@ -451,8 +453,10 @@ pub fn read_batch(a: &Path, b: &Path, want: &Expect, with_c: bool) -> Result<Bat
 pub struct NpyWriter {
     staged: crate::output::atomic::Staged,
     prefix: u64,
-    /// Bytes of one C.
+    /// Bytes of one C (of one value, for one product's C).
     c_bytes: u64,
+    /// Values in a row of one product's C (0 for a batch).
+    row: usize,
 }
 
 impl NpyWriter {
@@ -461,6 +465,29 @@ impl NpyWriter {
     pub fn create(path: &Path, form: &Form, count: usize) -> Result<NpyWriter> {
         NpyWriter::staged(path, form, count, |len| {
             crate::output::atomic::Staged::create(path, len)
+        })
+    }
+
+    /// A file for one product's C: shape (n, m), `dtype`, little-endian,
+    /// C order, written a rectangle at a time ([`Blocks`]).
+    pub fn matrix(path: &Path, dtype: DType, n: usize, m: usize) -> Result<NpyWriter> {
+        let header = header_bytes(dtype, &format!("({n}, {m})"));
+        let len = (n as u64)
+            .checked_mul(m as u64)
+            .and_then(|v| v.checked_mul(dtype.size()))
+            .and_then(|v| v.checked_add(header.len() as u64))
+            .with_context(|| format!("{}: a {n}×{m} C is too large a file", path.display()))?;
+        let staged = crate::output::atomic::Staged::create(path, len)
+            .with_context(|| format!("creating the output file for {}", path.display()))?;
+        staged
+            .file
+            .write_all_at(&header, 0)
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(NpyWriter {
+            staged,
+            prefix: header.len() as u64,
+            c_bytes: dtype.size(),
+            row: m,
         })
     }
 
@@ -494,6 +521,7 @@ impl NpyWriter {
             staged,
             prefix: header.len() as u64,
             c_bytes,
+            row: 0,
         })
     }
 
@@ -533,6 +561,18 @@ impl Sink for NpyWriter {
         self.staged
             .file
             .write_all_at(&bytes, self.prefix + first as u64 * self.c_bytes)
+    }
+}
+
+/// One product's C ([`NpyWriter::matrix`]): each row of a rectangle where
+/// it lies.
+impl Blocks for NpyWriter {
+    fn store_block(&mut self, rect: &Rect, c: &Values) -> std::io::Result<()> {
+        for i in 0..rect.height {
+            let first = (rect.row + i) * self.row + rect.col;
+            self.store_run(first, c, i * rect.width..(i + 1) * rect.width, 1)?;
+        }
+        Ok(())
     }
 }
 

@@ -241,6 +241,85 @@ impl Expected {
     }
 }
 
+/// What a piece of one large product must satisfy, summed over its
+/// panels as they are sent (A·(B·x) = Σ A_p·(B_p·x)), so the master never
+/// reads a piece's inputs twice. Panels with NaN or infinite values, or
+/// whose bounds overflow, make it `unclean`: the caller then checks the
+/// piece the long way ([`Expected::new`] over its whole rows and columns).
+#[derive(Debug, Clone)]
+pub struct Partial {
+    pub z: Vec<f64>,
+    pub zabs: Vec<f64>,
+    pub clean: bool,
+}
+
+impl Partial {
+    /// One panel's share: `a` (n×kp) and `b` (kp×m), with the piece's probe.
+    pub fn of_panel(a: &[f64], b: &[f64], d: Dims, x: &[f64]) -> Partial {
+        let Dims { n, k, m } = d;
+        let xabs: Vec<f64> = x.iter().map(|v| v.abs()).collect();
+        let (mut y, mut yabs) = (vec![0.0; k], vec![0.0; k]);
+        for j in 0..k {
+            (y[j], yabs[j]) = dot2(&b[j * m..(j + 1) * m], x, &xabs);
+        }
+        let mut p = Partial {
+            z: vec![0.0; n],
+            zabs: vec![0.0; n],
+            clean: yabs.iter().all(|v| v.is_finite()),
+        };
+        for i in 0..n {
+            (p.z[i], p.zabs[i]) = dot2(&a[i * k..(i + 1) * k], &y, &yabs);
+        }
+        p.clean &= p.zabs.iter().all(|v| v.is_finite());
+        p
+    }
+
+    /// The sum of the shares of every panel of a piece.
+    pub fn sum(parts: impl IntoIterator<Item = Partial>, n: usize) -> Partial {
+        let mut total = Partial {
+            z: vec![0.0; n],
+            zabs: vec![0.0; n],
+            clean: true,
+        };
+        for p in parts {
+            total.clean &= p.clean && p.z.len() == n;
+            for i in 0..n.min(p.z.len()) {
+                total.z[i] += p.z[i];
+                total.zabs[i] += p.zabs[i];
+            }
+        }
+        total
+    }
+
+    /// The expectation for the whole piece (n×m of depth `d.k`), if clean
+    /// and no row's bound comes near the type's largest value.
+    pub fn expected(self, d: Dims, x: Vec<f64>, dtype: DType) -> Option<Expected> {
+        let limit = match dtype {
+            DType::F32 => f32::MAX as f64,
+            DType::F64 => f64::MAX,
+        };
+        if !self.clean || self.zabs.len() != d.n || self.zabs.iter().any(|&v| v.is_nan() || v > limit / 4.0) {
+            return None;
+        }
+        let eps = ROUNDING * (d.k as f64 + 2.0) * dtype.epsilon();
+        let tol = self
+            .zabs
+            .iter()
+            .map(|v| eps * v + d.k as f64 * f64::MIN_POSITIVE)
+            .collect();
+        Some(Expected {
+            d,
+            eps: dtype.epsilon(),
+            limit,
+            x,
+            z: self.z,
+            tol,
+            rows: vec![Row::Probed; d.n],
+            bad_cols: Vec::new(),
+        })
+    }
+}
+
 fn non_finite_expected(i: usize, k: usize, got: f64, because: &str) -> Mismatch {
     Mismatch {
         row: i,

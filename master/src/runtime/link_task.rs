@@ -11,6 +11,8 @@ use crate::runtime::batch::{Batch, ChunkInputs};
 use crate::runtime::check::{self, Expected};
 use crate::runtime::data::Slab;
 use crate::runtime::link::Link;
+use crate::runtime::product::check::PieceCheck;
+use crate::runtime::product::ProductJob;
 use dls_protocol::conn::{ReadingHalf, WritingHalf};
 use dls_protocol::outbox::{self, Outbox};
 use dls_protocol::{ChunkId, Connection, Frame, FromWorker, JobId, ToWorker, Values};
@@ -27,8 +29,88 @@ pub(crate) enum Cmd {
     /// it reads them, for at most the given time after the write completes.
     Assign(ChunkId, Arc<[usize]>, Duration),
     Grant(ChunkId),
+    /// Send a panel of one large product: A's rows and B's columns of
+    /// `rect`, `ks` of k deep (its last when `last`).
+    Panel {
+        piece: ChunkId,
+        rect: dls_lp::rectangles::Rect,
+        ks: std::ops::Range<usize>,
+        last: bool,
+        reading: Duration,
+    },
     /// Tell the worker to drop the job, then stop.
     Cancel,
+}
+
+/// The link tasks of a run: one per worker of the pool, lent for the run.
+pub(crate) struct Links {
+    /// Per worker, the way to its task (taken once it is released).
+    pub senders: Vec<Option<mpsc::Sender<Cmd>>>,
+    tasks: Vec<tokio::task::JoinHandle<Link>>,
+}
+
+impl Links {
+    /// A task for every link of `pool` carrying `work`; their events come
+    /// through the receiver.
+    pub fn spawn(
+        pool: &mut crate::runtime::pool::Pool,
+        work: &Work,
+        job: JobId,
+        watch: Watch,
+    ) -> anyhow::Result<(Links, mpsc::Receiver<(usize, Ev)>)> {
+        // Bounded: a worker has at most a few events per chunk in flight,
+        // and the shell drains the channel until the run ends.
+        let (ev_tx, ev_rx) = mpsc::channel::<(usize, Ev)>(64);
+        let (mut senders, mut tasks) = (Vec::new(), Vec::new());
+        for (idx, link) in pool.lend()?.into_iter().enumerate() {
+            let (tx, rx) = mpsc::channel(8);
+            senders.push(Some(tx));
+            let task = LinkTask {
+                link,
+                idx,
+                work: work.clone(),
+                job,
+                watch,
+                has_b: false,
+            };
+            tasks.push(tokio::spawn(task.run(rx, ev_tx.clone())));
+        }
+        Ok((Links { senders, tasks }, ev_rx))
+    }
+
+    /// End every task and give the links back to `pool`.
+    pub async fn restore(mut self, pool: &mut crate::runtime::pool::Pool) -> anyhow::Result<()> {
+        self.senders.clear();
+        let mut links = Vec::with_capacity(self.tasks.len());
+        let mut lost_task = None;
+        for t in self.tasks {
+            match t.await {
+                Ok(l) => links.push(l),
+                Err(e) => lost_task = Some(e),
+            }
+        }
+        pool.restore(links);
+        match lost_task {
+            Some(e) => anyhow::bail!("a worker connection task failed: {e}"),
+            None => Ok(()),
+        }
+    }
+
+    /// Hand `cmd` to `worker`'s task (a task that has ended is noticed
+    /// through its Failed event).
+    pub async fn send(&self, worker: usize, cmd: Cmd) {
+        if let Some(Some(tx)) = self.senders.get(worker) {
+            let _ = tx.send(cmd).await;
+        }
+    }
+
+    /// Stop talking to `worker`, telling it to drop the job if `cancel`.
+    pub async fn release(&mut self, worker: usize, cancel: bool) {
+        let tx = self.senders.get_mut(worker).and_then(Option::take);
+        if let (Some(tx), true) = (tx, cancel) {
+            let _ = tx.send(Cmd::Cancel).await;
+        }
+    }
 }
 
 /// What a link task saw, and when.
@@ -50,10 +132,17 @@ pub(crate) struct Watch {
     pub heartbeat: Duration,
 }
 
+/// What the link carries: a batch's chunks, or one product's panels.
+#[derive(Clone)]
+pub(crate) enum Work {
+    Batch(Batch),
+    Product(Arc<ProductJob>),
+}
+
 pub(crate) struct LinkTask {
     pub link: Link,
     pub idx: usize,
-    pub batch: Batch,
+    pub work: Work,
     pub job: JobId,
     pub watch: Watch,
     /// Whether this worker has the job's shared B (sent before its first chunk).
@@ -121,6 +210,8 @@ enum Out {
     /// A chunk's inputs; the worker may then stay silent for the duration
     /// while it reads them.
     Chunk(ChunkId, ToWorker, Arc<ChunkInputs>, Duration),
+    /// A panel of one product, likewise.
+    Panel(ChunkId, ToWorker, Arc<Values>, Duration),
 }
 
 /// What came of a write: the chunk's reading time once it is out, or the
@@ -150,6 +241,11 @@ fn write(mut w: Writing, out: Out) -> outbox::Writing<Writing, Wrote> {
                 let r = w.write_frame_parts(msg, &parts).await;
                 (r, Some(*reading), format!("sending chunk {}", chunk.0))
             }
+            Out::Panel(piece, msg, values, reading) => (
+                w.write_frame(msg, values).await,
+                Some(*reading),
+                format!("sending a panel of piece {}", piece.0),
+            ),
         };
         let failed = result.err().map(|e| format!("{what}: {e}"));
         (w, Wrote { reading, failed })
@@ -170,7 +266,7 @@ impl LinkTask {
         let LinkTask {
             link,
             idx,
-            batch,
+            work,
             job,
             watch,
             mut has_b,
@@ -197,9 +293,10 @@ impl LinkTask {
         // The probes of Freivalds' test: never sent anywhere.
         let mut rng = rand::rngs::StdRng::from_os_rng();
         let mut pending: HashMap<ChunkId, Pending> = HashMap::new();
+        let mut pieces: HashMap<ChunkId, PieceCheck> = HashMap::new();
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let ctx = Ctx {
-            batch: &batch,
+            work: &work,
             job,
             watch,
         };
@@ -226,13 +323,29 @@ impl LinkTask {
                 Step::Cmd(Some(Cmd::Assign(chunk, products, reading))) => {
                     match ctx.assign(chunk, &products, reading, &mut has_b, &mut pulse).await {
                         Err(why) => Some(Ev::Fatal(why)),
-                        Ok((outs, inputs)) => {
-                            pending.insert(chunk, expect(&batch, inputs, products, &mut rng));
+                        Ok((outs, inputs, batch)) => {
+                            pending.insert(chunk, expect(batch, inputs, products, &mut rng));
                             outs.into_iter().for_each(|o| wire.push(o));
                             None
                         }
                     }
                 }
+                Step::Cmd(Some(Cmd::Panel {
+                    piece,
+                    rect,
+                    ks,
+                    last,
+                    reading,
+                })) => match ctx
+                    .panel(piece, rect, ks, last, reading, &mut pieces, &mut pulse, &mut rng)
+                    .await
+                {
+                    Err(why) => Some(Ev::Fatal(why)),
+                    Ok(out) => {
+                        wire.push(out);
+                        None
+                    }
+                },
                 Step::Cmd(Some(Cmd::Grant(chunk))) => {
                     wire.push(Out::Msg(ToWorker::Grant { job, chunk }));
                     None
@@ -247,7 +360,10 @@ impl LinkTask {
                 }
                 Step::Tick => ctx.on_tick(&reader, &mut wire, &mut pulse),
                 Step::Frame(f) => match on_frame(&ctx, f, &mut pulse) {
-                    Some(Ev::Results(chunk, c, at)) => Some(ctx.checked(pending.remove(&chunk), chunk, c, at).await),
+                    Some(Ev::Results(chunk, c, at)) => match ctx.work {
+                        Work::Batch(batch) => Some(checked(batch, pending.remove(&chunk), chunk, c, at).await),
+                        Work::Product(job) => Some(piece_checked(job, pieces.remove(&chunk), chunk, c, at).await),
+                    },
                     ev => ev,
                 },
             };
@@ -269,17 +385,17 @@ impl LinkTask {
 
 /// What a link task's steps read of it.
 struct Ctx<'a> {
-    batch: &'a Batch,
+    work: &'a Work,
     job: JobId,
     watch: Watch,
 }
 
-impl Ctx<'_> {
-    /// Results that arrived for `chunk`, checked against what was worked
-    /// out when it was sent. Results of a chunk never sent, or of the wrong
-    /// size, go on to the shell, which knows what was granted.
-    async fn checked(&self, pending: Option<Pending>, chunk: ChunkId, c: Values, at: Instant) -> Ev {
-        let form = &self.batch.form;
+/// Results that arrived for `chunk`, checked against what was worked out
+/// when it was sent. Results of a chunk never sent, or of the wrong size,
+/// go on to the shell, which knows what was granted.
+async fn checked(batch: &Batch, pending: Option<Pending>, chunk: ChunkId, c: Values, at: Instant) -> Ev {
+    {
+        let form = &batch.form;
         let c_len = form.shape.c_len() as usize;
         let Some(Pending { products, expected }) = pending.filter(|p| p.products.len() * c_len == c.len()) else {
             return Ev::Results(chunk, c, at);
@@ -292,7 +408,7 @@ impl Ctx<'_> {
             // A and B again only for rows that must be recomputed (rare).
             let (a, b) = match e.needs_inputs() {
                 false => (Vec::new(), Vec::new()),
-                true => match (self.batch.a_of(g), self.batch.b_of(g)) {
+                true => match (batch.a_of(g), batch.b_of(g)) {
                     (Ok(a), Ok(b)) => (a, b),
                     (Err(e), _) | (_, Err(e)) => return Ev::Fatal(format!("reading the batch's inputs: {e}")),
                 },
@@ -306,7 +422,22 @@ impl Ctx<'_> {
         }
         Ev::Results(chunk, c, at)
     }
+}
 
+/// A piece of one product that arrived, checked against what its panels
+/// imply. A piece never sent, or of the wrong size, goes on to the shell.
+async fn piece_checked(job: &ProductJob, check: Option<PieceCheck>, piece: ChunkId, c: Values, at: Instant) -> Ev {
+    let Some(check) = check.filter(|k| k.len() == c.len()) else {
+        return Ev::Results(piece, c, at);
+    };
+    match check.check(job, c).await {
+        (c, Ok(Ok(()))) => Ev::Results(piece, c, at),
+        (_, Ok(Err(m))) => Ev::Failed(format!("returned a wrong result for piece {}: {m}", piece.0)),
+        (_, Err(why)) => Ev::Fatal(why),
+    }
+}
+
+impl Ctx<'_> {
     /// What to write to send a chunk of `products` (the shared B first,
     /// if the worker has not had it), and the chunk's inputs; or why the
     /// batch cannot go on.
@@ -317,13 +448,15 @@ impl Ctx<'_> {
         reading: Duration,
         has_b: &mut bool,
         pulse: &mut Pulse,
-    ) -> Result<(Vec<Out>, Arc<ChunkInputs>), String> {
-        let inputs = read_inputs(self.batch, products.clone()).await?;
-        let form = self.batch.form;
+    ) -> Result<(Vec<Out>, Arc<ChunkInputs>, &Batch), String> {
+        let Work::Batch(batch) = self.work else {
+            return Err("internal error: a chunk of a batch to send on a product's link".into());
+        };
+        let inputs = read_inputs(batch, products.clone()).await?;
+        let form = batch.form;
         let mut outs = Vec::with_capacity(2);
         if form.shared_b && !*has_b {
-            let b = (self.batch.b.read(0..form.shape.b_len() as usize))
-                .map_err(|e| format!("reading the shared B: {e}"))?;
+            let b = (batch.b.read(0..form.shape.b_len() as usize)).map_err(|e| format!("reading the shared B: {e}"))?;
             outs.push(Out::ShareB(ToWorker::ShareB { job: self.job, form }, b));
             *has_b = true;
         }
@@ -336,7 +469,65 @@ impl Ctx<'_> {
         outs.push(Out::Chunk(chunk, msg, inputs.clone(), reading));
         pulse.in_flight += 1;
         pulse.seen.1 = Instant::now();
-        Ok((outs, inputs))
+        Ok((outs, inputs, batch))
+    }
+
+    /// What to write to send a panel of one product, its share of the
+    /// piece's check set off; or why the product cannot go on.
+    #[allow(clippy::too_many_arguments)]
+    async fn panel(
+        &self,
+        piece: ChunkId,
+        rect: dls_lp::rectangles::Rect,
+        ks: std::ops::Range<usize>,
+        last: bool,
+        reading: Duration,
+        pieces: &mut HashMap<ChunkId, PieceCheck>,
+        pulse: &mut Pulse,
+        rng: &mut rand::rngs::StdRng,
+    ) -> Result<Out, String> {
+        let Work::Product(job) = self.work else {
+            return Err("internal error: a panel to send on a batch's link".into());
+        };
+        let (j, kp) = (job.clone(), ks.clone());
+        let values = match tokio::task::spawn_blocking(move || j.panel(&rect, kp)).await {
+            Ok(Ok(v)) => Arc::new(v),
+            Ok(Err(e)) => return Err(format!("reading the product's inputs: {e}")),
+            Err(e) => return Err(format!("internal error: reading a panel: {e}")),
+        };
+        let depth = job.dims().1;
+        let check = pieces.entry(piece).or_insert_with(|| {
+            pulse.in_flight += 1;
+            PieceCheck::new(rect, depth, rng)
+        });
+        check.add(values.clone(), ks.len());
+        pulse.seen.1 = Instant::now();
+        let form = dls_protocol::Form {
+            shape: dls_protocol::Shape {
+                n: rect.height as u32,
+                k: ks.len() as u32,
+                m: rect.width as u32,
+            },
+            dtype: job.dtype(),
+            shared_b: false,
+        };
+        let msg = ToWorker::Panel {
+            job: self.job,
+            piece,
+            form,
+            depth: depth as u32,
+            last,
+        };
+        Ok(Out::Panel(piece, msg, values, reading))
+    }
+
+    /// Whether results of `form` may belong to this job: a batch's form,
+    /// or any form of a product's type (the shell checks the piece's size).
+    fn takes(&self, form: &dls_protocol::Form) -> bool {
+        match self.work {
+            Work::Batch(b) => *form == b.form,
+            Work::Product(p) => form.dtype == p.dtype() && !form.shared_b,
+        }
     }
 
     fn on_tick(&self, reader: &Reading, wire: &mut Wire, pulse: &mut Pulse) -> Option<Ev> {
@@ -384,11 +575,11 @@ fn on_frame(ctx: &Ctx, f: dls_protocol::Result<Option<Frame<FromWorker>>>, pulse
         } if j == job => Ev::Ready(chunk, compute_secs, Instant::now()),
         FromWorker::Results {
             job: j, chunk, form, ..
-        } if j == job && form == ctx.batch.form => {
+        } if j == job && ctx.takes(&form) => {
             pulse.in_flight = pulse.in_flight.saturating_sub(1);
             Ev::Results(chunk, f.payload, Instant::now())
         }
-        FromWorker::Results { form, .. } => Ev::Failed(format!("returned results of {form}, not {}", ctx.batch.form)),
+        FromWorker::Results { form, .. } => Ev::Failed(format!("returned results of {form}, not of this job")),
         FromWorker::HeartbeatAck { .. } => return None,
         FromWorker::Error { code, message } => Ev::Failed(format!("reported {code:?}: {message}")),
         FromWorker::Bye => Ev::Failed("is shutting down (the daemon was stopped; it said goodbye)".into()),

@@ -15,6 +15,8 @@ pub struct Emulated {
     pub slowdown: f64,
     /// A change of speed partway through each batch, if any.
     pub speed_change: Option<dls_worker::server::SpeedChange>,
+    /// Its memory limit in bytes (2 GiB if none).
+    pub memory: Option<u64>,
 }
 
 /// The master's uplink in front of every emulated worker, as behind a
@@ -86,7 +88,7 @@ pub async fn start_behind(
             .await
             .context("binding a loopback port")?;
         let addr = listener.local_addr()?;
-        let mut cfg = dls_worker::Config::new(1, 2 << 30);
+        let mut cfg = dls_worker::Config::new(1, s.memory.unwrap_or(2 << 30));
         cfg.link_rate = s.link_rate.map(|r| r * 1e6);
         cfg.uplink = shared.clone();
         cfg.slowdown = s.slowdown;

@@ -79,6 +79,29 @@ pub fn plan(platform: &Platform, plan: &Plan, bound: f64) {
     }
 }
 
+/// One product's plan: who computes which rectangle, predicted against
+/// the bound.
+pub fn product_plan(names: &[String], plan: &dls_lp::product::ProductPlan) {
+    let enrolled: Vec<&str> = plan.enrolled.iter().map(|&i| names[i].as_str()).collect();
+    info!(
+        enrolled = %enrolled.join(","),
+        pieces = plan.pieces.len(),
+        panels = plan.timing.ops.len() - plan.pieces.len(),
+        duplex = plan.request.duplex,
+        predicted = plan.makespan(),
+        bound = plan.bound.makespan,
+        "product plan"
+    );
+    for r in &plan.rects {
+        tracing::debug!(worker = %names[r.worker], rows = r.height, cols = r.width, "rectangle");
+    }
+}
+
+/// A worker lost during one product, and what was cut again.
+pub fn product_loss(names: &[String], loss: &dls_core::product::Loss) {
+    warn!(worker = %names[loss.worker], reason = %loss.reason, elements = loss.elements, "worker lost; its part of C cut again over the survivors");
+}
+
 /// How many of the machine's incidents have been logged.
 #[derive(Default)]
 pub struct Seen {

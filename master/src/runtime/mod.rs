@@ -3,7 +3,7 @@
 //! ([`check`]), the async shell that carries out the batch machine's
 //! commands ([`shell`], one [`link_task`] per worker; the machine itself
 //! is `dls_core::machine`), and in-process workers for demos and tests
-//! ([`local`]).
+//! ([`local`]), and one large product ([`product`]).
 
 pub mod batch;
 pub mod calibrate;
@@ -14,4 +14,5 @@ mod link_task;
 pub mod local;
 pub mod log;
 pub mod pool;
+pub mod product;
 pub mod shell;

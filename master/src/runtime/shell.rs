@@ -5,7 +5,7 @@
 
 use crate::runtime::batch::Batch;
 use crate::runtime::data::Sink;
-use crate::runtime::link_task::{Cmd, Ev, LinkTask, Watch};
+use crate::runtime::link_task::{Cmd, Ev, Links, Watch, Work};
 use crate::runtime::log;
 use crate::runtime::pool::Pool;
 use anyhow::{anyhow, bail, Result};
@@ -112,34 +112,16 @@ pub async fn execute(
         adapt: opts.adapt,
     };
     let mut machine = BatchMachine::new(platform.clone(), plan, cfg).map_err(|e| anyhow!(e))?;
-    // Bounded: a worker has at most a few events per chunk in flight, and
-    // the loop drains the channel until the run ends.
-    let (ev_tx, ev_rx) = mpsc::channel::<(usize, Ev)>(64);
     let watch = Watch {
         liveness: opts.liveness,
         heartbeat: opts.heartbeat,
     };
-    let mut senders = Vec::with_capacity(p);
-    let mut tasks = Vec::with_capacity(p);
-    for (idx, link) in pool.lend()?.into_iter().enumerate() {
-        let (tx, rx) = mpsc::channel(8);
-        senders.push(Some(tx));
-        let task = LinkTask {
-            link,
-            idx,
-            batch: batch.clone(),
-            job,
-            watch,
-            has_b: false,
-        };
-        tasks.push(tokio::spawn(task.run(rx, ev_tx.clone())));
-    }
-    drop(ev_tx);
+    let (links, ev_rx) = Links::spawn(pool, &Work::Batch(batch.clone()), job, watch)?;
     let mut shell = Shell {
         batch,
         platform,
         seen: log::Seen::default(),
-        senders,
+        links,
         sink: results.sink,
         keep: results.keep,
         kept: BTreeMap::new(),
@@ -147,19 +129,7 @@ pub async fn execute(
         on_chunk: results.on_chunk,
     };
     let result = shell.drive(&mut machine, ev_rx).await;
-    shell.senders.clear();
-    let mut links = Vec::with_capacity(p);
-    let mut lost_task = None;
-    for t in tasks {
-        match t.await {
-            Ok(l) => links.push(l),
-            Err(e) => lost_task = Some(e),
-        }
-    }
-    pool.restore(links);
-    if let Some(e) = lost_task {
-        bail!("a worker connection task failed: {e}");
-    }
+    shell.links.restore(pool).await?;
     result?;
     Ok(Outcome {
         c: Values::default(),
@@ -173,7 +143,7 @@ struct Shell<'a> {
     platform: &'a Platform,
     /// The machine's incidents already logged.
     seen: log::Seen,
-    senders: Vec<Option<mpsc::Sender<Cmd>>>,
+    links: Links,
     sink: &'a mut dyn Sink,
     keep: BTreeSet<usize>,
     kept: BTreeMap<usize, Vec<f64>>,
@@ -301,17 +271,11 @@ impl Shell<'_> {
                 return Ok(());
             }
             Command::Release { worker, cancel } => {
-                let tx = self.senders.get_mut(worker).and_then(Option::take);
-                if let (Some(tx), true) = (tx, cancel) {
-                    let _ = tx.send(Cmd::Cancel).await;
-                }
+                self.links.release(worker, cancel).await;
                 return Ok(());
             }
         };
-        // A worker whose task has ended is noticed through its Failed event.
-        if let Some(Some(tx)) = self.senders.get(worker) {
-            let _ = tx.send(msg).await;
-        }
+        self.links.send(worker, msg).await;
         Ok(())
     }
 }

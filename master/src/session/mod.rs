@@ -22,7 +22,9 @@ use anyhow::{anyhow, bail, Result};
 use dls_lp::{Plan, Platform, Ports, Request, Rounding, Strategy, Worker};
 use dls_protocol::{Form, JobId};
 
+mod product;
 mod workers;
+pub use product::{calibration_form, product_costs, run_product_on, ProductConfig, ProductRun};
 pub use workers::{on_local, run, RunError, Workers};
 
 // The runtime beneath the session is private; these are the parts a
@@ -36,6 +38,8 @@ pub use crate::runtime::data::{Discard, External, InputFile, MemorySink, Sink, S
 pub use crate::runtime::link::{ConnectOptions, Link};
 pub use crate::runtime::local::{self, Emulated, LocalWorkers};
 pub use crate::runtime::pool::{LeftOut, Pool};
+pub use crate::runtime::product::shell::ProductOptions;
+pub use crate::runtime::product::{Blocks, Matrix, MemoryC, ProductJob};
 pub use crate::runtime::shell::{Outcome, RunOptions};
 
 /// How to plan and check a batch.

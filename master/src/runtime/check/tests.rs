@@ -217,3 +217,43 @@ fn overflowing_rows_are_recomputed() {
     bad[2 * n + 1] = if bad[2 * n + 1].is_finite() { 0.0 } else { 1.0 };
     assert!(freivalds(&a, &b, &bad, n, &x).is_err());
 }
+
+/// A's columns and B's rows `ks` of an n×k by k×m product.
+fn panel_of(a: &[f64], b: &[f64], d: Dims, ks: std::ops::Range<usize>) -> (Vec<f64>, Vec<f64>) {
+    let ap: Vec<f64> = (0..d.n)
+        .flat_map(|i| a[i * d.k + ks.start..i * d.k + ks.end].to_vec())
+        .collect();
+    (ap, b[ks.start * d.m..ks.end * d.m].to_vec())
+}
+
+#[test]
+fn a_piece_checked_from_its_panels_passes_right_and_fails_wrong() {
+    let mut rng = StdRng::seed_from_u64(9);
+    let d = Dims { n: 37, k: 90, m: 23 };
+    let (mut a, mut b) = (vec![0.0; d.n * d.k], vec![0.0; d.k * d.m]);
+    kernel::fill_random(&mut a, 3);
+    kernel::fill_random(&mut b, 4);
+    let c = kernel::naive_dims(&a, &b, d);
+    let x = probe(d.m, &mut rng);
+    let parts = [0..40, 40..41, 41..90].map(|ks| {
+        let (ap, bp) = panel_of(&a, &b, d, ks.clone());
+        Partial::of_panel(&ap, &bp, Dims { k: ks.len(), ..d }, &x)
+    });
+    let e = Partial::sum(parts, d.n)
+        .expected(d, x.clone(), DType::F64)
+        .expect("clean inputs");
+    e.check(&[], &[], &c).expect("the right C passes");
+    // The same z as the whole product's expectation, within rounding.
+    let whole = Expected::new(&a, &b, d, x, DType::F64);
+    for i in 0..d.n {
+        assert!((e.z[i] - whole.z[i]).abs() <= whole.tol[i], "row {i}");
+    }
+    let mut wrong = c.clone();
+    wrong[5 * d.m + 7] += 1e-6;
+    assert!(e.check(&[], &[], &wrong).is_err(), "a wrong entry is caught");
+    // A NaN in a panel sends the piece the long way.
+    a[3] = f64::NAN;
+    let (ap, bp) = panel_of(&a, &b, d, 0..40);
+    let p = Partial::of_panel(&ap, &bp, Dims { k: 40, ..d }, &probe(d.m, &mut rng));
+    assert!(!p.clean);
+}

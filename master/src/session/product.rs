@@ -1,0 +1,179 @@
+//! One large product start to end: costs per value and per flop from a
+//! platform measured for some products, the plan
+//! ([`dls_lp::product::plan_product`]), the run, and what it measured.
+
+use super::align;
+use super::workers::{RunError, Workers};
+use crate::runtime::link::Link;
+use crate::runtime::log;
+use crate::runtime::pool::{LeftOut, Pool};
+use crate::runtime::product::shell::{self, ProductOptions};
+use crate::runtime::product::{Blocks, ProductJob};
+use anyhow::{anyhow, Result};
+use dls_core::product::Measured;
+use dls_lp::product::{plan_product, Distribution, ProductPlan, ProductRequest, ProductWorker};
+use dls_lp::{Platform, Ports};
+use dls_protocol::{DType, Form, JobId, Shape};
+use std::sync::Arc;
+
+/// How to plan and run one product.
+#[derive(Debug, Clone, Copy)]
+pub struct ProductConfig {
+    pub distribution: Distribution,
+    /// The port model: `Some(1)` one port, `Some(2)` a send and a return
+    /// at once; `None`, what calibration measured.
+    pub ports: Option<u8>,
+    /// The most bytes of A and B in one panel.
+    pub panel_bytes: u64,
+    /// The most of A + B + C the master holds of a returned piece, as a
+    /// fraction of the three.
+    pub piece_share: f64,
+    /// Leave out workers whose links do not pay off.
+    pub select: bool,
+    pub options: ProductOptions,
+}
+
+impl Default for ProductConfig {
+    fn default() -> Self {
+        ProductConfig {
+            distribution: Distribution::Heterogeneous,
+            ports: None,
+            panel_bytes: 4 << 20,
+            piece_share: 0.10,
+            select: true,
+            options: ProductOptions::default(),
+        }
+    }
+}
+
+/// Everything a product's run leaves behind.
+pub struct ProductRun {
+    /// The workers, in the pool's order (the plan's indices).
+    pub names: Vec<String>,
+    pub costs: Vec<ProductWorker>,
+    pub plan: ProductPlan,
+    pub measured: Measured,
+    /// Workers left out when connecting or calibrating.
+    pub left_out: Vec<LeftOut>,
+}
+
+/// The products calibration measures for one product of n×k by k×m:
+/// square, of its type, as large as its smallest side up to 384 (large
+/// enough that per-message costs do not dominate, small enough to be quick).
+pub fn calibration_form(n: usize, k: usize, m: usize, dtype: DType) -> Form {
+    let side = n.min(k).min(m).clamp(16, 384) as u32;
+    Form {
+        shape: Shape::square(side),
+        dtype,
+        shared_b: false,
+    }
+}
+
+/// The costs of `platform` (measured for products of `form`) per value
+/// sent and returned and per flop, in the links' order, with what each
+/// worker's memory holds of values of `dtype`.
+pub fn product_costs(platform: &Platform, links: &[Link], form: &Form, dtype: DType) -> Result<Vec<ProductWorker>> {
+    let aligned = align(platform, links, form)?;
+    let (ins, outs, flops) = (form.in_len(1) as f64, form.shape.c_len() as f64, form.shape.flops());
+    Ok(aligned
+        .workers()
+        .iter()
+        .zip(links)
+        .map(|(w, l)| ProductWorker {
+            send: w.c / ins,
+            ret: w.d / outs,
+            flop: w.w / flops,
+            memory: Some(l.caps.memory_limit / dtype.size()),
+        })
+        .collect())
+}
+
+/// The request for `job` under `cfg` on a platform whose measured port
+/// model is `measured`.
+pub fn request(job: &ProductJob, cfg: &ProductConfig, measured: Ports) -> ProductRequest {
+    let (n, k, m) = job.dims();
+    let size = job.dtype().size();
+    let mut req = ProductRequest::new(n, k, m);
+    req.distribution = cfg.distribution;
+    req.duplex = match cfg.ports {
+        Some(1) => false,
+        Some(_) => true,
+        None => !matches!(measured, Ports::One),
+    };
+    req.panel_values = (cfg.panel_bytes / size).max(1);
+    let all = (n * k + k * m + n * m) as f64;
+    req.piece_values = ((cfg.piece_share * all) as u64).max(1);
+    req.select = cfg.select && cfg.distribution == Distribution::Heterogeneous;
+    req
+}
+
+/// Plan `job` on `platform` (measured for products of `form`) and run it
+/// on the pool, every piece of C to `sink`.
+pub async fn run_product_on(
+    pool: &mut Pool,
+    platform: &Platform,
+    form: &Form,
+    job: Arc<ProductJob>,
+    cfg: &ProductConfig,
+    sink: &mut dyn Blocks,
+    mut on_piece: impl FnMut(usize) + Send,
+) -> Result<ProductRun> {
+    let costs = product_costs(platform, pool.links(), form, job.dtype())?;
+    let req = request(&job, cfg, platform.measured_ports());
+    let (n, k, m) = job.dims();
+    let plan = plan_product(&costs, &req).map_err(|e| anyhow!("planning the product {n}×{k} by {k}×{m}: {e}"))?;
+    let names = pool.names();
+    log::product_plan(&names, &plan);
+    let measured = shell::execute(pool, &costs, &plan, job, JobId(1), &cfg.options, sink, &mut on_piece).await?;
+    for loss in &measured.losses {
+        log::product_loss(&names, loss);
+    }
+    Ok(ProductRun {
+        names,
+        costs,
+        plan,
+        measured,
+        left_out: Vec::new(),
+    })
+}
+
+impl Workers {
+    /// One product start to end: connect, take the costs from `platform`
+    /// (with the products it was measured for) or calibrate now, plan, run
+    /// with every piece of C to `sink`, and close the connections whatever
+    /// happens.
+    pub async fn run_product(
+        &self,
+        platform: Option<(Platform, Form)>,
+        job: Arc<ProductJob>,
+        cfg: &ProductConfig,
+        sink: &mut dyn Blocks,
+        on_piece: impl FnMut(usize) + Send,
+    ) -> std::result::Result<ProductRun, RunError> {
+        let (mut pool, mut left) = self.connect().await.map_err(RunError::Workers)?;
+        let done = async {
+            let (platform, form) = match platform {
+                Some(p) => p,
+                None => {
+                    let (n, k, m) = job.dims();
+                    let form = calibration_form(n, k, m, job.dtype());
+                    (self.notes)(&format!(
+                        "calibrating {} worker(s) (no --platform given) ...",
+                        pool.len()
+                    ));
+                    let (cal, l) = self.calibrate(&mut pool, form, true).await.map_err(RunError::Workers)?;
+                    left.extend(l);
+                    (cal.platform().map_err(RunError::Workers)?, form)
+                }
+            };
+            run_product_on(&mut pool, &platform, &form, job, cfg, sink, on_piece)
+                .await
+                .map_err(RunError::Batch)
+        }
+        .await;
+        pool.close().await;
+        let mut done = done?;
+        done.left_out = left;
+        Ok(done)
+    }
+}
