@@ -88,6 +88,8 @@ pub struct Transfer {
     pub piece: usize,
     /// The panel, for a send; `None` for a return.
     pub panel: Option<usize>,
+    /// Values it carries (of A and B, or of C).
+    pub values: u64,
     pub start: f64,
     pub end: f64,
     /// For a send, when the worker said the panel was added.
@@ -362,10 +364,12 @@ impl ProductMachine {
         };
         let pc = &self.pieces[piece].piece;
         let worker = pc.worker;
+        let values = panel.map_or(pc.rect.area() as u64, |j| pc.panel_values(j));
         self.measured.transfers.push(Transfer {
             worker,
             piece,
             panel,
+            values,
             start: now,
             end: now,
             added: None,

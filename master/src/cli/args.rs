@@ -417,9 +417,26 @@ pub struct RunArgs {
     /// master holds about one chunk's inputs and one chunk's results at a time.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub chunk_mb: u64,
+    /// One large product rather than a batch: A n×k by B k×m of --size or
+    /// --shape, random (with --input, two 2-D files make one product
+    /// without this flag).
+    #[arg(long, conflicts_with_all = ["batch", "shared_b", "strategy", "learn", "restart"])]
+    pub product: bool,
+    /// One product: how C is shared, heterogeneous (rectangles in
+    /// proportion to the workers' speeds) or homogeneous (equal ones, the
+    /// prototype to compare against).
+    #[arg(long, value_enum, default_value = "heterogeneous")]
+    pub distribution: DistributionArg,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// How one product's C is shared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DistributionArg {
+    Heterogeneous,
+    Homogeneous,
 }
 
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {

@@ -7,6 +7,7 @@ pub mod commands;
 pub mod experiment_cmd;
 pub mod outputs;
 pub mod partition_cmd;
+pub mod product_cmd;
 pub mod run_cmd;
 
 use crate::config::platform_file::PlatformFile;

@@ -88,13 +88,13 @@ fn model_of(args: &RunArgs, form: &Form) -> Result<Option<(PathBuf, Model)>> {
     crate::learn::model_file(args.model.as_deref(), args.workers.cluster.as_deref(), args.learn, form)
 }
 
-fn progress_bar(len: usize) -> indicatif::ProgressBar {
+pub(crate) fn progress_bar(len: usize, what: &str) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(len as u64);
     if !std::io::stderr().is_terminal() {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} products returned ({elapsed})")
+        indicatif::ProgressStyle::with_template(&format!("{{bar:40}} {{pos}}/{{len}} {what} ({{elapsed}})"))
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     bar
@@ -102,6 +102,27 @@ fn progress_bar(len: usize) -> indicatif::ProgressBar {
 
 pub fn run(args: &RunArgs) -> Result<()> {
     let inputs: Vec<PathBuf> = args.input.clone().unwrap_or_default();
+    // One large product: --product, or two 2-D input files.
+    let one = match (&args.input, args.product) {
+        (Some(files), _) => crate::output::npy::read_product(&files[0], &files[1], &args.products.expect()?)?,
+        (None, true) => Some(crate::cli::product_cmd::random_job(args)?),
+        (None, false) => None,
+    };
+    if let Some(job) = one {
+        for (path, what) in [
+            (&args.output, "--output"),
+            (&args.trace, "--trace"),
+            (&args.gantt, "--gantt"),
+        ] {
+            if let Some(p) = path {
+                outputs::check_writable(p, what, &inputs)?;
+            }
+        }
+        return crate::cli::product_cmd::run(args, job);
+    }
+    if args.product {
+        bail!("--product with --input: the two files must be 2-D, A (n, k) and B (k, m)");
+    }
     for (path, what) in [
         (&args.output, "--output"),
         (&args.trace, "--trace"),
@@ -163,7 +184,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let cfg = run_config(args)?;
     let mut model = model_of(args, &batch.form)?;
     let mut discard = crate::runtime::data::Discard;
-    let bar = progress_bar(batch.count);
+    let bar = progress_bar(batch.count, "products returned");
     let sink: &mut dyn crate::runtime::data::Sink = match out.as_mut() {
         Some(o) => o,
         None => &mut discard,
@@ -228,7 +249,7 @@ fn identity_of(args: &RunArgs, batch: &Batch) -> Result<Identity> {
 }
 
 /// Ends on SIGINT or SIGTERM (never, if the handlers cannot be installed).
-async fn stop_signal() {
+pub(crate) async fn stop_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
         (Ok(mut int), Ok(mut term)) => {

@@ -7,6 +7,7 @@ pub mod gantt;
 pub mod journal;
 pub mod npy;
 pub mod plan_report;
+pub mod product;
 pub mod report;
 pub mod resume;
 pub mod status;

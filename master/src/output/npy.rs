@@ -576,5 +576,8 @@ impl Blocks for NpyWriter {
     }
 }
 
+mod product;
+pub use product::read_product;
+
 #[cfg(test)]
 mod tests;

@@ -43,7 +43,7 @@ pub struct Trace {
     pub title: Option<String>,
 }
 
-fn span(pid: u32, tid: u32, cat: &str, worker: &str, start: f64, end: f64, extra: Value) -> Span {
+pub(crate) fn span(pid: u32, tid: u32, cat: &str, worker: &str, start: f64, end: f64, extra: Value) -> Span {
     let mut args = json!({ "worker": worker });
     if let (Some(a), Some(e)) = (args.as_object_mut(), extra.as_object()) {
         for (k, v) in e {

@@ -212,3 +212,10 @@ impl Blocks for MemoryC {
         Ok(())
     }
 }
+
+/// C not kept.
+impl Blocks for crate::runtime::data::Discard {
+    fn store_block(&mut self, _: &Rect, _: &Values) -> io::Result<()> {
+        Ok(())
+    }
+}

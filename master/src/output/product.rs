@@ -1,0 +1,259 @@
+//! What one product's run writes: the summary (table and JSON: each
+//! worker's rectangle, predicted against measured, the bound and the
+//! communication against its lower bound) and the trace (the same Chrome
+//! trace as batches: measured and predicted, the port and each worker).
+
+use crate::output::table::{Col, Table};
+use crate::output::trace::{span, Trace, MEASURED_PID, PREDICTED_PID};
+use dls_core::product::{Loss, Measured};
+use dls_lp::product::{Distribution, ProductPlan};
+use serde::Serialize;
+use serde_json::json;
+
+/// One worker's part.
+#[derive(Debug, Clone, Serialize)]
+pub struct Part {
+    pub worker: String,
+    /// Its rectangle of C (rows, columns), as planned; none if left out.
+    pub rows: usize,
+    pub cols: usize,
+    /// Its share of C's elements, and of the enrolled workers' speed.
+    pub share: f64,
+    pub pieces: usize,
+    pub panels: usize,
+    /// When its last transfer ends, predicted and measured (seconds).
+    pub predicted_end: f64,
+    pub measured_end: f64,
+}
+
+/// The bound any schedule of the partition respects, and the communication.
+#[derive(Debug, Clone, Serialize)]
+pub struct Bound {
+    pub compute: f64,
+    pub port: f64,
+    pub makespan: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Communication {
+    /// Values of A and B the run sent (every panel of every piece).
+    pub sent: u64,
+    /// `k·Σ(h + w)` over the rectangles, and its lower bound `2·k·Σ√(h·w)`.
+    pub partition: u64,
+    pub lower: f64,
+    pub partition_over_lower: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProductReport {
+    pub kind: &'static str,
+    pub n: usize,
+    pub k: usize,
+    pub m: usize,
+    pub dtype: String,
+    pub distribution: &'static str,
+    pub duplex: bool,
+    pub workers: Vec<Part>,
+    pub left_out: Vec<String>,
+    pub predicted_makespan: f64,
+    pub measured_makespan: f64,
+    pub measured_over_predicted: f64,
+    pub bound: Bound,
+    pub measured_over_bound: f64,
+    pub communication: Communication,
+    pub losses: Vec<Loss>,
+    pub notes: Vec<String>,
+}
+
+impl ProductReport {
+    pub fn new(names: &[String], plan: &ProductPlan, measured: &Measured, dtype: dls_protocol::DType) -> ProductReport {
+        let req = &plan.request;
+        let end_of = |w: usize, predicted: bool| {
+            measured
+                .transfers
+                .iter()
+                .filter(|t| t.worker == w)
+                .map(|t| match predicted {
+                    true => t.predicted.map_or(0.0, |p| p.1),
+                    false => t.end,
+                })
+                .fold(0.0, f64::max)
+        };
+        let workers = plan
+            .rects
+            .iter()
+            .map(|r| {
+                let pieces: Vec<_> = plan.pieces.iter().filter(|p| p.worker == r.worker).collect();
+                Part {
+                    worker: names[r.worker].clone(),
+                    rows: r.height,
+                    cols: r.width,
+                    share: r.area() as f64 / (req.n * req.m) as f64,
+                    pieces: pieces.len(),
+                    panels: pieces.iter().map(|p| p.panels.len()).sum(),
+                    predicted_end: end_of(r.worker, true),
+                    measured_end: end_of(r.worker, false),
+                }
+            })
+            .collect();
+        let b = &plan.bound;
+        ProductReport {
+            kind: "product",
+            n: req.n,
+            k: req.k,
+            m: req.m,
+            dtype: dtype.to_string(),
+            distribution: match req.distribution {
+                Distribution::Heterogeneous => "heterogeneous",
+                Distribution::Homogeneous => "homogeneous",
+            },
+            duplex: req.duplex,
+            workers,
+            left_out: (0..names.len())
+                .filter(|i| !plan.enrolled.contains(i))
+                .map(|i| names[i].clone())
+                .collect(),
+            predicted_makespan: plan.makespan(),
+            measured_makespan: measured.end,
+            measured_over_predicted: measured.end / plan.makespan(),
+            bound: Bound {
+                compute: b.compute,
+                port: b.port,
+                makespan: b.makespan,
+            },
+            measured_over_bound: measured.end / b.makespan,
+            communication: Communication {
+                sent: measured_sent(measured),
+                partition: b.partition,
+                lower: b.lower,
+                partition_over_lower: b.partition as f64 / b.lower,
+            },
+            losses: measured.losses.clone(),
+            notes: plan.notes.clone(),
+        }
+    }
+
+    pub fn table(&self) -> String {
+        let mut t = Table::new(&[
+            ("worker", Col::Left(20)),
+            ("rectangle", Col::Right(13)),
+            ("share", Col::Right(7)),
+            ("pieces", Col::Right(6)),
+            ("panels", Col::Right(6)),
+            ("predicted", Col::Right(10)),
+            ("measured", Col::Right(10)),
+        ]);
+        for p in &self.workers {
+            t.row([
+                p.worker.clone(),
+                format!("{}×{}", p.rows, p.cols),
+                format!("{:.1}%", 100.0 * p.share),
+                p.pieces.to_string(),
+                p.panels.to_string(),
+                format!("{:.3}s", p.predicted_end),
+                format!("{:.3}s", p.measured_end),
+            ]);
+        }
+        let mut s = format!(
+            "product {}×{} · {}×{} ({}, {} distribution, {})\n",
+            self.n,
+            self.k,
+            self.k,
+            self.m,
+            self.dtype,
+            self.distribution,
+            if self.duplex {
+                "sends and returns cross"
+            } else {
+                "one port"
+            }
+        );
+        s.push_str(&t.text());
+        for w in &self.left_out {
+            s.push_str(&format!("left out: {w}\n"));
+        }
+        s.push_str(&format!(
+            "makespan: {:.3} s measured, {:.3} s predicted ({:.3}×); bound {:.3} s (compute {:.3} s, port {:.3} s): {:.3}× the bound\n",
+            self.measured_makespan,
+            self.predicted_makespan,
+            self.measured_over_predicted,
+            self.bound.makespan,
+            self.bound.compute,
+            self.bound.port,
+            self.measured_over_bound
+        ));
+        s.push_str(&format!(
+            "communication: {} values of A and B sent; the partition needs {}, {:.3}× the least its areas allow ({:.0})\n",
+            self.communication.sent,
+            self.communication.partition,
+            self.communication.partition_over_lower,
+            self.communication.lower
+        ));
+        s
+    }
+}
+
+/// Values of A and B the measured sends carried (a send cut short by a
+/// loss counts whole).
+fn measured_sent(measured: &Measured) -> u64 {
+    measured
+        .transfers
+        .iter()
+        .filter(|t| t.panel.is_some())
+        .map(|t| t.values)
+        .sum()
+}
+
+/// The run panel by panel: on each worker's track its sends, additions and
+/// returns; predicted ones from the plan, measured ones as they happened.
+pub fn trace(names: &[String], plan: &ProductPlan, measured: &Measured) -> Trace {
+    let mut spans = Vec::new();
+    let no = json!({ "predicted": false });
+    let yes = json!({ "predicted": true });
+    let mut busy = vec![0.0f64; names.len()];
+    for t in &measured.transfers {
+        let (w, tid) = (&names[t.worker], t.worker as u32 + 1);
+        let cat = if t.panel.is_some() { "send" } else { "return" };
+        let x = json!({ "predicted": false, "piece": t.piece, "panel": t.panel });
+        spans.push(span(MEASURED_PID, tid, cat, w, t.start, t.end, x.clone()));
+        spans.push(span(MEASURED_PID, 0, cat, w, t.start, t.end, no.clone()));
+        if let Some(added) = t.added {
+            let from = t.end.max(busy[t.worker]);
+            busy[t.worker] = added;
+            spans.push(span(MEASURED_PID, tid, "compute", w, from, added, x));
+        }
+    }
+    let mut busy = vec![0.0f64; names.len()];
+    for (t, op) in plan.timing.times.iter().zip(&plan.timing.ops) {
+        let (piece, cat) = match *op {
+            dls_lp::product::Op::Send { piece, .. } => (piece, "send"),
+            dls_lp::product::Op::Return { piece } => (piece, "return"),
+        };
+        let wk = plan.pieces[piece].worker;
+        let (w, tid) = (&names[wk], wk as u32 + 1);
+        spans.push(span(PREDICTED_PID, tid, cat, w, t.start, t.end, yes.clone()));
+        spans.push(span(PREDICTED_PID, 0, cat, w, t.start, t.end, yes.clone()));
+        if cat == "send" {
+            let from = t.end.max(busy[wk]);
+            busy[wk] = t.added;
+            spans.push(span(PREDICTED_PID, tid, "compute", w, from, t.added, yes.clone()));
+        }
+    }
+    let mut marks = Vec::new();
+    for l in &measured.losses {
+        marks.push(
+            json!({"name": format!("lost {}", names[l.worker]), "cat": "failure", "ph": "i", "s": "g",
+            "ts": l.at * 1e6, "pid": MEASURED_PID, "tid": l.worker + 1,
+            "args": {"worker": names[l.worker], "reason": l.reason, "elements_lost": l.elements}}),
+        );
+    }
+    let mut tracks = vec!["master port".to_string()];
+    tracks.extend(names.iter().cloned());
+    let (n, k, m) = (plan.request.n, plan.request.k, plan.request.m);
+    Trace {
+        spans,
+        marks,
+        tracks,
+        title: Some(format!("one product {n}×{k} · {k}×{m}")),
+    }
+}
