@@ -196,25 +196,74 @@ pub fn plan_product(workers: &[ProductWorker], req: &ProductRequest) -> Result<P
     Ok(best)
 }
 
-/// The plan with rectangles for exactly `subset` (platform indices).
+/// The plan with rectangles for exactly `subset` (platform indices). The
+/// heterogeneous distribution starts from areas in proportion to speed
+/// (the paper's) and then evens out the predicted finish times, whose
+/// links the speeds do not see: a worker predicted to end late gives area
+/// to those that end early, for a few rounds, keeping the best plan.
 pub fn plan_on(workers: &[ProductWorker], req: &ProductRequest, subset: &[usize]) -> Result<ProductPlan> {
     check(workers, req)?;
     if subset.is_empty() {
         return Err(Error::BadPartition("no worker to give a rectangle to".into()));
     }
-    let areas: Vec<f64> = match req.distribution {
+    let mut areas: Vec<f64> = match req.distribution {
         Distribution::Heterogeneous => subset.iter().map(|&i| 1.0 / workers[i].flop).collect(),
         Distribution::Homogeneous => vec![1.0; subset.len()],
     };
-    let (_, mut rects) = rectangles::tile(&areas, req.n, req.m)?;
+    let mut best = plan_areas(workers, req, subset, &areas)?;
+    if req.distribution == Distribution::Homogeneous {
+        return Ok(best);
+    }
+    let mut current = best.clone();
+    for _ in 0..BALANCE_ROUNDS {
+        let ends = finish_times(&current, subset);
+        let mean = ends.iter().sum::<f64>() / ends.len() as f64;
+        if ends.iter().all(|&e| (e - mean).abs() <= 0.01 * mean) {
+            break;
+        }
+        // Workers given nothing (too few rows or columns) keep theirs.
+        for (a, &e) in areas.iter_mut().zip(&ends).filter(|(_, &e)| e > 0.0) {
+            *a *= (mean / e).sqrt();
+        }
+        let total: f64 = areas.iter().sum();
+        areas.iter_mut().for_each(|a| *a /= total);
+        current = plan_areas(workers, req, subset, &areas)?;
+        if current.makespan() < best.makespan() {
+            best = current.clone();
+        }
+    }
+    Ok(best)
+}
+
+/// Rounds of evening out finish times.
+const BALANCE_ROUNDS: usize = 12;
+
+/// When each worker of `subset` ends its last transfer under `plan` (0 for
+/// one given nothing).
+fn finish_times(plan: &ProductPlan, subset: &[usize]) -> Vec<f64> {
+    let mut end = vec![0.0f64; subset.len()];
+    for (op, t) in plan.timing.ops.iter().zip(&plan.timing.times) {
+        let piece = match *op {
+            Op::Send { piece, .. } | Op::Return { piece } => piece,
+        };
+        if let Some(k) = subset.iter().position(|&w| w == plan.pieces[piece].worker) {
+            end[k] = end[k].max(t.end);
+        }
+    }
+    end
+}
+
+/// The plan whose rectangles have `areas` (weights, one per worker of
+/// `subset`).
+fn plan_areas(workers: &[ProductWorker], req: &ProductRequest, subset: &[usize], areas: &[f64]) -> Result<ProductPlan> {
+    let (_, mut rects) = rectangles::tile(areas, req.n, req.m)?;
     for r in &mut rects {
         r.worker = subset[r.worker];
     }
     rects.retain(|r| r.area() > 0);
     let mut pieces = Vec::new();
     for r in &rects {
-        let w = &workers[r.worker];
-        pieces.extend(cut(r, req, w.memory)?);
+        pieces.extend(cut(r, req, workers[r.worker].memory)?);
     }
     let timing = timeline::greedy(workers, &pieces, req.duplex, WINDOW);
     let bound = bound(workers, req, &rects, &pieces);

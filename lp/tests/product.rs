@@ -243,3 +243,18 @@ fn bad_requests_are_named() {
     let e = plan_product(&[worker(1e-8, 1e-8, 1e-9, Some(2))], &ProductRequest::new(3, 3, 3)).expect_err("refused");
     assert!(e.to_string().contains("memory"), "{e}");
 }
+
+#[test]
+fn areas_even_out_finish_times_the_speeds_alone_do_not_see() {
+    // Equal speeds, one link fifty times slower: speeds alone give equal
+    // areas (the homogeneous plan); the slow link's worker should get less.
+    let ws = [worker(2e-9, 2e-9, 1e-9, None), worker(1e-7, 1e-7, 1e-9, None)];
+    let mut req = ProductRequest::new(600, 600, 600);
+    req.select = false;
+    let het = plan_product(&ws, &req).expect("plans");
+    req.distribution = Distribution::Homogeneous;
+    let hom = plan_product(&ws, &req).expect("plans");
+    let area = |p: &dls_lp::product::ProductPlan, w: usize| p.rects.iter().find(|r| r.worker == w).map_or(0, |r| r.area());
+    assert!(area(&het, 1) < area(&het, 0), "{:?}", het.rects);
+    assert!(het.makespan() < 0.97 * hom.makespan(), "{} vs {}", het.makespan(), hom.makespan());
+}

@@ -171,6 +171,27 @@ impl Reference {
         }
         t
     }
+
+    /// This machine's time for one flop of `dtype`: from the largest
+    /// square product of that type measured so far (the one a test bed
+    /// measured before starting its daemons), else from one of 256 measured
+    /// now. Panels of one large product come in many shapes; each is
+    /// emulated from its flops rather than measured on its own.
+    pub fn seconds_per_flop(&self, kernel: &kernel::Kernel, dtype: dls_protocol::DType) -> f64 {
+        let known = self.per_product.lock().ok().and_then(|m| {
+            m.iter()
+                .filter(|(f, _)| f.shape.is_square() && f.dtype == dtype && !f.shared_b)
+                .max_by_key(|(f, _)| f.shape.n)
+                .map(|(f, &t)| t / f.shape.flops())
+        });
+        known.unwrap_or_else(|| {
+            let form = Form {
+                dtype,
+                ..Form::square(256)
+            };
+            self.seconds_per_product(kernel, &form) / form.shape.flops()
+        })
+    }
 }
 
 /// A master's connection, as a session holds it.

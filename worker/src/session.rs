@@ -608,10 +608,10 @@ fn compute(
             return Done::Dropped;
         }
     };
-    let wait = if wait_units > 0.0 {
-        wait_units * reference.seconds_per_product(kernel, &form)
-    } else {
-        0.0
+    let wait = match &work {
+        _ if wait_units <= 0.0 => 0.0,
+        Work::Panel { .. } => wait_units * reference.seconds_per_flop(kernel, form.dtype) * form.shape.flops(),
+        _ => wait_units * reference.seconds_per_product(kernel, &form),
     };
     let t0 = Instant::now();
     let mut done = match work {
