@@ -254,7 +254,13 @@ fn areas_even_out_finish_times_the_speeds_alone_do_not_see() {
     let het = plan_product(&ws, &req).expect("plans");
     req.distribution = Distribution::Homogeneous;
     let hom = plan_product(&ws, &req).expect("plans");
-    let area = |p: &dls_lp::product::ProductPlan, w: usize| p.rects.iter().find(|r| r.worker == w).map_or(0, |r| r.area());
+    let area =
+        |p: &dls_lp::product::ProductPlan, w: usize| p.rects.iter().find(|r| r.worker == w).map_or(0, |r| r.area());
     assert!(area(&het, 1) < area(&het, 0), "{:?}", het.rects);
-    assert!(het.makespan() < 0.97 * hom.makespan(), "{} vs {}", het.makespan(), hom.makespan());
+    assert!(
+        het.makespan() < 0.97 * hom.makespan(),
+        "{} vs {}",
+        het.makespan(),
+        hom.makespan()
+    );
 }

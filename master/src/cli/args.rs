@@ -290,11 +290,15 @@ pub enum ExperimentKind {
     /// `rounds` with and without online correction, a worker slowed 3×
     /// halfway through its part (emulated workers only).
     Adapt,
+    /// One --size×--size product: the heterogeneous distribution against
+    /// its homogeneous prototype, on the same star and on the equivalent
+    /// homogeneous one (emulated workers; --speeds, default the paper's).
+    Product,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct ExperimentArgs {
-    /// Which experiment: linearity, heuristics, participation, baselines or adapt.
+    /// Which experiment: linearity, heuristics, participation, baselines, adapt or product.
     #[arg(value_enum)]
     pub kind: ExperimentKind,
     /// Cluster file: run on these workers instead of emulated local ones.
@@ -336,7 +340,8 @@ pub struct ExperimentArgs {
     /// On a cluster: the family its platform was drawn from (heuristics label).
     #[arg(long, value_enum)]
     pub family: Option<crate::experiments::Family>,
-    /// On a cluster: the speeds it was built from, COMM:COMP per worker, comma-separated (label).
+    /// On a cluster: the speeds it was built from, COMM:COMP per worker, comma-separated (label);
+    /// for product, the emulated star's speeds.
     #[arg(long)]
     pub speeds: Option<String>,
     /// On a cluster: the x of section 5.3.4's platform it was built from (participation).

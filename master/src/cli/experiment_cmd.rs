@@ -26,7 +26,7 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
         _ => None,
     };
     let labels = args.family.is_some() || args.speeds.is_some() || args.x.is_some();
-    if labels && remote.is_none() {
+    if labels && remote.is_none() && !matches!(args.kind, ExperimentKind::Product) {
         bail!("--family, --speeds and --x label runs on a cluster; give --cluster or --workers");
     }
     // The labels of a cluster's rows; none unless --speeds says.
@@ -104,6 +104,21 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
                     }
                 })?;
                 adapt_outputs(args, &rows)
+            }
+            ExperimentKind::Product => {
+                if remote.is_some() {
+                    bail!("the product experiment compares emulated stars (the heterogeneous one and its equivalent); it runs on local workers only (drop --cluster/--workers)");
+                }
+                let star = if speeds.is_empty() { x::paper_speeds() } else { speeds.clone() };
+                // Slow enough that the emulated workers' real computing
+                // takes about one core of this machine at most.
+                let emulation = x::Emulation {
+                    base_link: 32.0,
+                    base_slowdown: 1.2 * star.iter().map(|s| s.1).sum::<f64>(),
+                };
+                let rows = x::product_local(args.size, &star, emulation, args.seed, say).await?;
+                let rows = merged(args, "product", rows, |_, _| {})?;
+                product_outputs(args, &rows)
             }
             ExperimentKind::Participation => {
                 let rows = match &remote {
@@ -193,6 +208,7 @@ fn replot(args: &ExperimentArgs) -> Result<()> {
         ExperimentKind::Baselines => baselines_outputs(args, &stored(args, "baselines")?),
         ExperimentKind::Participation => participation_outputs(args, &stored(args, "participation")?),
         ExperimentKind::Adapt => adapt_outputs(args, &stored(args, "adapt")?),
+        ExperimentKind::Product => product_outputs(args, &stored(args, "product")?),
     }
 }
 
@@ -436,6 +452,40 @@ fn adapt_outputs(args: &ExperimentArgs, rows: &[AdaptRow]) -> Result<()> {
     );
     write_outputs(&args.out, "adapt", rows, csv, svg)?;
     print(args, &rows, x::adapt_table(rows))
+}
+
+fn product_outputs(args: &ExperimentArgs, rows: &[x::ProductRow]) -> Result<()> {
+    let csv = csv_of(
+        "n,star,distribution,speeds,enrolled,measured,predicted,bound,partition_over_lower",
+        rows,
+        |r| {
+            vec![
+                r.n.to_string(),
+                r.star.clone(),
+                r.distribution.clone(),
+                r.speeds.clone(),
+                r.enrolled.to_string(),
+                r.measured.to_string(),
+                r.predicted.to_string(),
+                r.bound.to_string(),
+                r.partition_over_lower.to_string(),
+            ]
+        },
+    );
+    let groups: Groups = grouped(
+        rows,
+        |r| r.n,
+        |n| format!("n = {n}"),
+        |r| vec![(format!("{} on {}", r.distribution, r.star), r.measured)],
+    );
+    let svg = x::bars(
+        "one product: heterogeneous and homogeneous distributions, measured makespan",
+        "makespan (s)",
+        0.0,
+        &groups,
+    );
+    write_outputs(&args.out, "product", rows, csv, svg)?;
+    print(args, &rows, x::product_table(rows))
 }
 
 fn participation_outputs(args: &ExperimentArgs, rows: &[ParticipationRow]) -> Result<()> {

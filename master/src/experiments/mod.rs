@@ -11,7 +11,9 @@
 //! - `baselines`: one-round plans, `rounds`, and what users would do
 //!   instead (equal and proportional splits, self-scheduling, factoring);
 //! - `adapt`: `rounds` with and without online correction when a worker
-//!   slows down partway through the batch.
+//!   slows down partway through the batch;
+//! - `product`: one large product, the heterogeneous 2-D distribution
+//!   against its homogeneous prototype (`lastovetsky-performance-analysis`).
 //!
 //! Emulation maps a speed s to a link of `s × base_link` MB/s and a compute
 //! slowdown of `base_slowdown / s` (so speed 1 is the slowest, as in the
@@ -22,6 +24,7 @@ mod baselines;
 mod heuristics;
 mod linearity;
 mod participation;
+mod product;
 
 pub use crate::output::svg::bars;
 pub use adapt::{adapt_local, adapt_summary, adapt_table, AdaptRow};
@@ -34,6 +37,7 @@ pub use participation::{
     participation, participation_on, participation_speeds, participation_table, ParticipationRow,
     PARTICIPATION_COMM_RATIO,
 };
+pub use product::{equivalent, paper_speeds, product_local, product_table, ProductRow};
 
 use crate::runtime::batch::Batch;
 use crate::runtime::calibrate::{self, CalibrateOptions};
