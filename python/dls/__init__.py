@@ -1,8 +1,10 @@
-"""Batches of NumPy matrix products on a star of unequal machines.
+"""Batches of NumPy matrix products, or one large product, on a star of
+unequal machines.
 
 ``dls`` sends each worker its share of the products, collects the results
 in the order its plan says, checks every one, and hands back ``C`` with
-``C[i] = A[i] @ B[i]``. The workers are ``dls-worker`` daemons (started on
+``C[i] = A[i] @ B[i]``; given two 2-D arrays it computes the one product
+``A @ B``, cut in rectangles over the workers, as ``numpy.matmul`` does. The workers are ``dls-worker`` daemons (started on
 the cluster's nodes, or in this process with :class:`LocalCluster`).
 
 >>> import numpy as np, dls
@@ -219,7 +221,13 @@ class Run:
         return self._gantt
 
     def __repr__(self) -> str:
-        s = self.summary
+        s: Dict[str, Any] = dict(self.summary)
+        if s.get("kind") == "product":
+            return (
+                f"<dls.Run one product {s['n']}x{s['k']} @ {s['k']}x{s['m']} {s['dtype']}, "
+                f"{s['distribution']}: predicted {s['predicted_makespan']:.3f} s, "
+                f"measured {s['measured_makespan']:.3f} s>"
+            )
         return (
             f"<dls.Run {s['load']} products of {s['shape']} {s['dtype']}, {s['strategy']}: "
             f"predicted {s['predicted_makespan']:.3f} s, measured {s['measured_makespan']:.3f} s>"
@@ -252,8 +260,17 @@ def run(
     chunk_mb: int = 64,
     learn: bool = False,
     model: PathLike = None,
+    distribution: Literal["heterogeneous", "homogeneous"] = "heterogeneous",
 ) -> Run:
     """Run the batch C[i] = A[i] @ B[i] on the workers and return a :class:`Run`.
+
+    Given two 2-D arrays, A (n, k) and B (k, m), it runs the one product
+    C = A @ B instead: C cut into one rectangle per worker, areas following
+    the workers' speeds (``distribution="homogeneous"``: equal ones), A
+    and B sent in panels and every piece of C checked; ``summary`` is then
+    what ``dls run`` prints for one product. The batch options
+    (``strategy``, ``verify``, ``rounding``, ``straggler``, ``adapt``,
+    ``chunk_mb``, ``learn``, ``model``, ``seed``) do not apply to it.
 
     ``a`` has shape (M, n, k); ``b`` has shape (M, k, m), or (k, m) for one
     B shared by every product (sent once to each worker). Both float32 or
@@ -282,6 +299,28 @@ def run(
     kept in ``model`` or beside the cluster file, and learn from this one).
     """
     a, b = _arrays(a, b)
+    if a.ndim == 2 and b.ndim == 2:
+        native = _native.product(
+            a,
+            b,
+            workers=_workers(workers),
+            cluster=_path(cluster),
+            slurm=slurm,
+            worker_port=worker_port,
+            token_file=_path(token_file),
+            platform=_path(platform),
+            distribution=distribution,
+            ports=ports,
+            progress=progress,
+            encrypt=encrypt,
+            require_all=require_all,
+        )
+        done = Run(native)
+        if trace is not None:
+            done.write_trace(trace)
+        if gantt is not None:
+            done.write_gantt(gantt)
+        return done
     native = _native.run(
         a,
         b,
@@ -314,9 +353,10 @@ def run(
 
 
 def matmul(a: Any, b: Any, **options: Any) -> np.ndarray:
-    """The batch of products A[i] @ B[i] computed on the workers, C in batch
-    order: what :func:`run` returns as ``c``, with the same keyword
-    arguments (every option of ``dls run``)."""
+    """``numpy.matmul`` on the workers: the batch of products A[i] @ B[i]
+    (C in batch order; B may be one (k, m) matrix for all), or, for two
+    2-D arrays, the one product A @ B. What :func:`run` returns as ``c``,
+    with the same keyword arguments (every option of ``dls run``)."""
     return run(a, b, **options).c
 
 

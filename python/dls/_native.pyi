@@ -45,6 +45,22 @@ def run(
     learn: bool = False,
     model: Optional[str] = None,
 ) -> NativeRun: ...
+def product(
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    workers: Optional[str] = None,
+    cluster: Optional[str] = None,
+    slurm: bool = False,
+    worker_port: int = 7070,
+    token_file: Optional[str] = None,
+    platform: Optional[str] = None,
+    distribution: str = "heterogeneous",
+    ports: Optional[int] = None,
+    progress: bool = False,
+    encrypt: bool = False,
+    require_all: bool = False,
+) -> NativeRun: ...
 def plan(platform: str, load: int, strategy: str = "best", ports: int = 1) -> str: ...
 def calibrate(
     shape: Tuple[int, int, int],

@@ -23,6 +23,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod product;
+
 create_exception!(_native, Error, PyException, "Anything dls refuses or fails at.");
 create_exception!(
     _native,
@@ -38,12 +40,12 @@ create_exception!(
 );
 create_exception!(_native, RunError, Error, "The batch did not complete.");
 
-fn input(e: impl std::fmt::Display) -> PyErr {
+pub(crate) fn input(e: impl std::fmt::Display) -> PyErr {
     InputError::new_err(e.to_string())
 }
 
 /// The message of an error with its causes, as the command line prints it.
-fn chain(e: &anyhow::Error) -> String {
+pub(crate) fn chain(e: &anyhow::Error) -> String {
     format!("{e:#}")
 }
 
@@ -59,7 +61,7 @@ fn runtime() -> PyResult<tokio::runtime::Runtime> {
 /// calling `tick`) every 100 ms. On a signal (Ctrl-C raises
 /// KeyboardInterrupt) the runtime is shut down, dropping the batch and
 /// closing its connections, and the signal's exception is raised.
-fn wait<T: Send + 'static, E: Send + 'static>(
+pub(crate) fn wait<T: Send + 'static, E: Send + 'static>(
     py: Python<'_>,
     fut: impl std::future::Future<Output = Result<T, E>> + Send + 'static,
     mut tick: impl FnMut(Python<'_>) -> PyResult<()>,
@@ -89,7 +91,12 @@ fn wait<T: Send + 'static, E: Send + 'static>(
 
 /// The workers: a "host:port,..." list, a cluster file, or this Slurm
 /// job's nodes at `port`; exactly one.
-fn cluster_of(workers: Option<String>, cluster: Option<PathBuf>, slurm: bool, port: u16) -> PyResult<Cluster> {
+pub(crate) fn cluster_of(
+    workers: Option<String>,
+    cluster: Option<PathBuf>,
+    slurm: bool,
+    port: u16,
+) -> PyResult<Cluster> {
     let c = match (workers, cluster, slurm) {
         (Some(w), None, false) => Cluster::from_list(&w),
         (None, Some(p), false) => Cluster::load(&p),
@@ -175,17 +182,21 @@ fn source_of<T: numpy::Element>(
 }
 
 /// A and B taken from NumPy: their shapes and where their values are.
-struct Arrays {
-    a_shape: Vec<usize>,
-    b_shape: Vec<usize>,
-    a: Source,
-    b: Source,
-    dtype: DType,
+pub(crate) struct Arrays {
+    pub a_shape: Vec<usize>,
+    pub b_shape: Vec<usize>,
+    pub a: Source,
+    pub b: Source,
+    pub dtype: DType,
 }
 
 /// A and B as arrays of `T` (of type `dtype`), or `None` when they are
 /// not both arrays of `T`.
-fn arrays_of<T: numpy::Element>(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, dtype: DType) -> PyResult<Option<Arrays>> {
+pub(crate) fn arrays_of<T: numpy::Element>(
+    a: &Bound<'_, PyAny>,
+    b: &Bound<'_, PyAny>,
+    dtype: DType,
+) -> PyResult<Option<Arrays>> {
     let (Ok(x), Ok(y)) = (
         a.extract::<PyReadonlyArrayDyn<'_, T>>(),
         b.extract::<PyReadonlyArrayDyn<'_, T>>(),
@@ -256,7 +267,7 @@ fn strategy_of(s: &str) -> PyResult<dls_lp::Strategy> {
 }
 
 /// The port model asked for: `None` is the one measured.
-fn ports_of(ports: Option<u8>) -> PyResult<Option<dls_lp::Ports>> {
+pub(crate) fn ports_of(ports: Option<u8>) -> PyResult<Option<dls_lp::Ports>> {
     match ports {
         None => Ok(None),
         Some(1) => Ok(Some(dls_lp::Ports::One)),
@@ -278,15 +289,15 @@ fn rounding_of(s: &str) -> PyResult<dls_lp::Rounding> {
 /// What a finished batch left: C, the summary (JSON), the trace (JSON)
 /// and its Gantt chart (SVG).
 #[pyclass(module = "dls._native")]
-struct NativeRun {
+pub(crate) struct NativeRun {
     #[pyo3(get)]
-    c: Py<PyAny>,
+    pub c: Py<PyAny>,
     #[pyo3(get)]
-    summary: String,
+    pub summary: String,
     #[pyo3(get)]
-    trace: String,
+    pub trace: String,
     #[pyo3(get)]
-    gantt: String,
+    pub gantt: String,
 }
 
 /// Run a batch of products: see `dls.run`.
@@ -531,6 +542,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeRun>()?;
     m.add_class::<NativeLocalCluster>()?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(product::product, m)?)?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(calibrate, m)?)?;
     Ok(())

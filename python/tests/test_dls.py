@@ -243,6 +243,37 @@ def test_the_package_says_its_version():
     assert dls.__version__ == want
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n,k,m", [(97, 130, 61), (1, 40, 7), (50, 1, 50)])
+def test_one_product_of_2d_arrays_matches_numpy(cluster, dtype, n, k, m):
+    rng = np.random.default_rng(n * 10000 + k * 100 + m)
+    a = rng.uniform(-1, 1, (n, k)).astype(dtype)
+    b = rng.uniform(-1, 1, (k, m)).astype(dtype)
+    c = dls.matmul(a, b, workers=cluster.workers)
+    assert c.shape == (n, m) and c.dtype == dtype
+    want, tol = expected(a, b)
+    assert np.all(np.abs(c.astype(np.float64) - want) <= tol)
+
+
+def test_one_product_reports_its_plan_and_writes_its_trace(cluster, tmp_path):
+    rng = np.random.default_rng(3)
+    a = np.asfortranarray(rng.uniform(-1, 1, (60, 45)))
+    b = rng.uniform(-1, 1, (45, 80))
+    r = dls.run(a, b, workers=cluster.workers, distribution="homogeneous", trace=tmp_path / "t.json")
+    s = r.summary
+    assert s["kind"] == "product" and s["distribution"] == "homogeneous"
+    assert (s["n"], s["k"], s["m"]) == (60, 45, 80)
+    assert s["measured_makespan"] > 0 and s["bound"]["makespan"] > 0
+    assert len(s["workers"]) == 3 and "one product" in repr(r)
+    assert (tmp_path / "t.json").read_text().startswith("{")
+    want, tol = expected(a, b)
+    assert np.all(np.abs(r.c - want) <= tol)
+    with pytest.raises(dls.InputError, match="B needs 45 rows"):
+        dls.matmul(a, np.ones((44, 3)), workers=cluster.workers)
+    with pytest.raises(dls.InputError, match="heterogeneous or homogeneous"):
+        dls.run(a, b, workers=cluster.workers, distribution="even")
+
+
 def test_bad_input_raises_the_right_error(cluster):
     a, b = np.ones((4, 3, 5)), np.ones((4, 5, 2))
     with pytest.raises(dls.InputError, match="int64"):

@@ -1,0 +1,147 @@
+//! One large product from NumPy: `dls.matmul(A, B)` with A (n, k) and B
+//! (k, m), as `numpy.matmul` takes them. A and B are read in place, a
+//! panel at a time; C comes back as an (n, m) array without a copy.
+
+use crate::{arrays_of, chain, cluster_of, input, ports_of, wait, Arrays, ConnectError, Error, NativeRun, RunError};
+use dls_lp::product::Distribution;
+use dls_master::config::platform_file::PlatformFile;
+use dls_master::output::product::{trace, ProductReport};
+use dls_master::session::{self, Matrix, MemoryC, ProductConfig, ProductJob};
+use dls_protocol::{DType, Values};
+use numpy::{IntoPyArray, PyArrayMethods};
+use pyo3::prelude::*;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+fn distribution_of(s: &str) -> PyResult<Distribution> {
+    match s {
+        "heterogeneous" => Ok(Distribution::Heterogeneous),
+        "homogeneous" => Ok(Distribution::Homogeneous),
+        _ => Err(input(format!("distribution {s:?}: heterogeneous or homogeneous"))),
+    }
+}
+
+/// A and B of one product from NumPy (both 2-D, C-contiguous, of one type).
+fn job_of(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<ProductJob> {
+    let arrays = match arrays_of::<f64>(a, b, DType::F64)? {
+        Some(x) => Some(x),
+        None => arrays_of::<f32>(a, b, DType::F32)?,
+    };
+    let Some(Arrays {
+        a_shape, b_shape, a, b, ..
+    }) = arrays
+    else {
+        return Err(input("A and B must be NumPy arrays, both float32 or both float64"));
+    };
+    let (&[n, k], &[bk, m]) = (&a_shape[..], &b_shape[..]) else {
+        return Err(input(format!(
+            "one product takes A of shape (n, k) and B of shape (k, m), not {a_shape:?} and {b_shape:?}"
+        )));
+    };
+    if bk != k {
+        return Err(input(format!(
+            "A is {n}×{k} but B is {bk}×{m}: B needs {k} rows (A is n×k, B k×m)"
+        )));
+    }
+    let matrix = |name: &str, src, r, c| Matrix::new(name, src, r, c, false).map_err(|e| input(chain(&e)));
+    ProductJob::new(matrix("A", a, n, k)?, matrix("B", b, k, m)?).map_err(|e| input(chain(&e)))
+}
+
+/// One large product: see `dls.matmul`.
+#[pyfunction]
+#[pyo3(signature = (a, b, *, workers=None, cluster=None, slurm=false, worker_port=7070, token_file=None, platform=None, distribution="heterogeneous", ports=None, progress=false, encrypt=false, require_all=false))]
+#[allow(clippy::too_many_arguments)]
+pub fn product(
+    py: Python<'_>,
+    a: &Bound<'_, PyAny>,
+    b: &Bound<'_, PyAny>,
+    workers: Option<String>,
+    cluster: Option<PathBuf>,
+    slurm: bool,
+    worker_port: u16,
+    token_file: Option<PathBuf>,
+    platform: Option<PathBuf>,
+    distribution: &str,
+    ports: Option<u8>,
+    progress: bool,
+    encrypt: bool,
+    require_all: bool,
+) -> PyResult<NativeRun> {
+    let job = Arc::new(job_of(a, b)?);
+    let (n, _, m) = job.dims();
+    let dtype = job.dtype();
+    let cluster = cluster_of(workers, cluster, slurm, worker_port)?;
+    let token = session::token(token_file.as_deref(), Some(&cluster)).map_err(|e| input(chain(&e)))?;
+    let given = match &platform {
+        Some(p) => {
+            let (platform, form) = PlatformFile::load_sized(p).map_err(|e| input(chain(&e)))?;
+            let form = form.ok_or_else(|| {
+                input(format!(
+                    "{}: the platform does not say which products it was measured for (dls calibrate writes it)",
+                    p.display()
+                ))
+            })?;
+            Some((platform, form))
+        }
+        None => None,
+    };
+    let cfg = ProductConfig {
+        distribution: distribution_of(distribution)?,
+        ports: ports_of(ports)?.map(|p| if p == dls_lp::Ports::One { 1 } else { 2 }),
+        ..ProductConfig::default()
+    };
+    if encrypt && token.is_none() {
+        return Err(input(
+            "encrypt=True needs a token (the keys are derived from it): give token_file or set DLS_TOKEN",
+        ));
+    }
+    let reach = session::Workers {
+        require_all,
+        encrypt,
+        ..session::Workers::new(cluster, token)
+    };
+    let c = Values::try_zeros(dtype, n * m).ok_or_else(|| input(format!("no memory for C ({n}×{m})")))?;
+    let stored = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = stored.clone();
+    let fut = async move {
+        let mut sink = MemoryC { c, m };
+        let on_piece = move |e: usize| {
+            counter.fetch_add(e, std::sync::atomic::Ordering::Relaxed);
+        };
+        let done = reach.run_product(given, job, &cfg, &mut sink, on_piece).await?;
+        Ok::<_, session::RunError>((done, sink.c))
+    };
+    let total = n * m;
+    let mut shown = usize::MAX;
+    let mut tick = |py: Python<'_>| -> PyResult<()> {
+        let now = stored.load(std::sync::atomic::Ordering::Relaxed);
+        if progress && now != shown {
+            shown = now;
+            let line = format!("\rdls: {now}/{total} elements of C returned");
+            py.import("sys")?.getattr("stderr")?.call_method1("write", (line,))?;
+        }
+        Ok(())
+    };
+    let done = wait(py, fut, &mut tick)?;
+    if progress {
+        tick(py)?;
+        py.import("sys")?.getattr("stderr")?.call_method1("write", ("\n",))?;
+    }
+    let (done, c) = done.map_err(|e| match e {
+        session::RunError::Workers(e) => ConnectError::new_err(chain(&e)),
+        session::RunError::Batch(e) => RunError::new_err(chain(&e)),
+    })?;
+    let c: Py<PyAny> = match c {
+        Values::F64(v) => v.into_pyarray(py).reshape([n, m])?.into_any().unbind(),
+        Values::F32(v) => v.into_pyarray(py).reshape([n, m])?.into_any().unbind(),
+    };
+    let report = ProductReport::new(&done.names, &done.plan, &done.measured, dtype);
+    let t = trace(&done.names, &done.plan, &done.measured);
+    let title = t.title.clone().unwrap_or_default();
+    Ok(NativeRun {
+        c,
+        summary: serde_json::to_string(&report).map_err(|e| Error::new_err(e.to_string()))?,
+        trace: t.to_json().to_string(),
+        gantt: dls_master::output::gantt::svg(&t, &title),
+    })
+}
