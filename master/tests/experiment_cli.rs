@@ -123,3 +123,48 @@ fn experiments_on_a_cluster_append_labelled_rows() {
     );
     assert!(!ok && err.contains("needs the 4 workers P1..P4"), "{err}");
 }
+
+/// The paper's assessment of one product on a small emulated star: the
+/// four rows, the two ratios, and the files; refused on a cluster.
+#[test]
+fn the_product_assessment_compares_both_stars() {
+    let out = tmp("experiments-product");
+    let _ = std::fs::remove_dir_all(&out);
+    let (ok, table, err) = dls(
+        &[
+            "experiment",
+            "product",
+            "--size",
+            "96",
+            "--speeds",
+            "10:4,10:2,10:1",
+            "--out",
+            s(&out),
+        ],
+        None,
+    );
+    assert!(ok, "{err}");
+    assert!(table.contains("faster than the homogeneous one"), "{table}");
+    assert!(table.contains("equivalent homogeneous star"), "{table}");
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("product.json")).expect("rows")).expect("JSON");
+    let rows = rows.as_array().expect("an array");
+    assert_eq!(rows.len(), 4);
+    let eq: Vec<_> = rows.iter().filter(|r| r["star"] == "equivalent homogeneous").collect();
+    assert_eq!(eq.len(), 1);
+    // The equivalent star: three workers of the average speed.
+    assert_eq!(
+        eq[0]["speeds"],
+        "10:2.3333333333333335 10:2.3333333333333335 10:2.3333333333333335"
+    );
+    for r in rows {
+        assert!(r["measured"].as_f64().expect("a time") > 0.0);
+        assert!(r["partition_over_lower"].as_f64().expect("a ratio") >= 1.0 - 1e-9);
+    }
+    assert!(out.join("product.csv").exists() && out.join("product.svg").exists());
+    let (ok, _, err) = dls(
+        &["experiment", "product", "--workers", "127.0.0.1:9", "--out", s(&out)],
+        None,
+    );
+    assert!(!ok && err.contains("local workers only"), "{err}");
+}

@@ -93,7 +93,7 @@ pub async fn product_local(
             let mut out = Vec::new();
             for &(d, select) in distributions {
                 let label = match (d, select) {
-                    (Distribution::Heterogeneous, false) => "heterogeneous, every worker",
+                    (Distribution::Heterogeneous, false) => "heterogeneous (every worker)",
                     _ => name(d),
                 };
                 say(&format!("n = {n}: {star} star, {label} distribution"));
@@ -141,7 +141,7 @@ pub fn product_table(rows: &[ProductRow]) -> String {
     let mut t = Table::new(&[
         ("n", Col::Right(6)),
         ("star", Col::Left(23)),
-        ("distribution", Col::Left(27)),
+        ("distribution", Col::Left(28)),
         ("enrolled", Col::Right(8)),
         ("measured", Col::Right(9)),
         ("predicted", Col::Right(9)),
@@ -179,7 +179,7 @@ pub fn product_table(rows: &[ProductRow]) -> String {
                 het / hom
             ));
         }
-        let every = find("heterogeneous", "heterogeneous, every worker");
+        let every = find("heterogeneous", "heterogeneous (every worker)");
         for (what, t) in [("heterogeneous", het), ("heterogeneous on every worker", every)] {
             if let (Some(t), Some(eq)) = (t, find("equivalent homogeneous", "homogeneous")) {
                 s.push_str(&format!(
