@@ -427,6 +427,7 @@ impl Session {
                 }
                 self.held += form.in_bytes(1);
                 out.push(Out::msg(FromWorker::Received { job, chunk: piece }));
+                debug!(job = job.0, piece = piece.0, %form, last, "panel received");
                 let _ = work.send(Work::Panel {
                     key,
                     form,
