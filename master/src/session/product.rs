@@ -74,6 +74,14 @@ pub fn calibration_form(n: usize, k: usize, m: usize, dtype: DType) -> Form {
 /// worker's memory holds of values of `dtype`.
 pub fn product_costs(platform: &Platform, links: &[Link], form: &Form, dtype: DType) -> Result<Vec<ProductWorker>> {
     let aligned = align(platform, links, form)?;
+    // A piece of one element and two panels one deep: five values.
+    if let Some(l) = links.iter().find(|l| l.caps.memory_limit < 5 * dtype.size()) {
+        anyhow::bail!(
+            "worker {:?}: its memory limit ({} bytes) cannot hold one element of C and its panels",
+            l.name,
+            l.caps.memory_limit
+        );
+    }
     let (ins, outs, flops) = (form.in_len(1) as f64, form.shape.c_len() as f64, form.shape.flops());
     Ok(aligned
         .workers()
@@ -102,7 +110,8 @@ pub fn request(job: &ProductJob, cfg: &ProductConfig, measured: Ports) -> Produc
     };
     req.panel_values = (cfg.panel_bytes / size).max(1);
     let all = (n * k + k * m + n * m) as f64;
-    req.piece_values = ((cfg.piece_share * all) as u64).max(1);
+    // A piece's C comes back in one frame: at most 1 GiB of it.
+    req.piece_values = ((cfg.piece_share * all) as u64).clamp(1, (1 << 30) / size);
     req.select = cfg.select && cfg.distribution == Distribution::Heterogeneous;
     req
 }
