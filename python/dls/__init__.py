@@ -315,12 +315,7 @@ def run(
             encrypt=encrypt,
             require_all=require_all,
         )
-        done = Run(native)
-        if trace is not None:
-            done.write_trace(trace)
-        if gantt is not None:
-            done.write_gantt(gantt)
-        return done
+        return _finished(native, trace, gantt)
     native = _native.run(
         a,
         b,
@@ -344,6 +339,12 @@ def run(
         learn=learn,
         model=_path(model),
     )
+    return _finished(native, trace, gantt)
+
+
+def _finished(native: Any, trace: PathLike, gantt: PathLike) -> Run:
+    """The :class:`Run` of a finished native run, its trace and chart
+    written where asked."""
     done = Run(native)
     if trace is not None:
         done.write_trace(trace)

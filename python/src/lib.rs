@@ -89,6 +89,46 @@ pub(crate) fn wait<T: Send + 'static, E: Send + 'static>(
     }
 }
 
+/// Run `fut` (see [`wait`]); with `progress`, how many of `total` `what`
+/// `stored` counts goes to Python's sys.stderr (a terminal or a notebook).
+/// A failed run raises `ConnectError` or `RunError`.
+pub(crate) fn wait_run<T: Send + 'static>(
+    py: Python<'_>,
+    fut: impl std::future::Future<Output = Result<T, session::RunError>> + Send + 'static,
+    progress: bool,
+    stored: &std::sync::atomic::AtomicUsize,
+    total: usize,
+    what: &str,
+) -> PyResult<T> {
+    let mut shown = usize::MAX;
+    let mut tick = |py: Python<'_>| -> PyResult<()> {
+        let now = stored.load(std::sync::atomic::Ordering::Relaxed);
+        if progress && now != shown {
+            shown = now;
+            let line = format!("\rdls: {now}/{total} {what} returned");
+            py.import("sys")?.getattr("stderr")?.call_method1("write", (line,))?;
+        }
+        Ok(())
+    };
+    let done = wait(py, fut, &mut tick)?;
+    if progress {
+        tick(py)?;
+        py.import("sys")?.getattr("stderr")?.call_method1("write", ("\n",))?;
+    }
+    done.map_err(|e| match e {
+        session::RunError::Workers(e) => ConnectError::new_err(chain(&e)),
+        session::RunError::Batch(e) => RunError::new_err(chain(&e)),
+    })
+}
+
+/// C handed to NumPy without a copy, in `shape`.
+pub(crate) fn numpy_of(py: Python<'_>, c: Values, shape: &[usize]) -> PyResult<Py<PyAny>> {
+    Ok(match c {
+        Values::F64(v) => v.into_pyarray(py).reshape(shape.to_vec())?.into_any().unbind(),
+        Values::F32(v) => v.into_pyarray(py).reshape(shape.to_vec())?.into_any().unbind(),
+    })
+}
+
 /// The workers: a "host:port,..." list, a cluster file, or this Slurm
 /// job's nodes at `port`; exactly one.
 pub(crate) fn cluster_of(
@@ -387,31 +427,9 @@ fn run(
         }
         Ok::<_, session::RunError>((done, sink.0))
     };
-    // The progress line goes to Python's sys.stderr (a terminal or a notebook).
-    let mut shown = usize::MAX;
-    let mut tick = |py: Python<'_>| -> PyResult<()> {
-        let now = stored.load(std::sync::atomic::Ordering::Relaxed);
-        if progress && now != shown {
-            shown = now;
-            let line = format!("\rdls: {now}/{total} products returned");
-            py.import("sys")?.getattr("stderr")?.call_method1("write", (line,))?;
-        }
-        Ok(())
-    };
-    let done = wait(py, fut, &mut tick)?;
-    if progress {
-        tick(py)?;
-        py.import("sys")?.getattr("stderr")?.call_method1("write", ("\n",))?;
-    }
-    let (done, c) = done.map_err(|e| match e {
-        session::RunError::Workers(e) => ConnectError::new_err(chain(&e)),
-        session::RunError::Batch(e) => RunError::new_err(chain(&e)),
-    })?;
+    let (done, c) = wait_run(py, fut, progress, &stored, total, "products")?;
     let shape = [done.report.load as usize, form.shape.n as usize, form.shape.m as usize];
-    let c: Py<PyAny> = match c {
-        Values::F64(v) => v.into_pyarray(py).reshape(shape)?.into_any().unbind(),
-        Values::F32(v) => v.into_pyarray(py).reshape(shape)?.into_any().unbind(),
-    };
+    let c = numpy_of(py, c, &shape)?;
     let title = format!("{} products of {form}, {}", done.report.load, done.plan.strategy);
     Ok(NativeRun {
         c,

@@ -2,13 +2,12 @@
 //! (k, m), as `numpy.matmul` takes them. A and B are read in place, a
 //! panel at a time; C comes back as an (n, m) array without a copy.
 
-use crate::{arrays_of, chain, cluster_of, input, ports_of, wait, Arrays, ConnectError, Error, NativeRun, RunError};
+use crate::{arrays_of, chain, cluster_of, input, numpy_of, ports_of, wait_run, Arrays, Error, NativeRun};
 use dls_lp::product::Distribution;
 use dls_master::config::platform_file::PlatformFile;
 use dls_master::output::product::{trace, ProductReport};
 use dls_master::session::{self, Matrix, MemoryC, ProductConfig, ProductJob};
 use dls_protocol::{DType, Values};
-use numpy::{IntoPyArray, PyArrayMethods};
 use pyo3::prelude::*;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -111,30 +110,8 @@ pub fn product(
         let done = reach.run_product(given, job, &cfg, &mut sink, on_piece).await?;
         Ok::<_, session::RunError>((done, sink.c))
     };
-    let total = n * m;
-    let mut shown = usize::MAX;
-    let mut tick = |py: Python<'_>| -> PyResult<()> {
-        let now = stored.load(std::sync::atomic::Ordering::Relaxed);
-        if progress && now != shown {
-            shown = now;
-            let line = format!("\rdls: {now}/{total} elements of C returned");
-            py.import("sys")?.getattr("stderr")?.call_method1("write", (line,))?;
-        }
-        Ok(())
-    };
-    let done = wait(py, fut, &mut tick)?;
-    if progress {
-        tick(py)?;
-        py.import("sys")?.getattr("stderr")?.call_method1("write", ("\n",))?;
-    }
-    let (done, c) = done.map_err(|e| match e {
-        session::RunError::Workers(e) => ConnectError::new_err(chain(&e)),
-        session::RunError::Batch(e) => RunError::new_err(chain(&e)),
-    })?;
-    let c: Py<PyAny> = match c {
-        Values::F64(v) => v.into_pyarray(py).reshape([n, m])?.into_any().unbind(),
-        Values::F32(v) => v.into_pyarray(py).reshape([n, m])?.into_any().unbind(),
-    };
+    let (done, c) = wait_run(py, fut, progress, &stored, n * m, "elements of C")?;
+    let c = numpy_of(py, c, &[n, m])?;
     let report = ProductReport::new(&done.names, &done.plan, &done.measured, dtype);
     let t = trace(&done.names, &done.plan, &done.measured);
     let title = t.title.clone().unwrap_or_default();

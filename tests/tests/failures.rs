@@ -179,41 +179,10 @@ fn subtly_wrong(ab: &[f64], n: u32, k: u32) -> Vec<f64> {
     c
 }
 
-/// Accept one master on `listener` and complete the handshake as a worker
-/// without a token whose kernel is called `kernel`.
-async fn fake_worker(
-    listener: tokio::net::TcpListener,
-    kernel: &str,
-) -> dls_protocol::Connection<tokio::net::TcpStream, dls_protocol::ToWorker, dls_protocol::FromWorker> {
-    use dls_protocol::{handshake, Capabilities, Connection};
-    let (stream, _) = listener.accept().await.expect("accepts");
-    let mut conn = Connection::new(stream);
-    let caps = Capabilities {
-        cores: 1,
-        threads: 1,
-        memory_limit: 1 << 30,
-        kernel: kernel.into(),
-        emulated: false,
-        ciphers: Vec::new(),
-    };
-    let side = handshake::WorkerSide {
-        token: None,
-        caps: &caps,
-        frame_cap: 1 << 32,
-        timeout: Duration::from_secs(5),
-        require_encrypt: false,
-        status: None,
-    };
-    handshake::worker(&mut conn, &side, || {}, || Ok(()))
-        .await
-        .expect("handshake");
-    conn
-}
-
 /// A worker that follows the protocol but returns what `lie` says.
 async fn lying_worker(listener: tokio::net::TcpListener, lie: Lie) {
     use dls_protocol::{FromWorker, ToWorker};
-    let mut conn = fake_worker(listener, "liar").await;
+    let mut conn = common::fake_worker(listener, "liar").await;
     let mut chunks = std::collections::HashMap::new();
     while let Ok(Some(f)) = conn.read_frame().await {
         match f.msg {
@@ -368,7 +337,7 @@ fn losing_every_worker_fails_clearly() {
 
 /// A worker that completes the handshake, then hangs up at the first probe.
 async fn quitter(listener: tokio::net::TcpListener) {
-    let mut conn = fake_worker(listener, "quitter").await;
+    let mut conn = common::fake_worker(listener, "quitter").await;
     let _ = conn.read_frame().await;
 }
 

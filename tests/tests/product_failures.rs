@@ -96,28 +96,8 @@ fn a_worker_killed_partway_has_its_rectangle_cut_again() {
 /// A worker that follows the protocol but adds every panel one too many
 /// times into one entry of its piece: finite, plausible, wrong.
 async fn lying_worker(listener: tokio::net::TcpListener) {
-    use dls_protocol::{handshake, Capabilities, Connection, FromWorker, ToWorker};
-    let (stream, _) = listener.accept().await.expect("accepts");
-    let mut conn: Connection<_, ToWorker, FromWorker> = Connection::new(stream);
-    let caps = Capabilities {
-        cores: 1,
-        threads: 1,
-        memory_limit: 1 << 30,
-        kernel: "liar".into(),
-        emulated: false,
-        ciphers: Vec::new(),
-    };
-    let side = handshake::WorkerSide {
-        token: None,
-        caps: &caps,
-        frame_cap: 1 << 32,
-        timeout: Duration::from_secs(5),
-        require_encrypt: false,
-        status: None,
-    };
-    handshake::worker(&mut conn, &side, || {}, || Ok(()))
-        .await
-        .expect("handshake");
+    use dls_protocol::{FromWorker, ToWorker};
+    let mut conn = common::fake_worker(listener, "liar").await;
     let mut pieces: std::collections::HashMap<_, (Form, Vec<f64>)> = std::collections::HashMap::new();
     while let Ok(Some(f)) = conn.read_frame().await {
         match f.msg {

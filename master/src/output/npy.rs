@@ -472,23 +472,10 @@ impl NpyWriter {
     /// C order, written a rectangle at a time ([`Blocks`]).
     pub fn matrix(path: &Path, dtype: DType, n: usize, m: usize) -> Result<NpyWriter> {
         let header = header_bytes(dtype, &format!("({n}, {m})"));
-        let len = (n as u64)
-            .checked_mul(m as u64)
-            .and_then(|v| v.checked_mul(dtype.size()))
-            .and_then(|v| v.checked_add(header.len() as u64))
-            .with_context(|| format!("{}: a {n}×{m} C is too large a file", path.display()))?;
-        let staged = crate::output::atomic::Staged::create(path, len)
-            .with_context(|| format!("creating the output file for {}", path.display()))?;
-        staged
-            .file
-            .write_all_at(&header, 0)
-            .with_context(|| format!("writing {}", path.display()))?;
-        Ok(NpyWriter {
-            staged,
-            prefix: header.len() as u64,
-            c_bytes: dtype.size(),
-            row: m,
-        })
+        let stage = |len| crate::output::atomic::Staged::create(path, len);
+        let mut w = NpyWriter::with_header(path, header, dtype.size(), n.saturating_mul(m), stage)?;
+        w.row = m;
+        Ok(w)
     }
 
     /// As [`NpyWriter::create`], staged under `partial`, which outlives
@@ -507,11 +494,27 @@ impl NpyWriter {
         stage: impl FnOnce(u64) -> std::io::Result<crate::output::atomic::Staged>,
     ) -> Result<NpyWriter> {
         let header = header_bytes(form.dtype, &format!("({count}, {}, {})", form.shape.n, form.shape.m));
-        let c_bytes = form.c_bytes();
+        NpyWriter::with_header(path, header, form.c_bytes(), count, stage)
+    }
+
+    /// A file of `header`, then `count` items of `c_bytes` each, staged by
+    /// `stage` (given the file's length).
+    fn with_header(
+        path: &Path,
+        header: Vec<u8>,
+        c_bytes: u64,
+        count: usize,
+        stage: impl FnOnce(u64) -> std::io::Result<crate::output::atomic::Staged>,
+    ) -> Result<NpyWriter> {
         let len = c_bytes
             .checked_mul(count as u64)
             .and_then(|v| v.checked_add(header.len() as u64))
-            .with_context(|| format!("{}: {count} products of {form} are too large a file", path.display()))?;
+            .with_context(|| {
+                format!(
+                    "{}: {count} results of {c_bytes} bytes are too large a file",
+                    path.display()
+                )
+            })?;
         let staged = stage(len).with_context(|| format!("creating the output file for {}", path.display()))?;
         staged
             .file

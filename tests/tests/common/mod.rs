@@ -112,3 +112,34 @@ pub async fn pool_of(
         .await
         .expect("connects")
 }
+
+/// Accept one master on `listener` and complete the handshake as a worker
+/// without a token whose kernel is called `kernel`.
+pub async fn fake_worker(
+    listener: tokio::net::TcpListener,
+    kernel: &str,
+) -> dls_protocol::Connection<tokio::net::TcpStream, dls_protocol::ToWorker, dls_protocol::FromWorker> {
+    use dls_protocol::{handshake, Capabilities, Connection};
+    let (stream, _) = listener.accept().await.expect("accepts");
+    let mut conn = Connection::new(stream);
+    let caps = Capabilities {
+        cores: 1,
+        threads: 1,
+        memory_limit: 1 << 30,
+        kernel: kernel.into(),
+        emulated: false,
+        ciphers: Vec::new(),
+    };
+    let side = handshake::WorkerSide {
+        token: None,
+        caps: &caps,
+        frame_cap: 1 << 32,
+        timeout: Duration::from_secs(5),
+        require_encrypt: false,
+        status: None,
+    };
+    handshake::worker(&mut conn, &side, || {}, || Ok(()))
+        .await
+        .expect("handshake");
+    conn
+}
