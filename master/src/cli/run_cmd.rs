@@ -108,21 +108,6 @@ pub fn run(args: &RunArgs) -> Result<()> {
         (None, true) => Some(crate::cli::product_cmd::random_job(args)?),
         (None, false) => None,
     };
-    if let Some(job) = one {
-        for (path, what) in [
-            (&args.output, "--output"),
-            (&args.trace, "--trace"),
-            (&args.gantt, "--gantt"),
-        ] {
-            if let Some(p) = path {
-                outputs::check_writable(p, what, &inputs)?;
-            }
-        }
-        return crate::cli::product_cmd::run(args, job);
-    }
-    if args.product {
-        bail!("--product with --input: the two files must be 2-D, A (n, k) and B (k, m)");
-    }
     for (path, what) in [
         (&args.output, "--output"),
         (&args.trace, "--trace"),
@@ -131,6 +116,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
         if let Some(p) = path {
             outputs::check_writable(p, what, &inputs)?;
         }
+    }
+    if let Some(job) = one {
+        return crate::cli::product_cmd::run(args, job);
+    }
+    if args.product {
+        bail!("--product with --input: the two files must be 2-D, A (n, k) and B (k, m)");
     }
     let reach = session_workers(&args.workers, args.require_all)?;
     let cluster = &reach.cluster;
