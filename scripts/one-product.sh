@@ -9,22 +9,26 @@
 # and the master's peak memory over A + B + C; then the ratio of the two
 # makespans.
 #
-#   scripts/one-product.sh [DIR] [N]
+#   scripts/one-product.sh [DIR] [N] [LINK] [SLOWDOWNS]
 #
 # Defaults: DIR a fresh temporary directory (removed at the end), N = 4096
-# (A, B and C of 134 MB each). Uses target/release (built if missing).
+# (A, B and C of 134 MB each), LINK = 320 (MB/s, every worker's link),
+# SLOWDOWNS = "3 4 6 12" (one worker each). Uses target/release (built if missing).
 # Stops by itself: each run is bounded by `timeout`, the workers are
 # killed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-}
 N=${2:-4096}
+LINK=${3:-320}
+SLOWDOWNS=${4:-3 4 6 12}
 CLEAN=0
 if [[ -z "$DIR" ]]; then
   DIR=$(mktemp -d)
   CLEAN=1
 fi
 [[ "$N" =~ ^[1-9][0-9]*$ ]] || { echo "N must be a positive whole number (got $N)" >&2; exit 1; }
+[[ "$LINK" =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "LINK must be a rate in MB/s (got $LINK)" >&2; exit 1; }
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -50,8 +54,9 @@ EOF
 
 # shellcheck source=scripts/local-workers.sh
 source scripts/local-workers.sh
-start_workers "$DIR" "--link-rate 320 --slowdown 3" "--link-rate 320 --slowdown 4" \
-  "--link-rate 320 --slowdown 6" "--link-rate 320 --slowdown 12"
+specs=()
+for s in $SLOWDOWNS; do specs+=("--link-rate $LINK --slowdown $s"); done
+start_workers "$DIR" "${specs[@]}"
 timeout 300 target/release/dls calibrate --workers "$WORKERS" --size 384 -o "$DIR/platform.toml" >/dev/null 2>&1
 DATA=$((3 * N * N * 8))
 for d in heterogeneous homogeneous; do
