@@ -30,7 +30,8 @@ pub enum Input {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
     /// Send panel `ks` (of k) of `rect`: A's rows and B's columns; the
-    /// worker may take `reading` seconds to read it.
+    /// worker may take `reading` seconds to read it. `then`: the panel the
+    /// plan sends this worker next, if any (to be read ahead).
     Panel {
         worker: usize,
         piece: ChunkId,
@@ -38,6 +39,7 @@ pub enum Command {
         ks: Range<usize>,
         last: bool,
         reading: f64,
+        then: Option<(Rect, Range<usize>)>,
     },
     Grant {
         worker: usize,
@@ -389,10 +391,22 @@ impl ProductMachine {
                     ks,
                     last,
                     reading: 4.0 * self.workers[worker].send * values,
+                    then: self.next_panel(worker),
                 }
             }
             None => Command::Grant { worker, piece: id },
         }
+    }
+
+    /// The next panel the send lane holds for `worker`, if any.
+    fn next_panel(&self, worker: usize) -> Option<(Rect, Range<usize>)> {
+        self.lanes[0].iter().find_map(|&i| match self.ops[i].0 {
+            Op::Send { piece, panel } if self.pieces[piece].piece.worker == worker && self.live(i) => {
+                let pc = &self.pieces[piece].piece;
+                Some((pc.rect, pc.panels[panel].clone()))
+            }
+            _ => None,
+        })
     }
 
     /// Give up on `worker`: what it had not returned is cut again over

@@ -19,6 +19,10 @@ struct Sim {
     duplex: bool,
     stored: Vec<Rect>,
     dead: Vec<bool>,
+    /// Per worker: the panel the last one said would come next.
+    promised: Vec<Option<(Rect, std::ops::Range<usize>)>>,
+    /// Panels that came as promised, and those that did not.
+    kept: (usize, usize),
 }
 
 fn key(t: f64) -> u64 {
@@ -37,6 +41,8 @@ impl Sim {
             duplex,
             stored: Vec::new(),
             dead: vec![false; p],
+            promised: vec![None; p],
+            kept: (0, 0),
         }
     }
 
@@ -65,8 +71,16 @@ impl Sim {
                     piece,
                     rect,
                     ks,
+                    then,
                     ..
                 } => {
+                    if let Some(p) = self.promised[worker].take() {
+                        match p == (rect, ks.clone()) {
+                            true => self.kept.0 += 1,
+                            false => self.kept.1 += 1,
+                        }
+                    }
+                    self.promised[worker] = then;
                     let values = (ks.len() * (rect.height + rect.width)) as f64;
                     let end = now + self.truth[worker].send * values;
                     self.enter(true, now, end);
@@ -168,6 +182,13 @@ fn with_the_planned_costs_the_run_is_the_plan() {
             plan.makespan()
         );
         covered_once(&sim.stored, 300, 280);
+        // Every panel but each worker's first came as the one before said.
+        let panels: usize = plan.pieces.iter().map(|p| p.panels.len()).sum();
+        assert_eq!(sim.kept, (panels - plan.enrolled.len(), 0));
+        assert!(
+            sim.promised.iter().all(Option::is_none),
+            "a last panel promised another"
+        );
         for t in &m.finish().transfers {
             let (s, e) = t.predicted.expect("planned");
             assert!((t.start - s).abs() < 1e-9 && (t.end - e).abs() < 1e-9, "{t:?}");

@@ -11,7 +11,7 @@ use crate::runtime::batch::{Batch, ChunkInputs};
 use crate::runtime::check::{self, Expected};
 use crate::runtime::data::Slab;
 use crate::runtime::link::Link;
-use crate::runtime::product::check::PieceCheck;
+use crate::runtime::product::link::{PanelCmd, ProductSide};
 use crate::runtime::product::ProductJob;
 use dls_protocol::conn::{ReadingHalf, WritingHalf};
 use dls_protocol::outbox::{self, Outbox};
@@ -29,15 +29,8 @@ pub(crate) enum Cmd {
     /// it reads them, for at most the given time after the write completes.
     Assign(ChunkId, Arc<[usize]>, Duration),
     Grant(ChunkId),
-    /// Send a panel of one large product: A's rows and B's columns of
-    /// `rect`, `ks` of k deep (its last when `last`).
-    Panel {
-        piece: ChunkId,
-        rect: dls_lp::rectangles::Rect,
-        ks: std::ops::Range<usize>,
-        last: bool,
-        reading: Duration,
-    },
+    /// Send a panel of one large product.
+    Panel(PanelCmd),
     /// Tell the worker to drop the job, then stop.
     Cancel,
 }
@@ -293,7 +286,7 @@ impl LinkTask {
         // The probes of Freivalds' test: never sent anywhere.
         let mut rng = rand::rngs::StdRng::from_os_rng();
         let mut pending: HashMap<ChunkId, Pending> = HashMap::new();
-        let mut pieces: HashMap<ChunkId, PieceCheck> = HashMap::new();
+        let mut side = ProductSide::default();
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let ctx = Ctx {
             work: &work,
@@ -330,21 +323,20 @@ impl LinkTask {
                         }
                     }
                 }
-                Step::Cmd(Some(Cmd::Panel {
-                    piece,
-                    rect,
-                    ks,
-                    last,
-                    reading,
-                })) => match ctx
-                    .panel(piece, rect, ks, last, reading, &mut pieces, &mut pulse, &mut rng)
-                    .await
-                {
-                    Err(why) => Some(Ev::Fatal(why)),
-                    Ok(out) => {
-                        wire.push(out);
-                        None
+                Step::Cmd(Some(Cmd::Panel(cmd))) => match &ctx.work {
+                    Work::Product(p) => {
+                        let (piece, reading) = (cmd.piece, cmd.reading);
+                        match side.panel(p, job, cmd, &mut rng).await {
+                            Err(why) => Some(Ev::Fatal(why)),
+                            Ok((msg, values, new_piece)) => {
+                                pulse.in_flight += usize::from(new_piece);
+                                pulse.seen.1 = Instant::now();
+                                wire.push(Out::Panel(piece, msg, values, reading));
+                                None
+                            }
+                        }
                     }
+                    Work::Batch(_) => Some(Ev::Fatal("internal error: a panel to send on a batch's link".into())),
                 },
                 Step::Cmd(Some(Cmd::Grant(chunk))) => {
                     wire.push(Out::Msg(ToWorker::Grant { job, chunk }));
@@ -362,7 +354,7 @@ impl LinkTask {
                 Step::Frame(f) => match on_frame(&ctx, f, &mut pulse) {
                     Some(Ev::Results(chunk, c, at)) => match ctx.work {
                         Work::Batch(batch) => Some(checked(batch, pending.remove(&chunk), chunk, c, at).await),
-                        Work::Product(job) => Some(piece_checked(job, pieces.remove(&chunk), chunk, c, at).await),
+                        Work::Product(job) => Some(piece_checked(job, side.pieces.remove(&chunk), chunk, c, at).await),
                     },
                     ev => ev,
                 },
@@ -426,7 +418,13 @@ async fn checked(batch: &Batch, pending: Option<Pending>, chunk: ChunkId, c: Val
 
 /// A piece of one product that arrived, checked against what its panels
 /// imply. A piece never sent, or of the wrong size, goes on to the shell.
-async fn piece_checked(job: &ProductJob, check: Option<PieceCheck>, piece: ChunkId, c: Values, at: Instant) -> Ev {
+async fn piece_checked(
+    job: &ProductJob,
+    check: Option<crate::runtime::product::check::PieceCheck>,
+    piece: ChunkId,
+    c: Values,
+    at: Instant,
+) -> Ev {
     let Some(check) = check.filter(|k| k.len() == c.len()) else {
         return Ev::Results(piece, c, at);
     };
@@ -470,55 +468,6 @@ impl Ctx<'_> {
         pulse.in_flight += 1;
         pulse.seen.1 = Instant::now();
         Ok((outs, inputs, batch))
-    }
-
-    /// What to write to send a panel of one product, its share of the
-    /// piece's check set off; or why the product cannot go on.
-    #[allow(clippy::too_many_arguments)]
-    async fn panel(
-        &self,
-        piece: ChunkId,
-        rect: dls_lp::rectangles::Rect,
-        ks: std::ops::Range<usize>,
-        last: bool,
-        reading: Duration,
-        pieces: &mut HashMap<ChunkId, PieceCheck>,
-        pulse: &mut Pulse,
-        rng: &mut rand::rngs::StdRng,
-    ) -> Result<Out, String> {
-        let Work::Product(job) = self.work else {
-            return Err("internal error: a panel to send on a batch's link".into());
-        };
-        let (j, kp) = (job.clone(), ks.clone());
-        let values = match tokio::task::spawn_blocking(move || j.panel(&rect, kp)).await {
-            Ok(Ok(v)) => Arc::new(v),
-            Ok(Err(e)) => return Err(format!("reading the product's inputs: {e}")),
-            Err(e) => return Err(format!("internal error: reading a panel: {e}")),
-        };
-        let depth = job.dims().1;
-        let check = pieces.entry(piece).or_insert_with(|| {
-            pulse.in_flight += 1;
-            PieceCheck::new(rect, depth, rng)
-        });
-        check.add(values.clone(), ks.len());
-        pulse.seen.1 = Instant::now();
-        let form = dls_protocol::Form {
-            shape: dls_protocol::Shape {
-                n: rect.height as u32,
-                k: ks.len() as u32,
-                m: rect.width as u32,
-            },
-            dtype: job.dtype(),
-            shared_b: false,
-        };
-        let msg = ToWorker::Panel {
-            job: self.job,
-            piece,
-            form,
-            depth: depth as u32,
-            last,
-        };
-        Ok(Out::Panel(piece, msg, values, reading))
     }
 
     /// Whether results of `form` may belong to this job: a batch's form,

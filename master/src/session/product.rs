@@ -38,7 +38,7 @@ impl Default for ProductConfig {
         ProductConfig {
             distribution: Distribution::Heterogeneous,
             ports: None,
-            panel_bytes: 4 << 20,
+            panel_bytes: 2 << 20,
             piece_share: 0.10,
             select: true,
             options: ProductOptions::default(),

@@ -6,6 +6,7 @@
 //! [`dls_core::product::ProductMachine`].
 
 pub mod check;
+pub(crate) mod link;
 pub mod shell;
 
 use crate::runtime::data::{Slab, Source};

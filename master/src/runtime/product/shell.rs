@@ -3,6 +3,7 @@
 //! the time it happened, checks the size of each piece and puts it in C.
 //! It never decides what to send, grant or give up on: the machine does.
 
+use super::link::PanelCmd;
 use super::{Blocks, ProductJob};
 use crate::runtime::link_task::{Cmd, Ev, Links, Watch, Work};
 use crate::runtime::pool::Pool;
@@ -152,16 +153,18 @@ impl Shell<'_> {
                 ks,
                 last,
                 reading,
+                then,
             } => {
                 let reading = Duration::from_secs_f64(reading.clamp(0.0, 1e6));
-                let cmd = Cmd::Panel {
+                let cmd = PanelCmd {
                     piece,
                     rect,
                     ks,
                     last,
                     reading,
+                    then,
                 };
-                self.links.send(worker, cmd).await;
+                self.links.send(worker, Cmd::Panel(cmd)).await;
             }
             Command::Grant { worker, piece } => self.links.send(worker, Cmd::Grant(piece)).await,
             Command::Store { piece, rect, .. } => {
