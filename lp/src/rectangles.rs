@@ -17,8 +17,10 @@
 //! `lastovetsky-performance-analysis` (in the papers) restricts it further
 //! to generalised blocks; the plain optimum is used here.
 //!
-//! Pure arithmetic: [`columns`] finds the arrangement for areas,
-//! [`tile`] turns it into whole rows and columns of an `n × m` matrix.
+//! Pure arithmetic: [`columns`] finds the arrangement for areas on the
+//! unit square, [`arrange`] for an `n × m` matrix (columns of full height
+//! or rows of full width, whichever costs less), [`tile`] turns it into
+//! whole rows and columns of the matrix.
 
 use crate::error::{Error, Result};
 
@@ -45,11 +47,13 @@ impl Rect {
 
 /// A column-based arrangement of normalised areas: each column's workers,
 /// top to bottom, and the sum of half-perimeters it implies on the unit
-/// square.
+/// square. `transposed`: the groups are rows of full width instead (the
+/// better arrangement for a matrix much wider than tall).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Columns {
     pub columns: Vec<Vec<usize>>,
     pub cost: f64,
+    pub transposed: bool,
 }
 
 /// `2·Σ√a_i` for areas normalised to sum to 1: no partition of the unit
@@ -83,10 +87,30 @@ fn check(areas: &[f64]) -> Result<()> {
     Ok(())
 }
 
-/// The optimal column-based arrangement of `areas` (any positive scale):
-/// the areas sorted, cut into consecutive groups by dynamic programming.
-/// Columns are listed narrowest first.
+/// The half-perimeters of `groups` as columns of an `n × m` matrix (each
+/// column its full height `n`, its width `m` times its share): per column
+/// `n + count·m·width`.
+pub fn cost_on(areas: &[f64], groups: &[Vec<usize>], n: f64, m: f64) -> f64 {
+    let total: f64 = areas.iter().sum();
+    groups
+        .iter()
+        .filter(|c| !c.is_empty())
+        .map(|c| n + c.len() as f64 * m * c.iter().map(|&i| areas[i] / total).sum::<f64>())
+        .sum()
+}
+
+/// The optimal column-based arrangement of `areas` (any positive scale)
+/// on the unit square: the areas sorted, cut into consecutive groups by
+/// dynamic programming. Columns are listed narrowest first.
 pub fn columns(areas: &[f64]) -> Result<Columns> {
+    groups_on(areas, 1.0, 1.0)
+}
+
+/// As [`columns`], for columns of an `n × m` matrix: a column costs
+/// `n + count·m·width` (its heights sum to n, each rectangle is `m·width`
+/// wide). The sorted-groups argument of Beaumont et al. holds for any
+/// constant per column. `cost` stays the unit square's.
+fn groups_on(areas: &[f64], n: f64, m: f64) -> Result<Columns> {
     check(areas)?;
     let total: f64 = areas.iter().sum();
     let mut order: Vec<usize> = (0..areas.len()).collect();
@@ -104,7 +128,7 @@ pub fn columns(areas: &[f64]) -> Result<Columns> {
     best[0] = 0.0;
     for i in 1..=p {
         for k in 0..i {
-            let column = (i - k) as f64 * (prefix[i] - prefix[k]) + 1.0;
+            let column = (i - k) as f64 * m * (prefix[i] - prefix[k]) + n;
             if best[k] + column < best[i] {
                 best[i] = best[k] + column;
                 cut[i] = k;
@@ -119,7 +143,27 @@ pub fn columns(areas: &[f64]) -> Result<Columns> {
         i = k;
     }
     columns.reverse();
-    Ok(Columns { cost: best[p], columns })
+    let cost = cost(areas, &columns);
+    Ok(Columns {
+        cost,
+        columns,
+        transposed: false,
+    })
+}
+
+/// The better of columns of full height and rows of full width for an
+/// `n × m` matrix (ties go to columns).
+pub fn arrange(areas: &[f64], n: usize, m: usize) -> Result<Columns> {
+    let (nf, mf) = (n as f64, m as f64);
+    let cols = groups_on(areas, nf, mf)?;
+    let rows = groups_on(areas, mf, nf)?;
+    if cost_on(areas, &rows.columns, mf, nf) < cost_on(areas, &cols.columns, nf, mf) {
+        return Ok(Columns {
+            transposed: true,
+            ..rows
+        });
+    }
+    Ok(cols)
 }
 
 /// Cut `total` into whole parts in proportion to `weights` (largest
@@ -152,10 +196,30 @@ fn split(total: usize, weights: &[f64]) -> Vec<usize> {
 /// belongs to exactly one rectangle. A worker may get an empty rectangle
 /// when the matrix has fewer rows or columns than that needs.
 pub fn tile(areas: &[f64], n: usize, m: usize) -> Result<(Columns, Vec<Rect>)> {
-    let arrangement = columns(areas)?;
     if n == 0 || m == 0 {
         return Err(Error::BadPartition(format!("a {n}×{m} matrix has nothing to share")));
     }
+    let arrangement = arrange(areas, n, m)?;
+    if arrangement.transposed {
+        // Rows of full width: tile the transpose, then turn it back.
+        let mut rects = tile_columns(areas, &arrangement, m, n);
+        for r in &mut rects {
+            *r = Rect {
+                worker: r.worker,
+                row: r.col,
+                col: r.row,
+                height: r.width,
+                width: r.height,
+            };
+        }
+        return Ok((arrangement, rects));
+    }
+    let rects = tile_columns(areas, &arrangement, n, m);
+    Ok((arrangement, rects))
+}
+
+/// The rectangles of `arrangement`'s columns on an `n × m` matrix.
+fn tile_columns(areas: &[f64], arrangement: &Columns, n: usize, m: usize) -> Vec<Rect> {
     let widths = split(
         m,
         &arrangement
@@ -182,5 +246,5 @@ pub fn tile(areas: &[f64], n: usize, m: usize) -> Result<(Columns, Vec<Rect>)> {
         col += width;
     }
     rects.sort_by_key(|r| r.worker);
-    Ok((arrangement, rects))
+    rects
 }

@@ -4,7 +4,7 @@
 
 mod common;
 use common::rng;
-use dls_lp::rectangles::{columns, cost, lower_bound, tile};
+use dls_lp::rectangles::{arrange, columns, cost, cost_on, lower_bound, tile};
 use rand::Rng;
 
 /// Every way of putting `p` items into unordered groups.
@@ -116,6 +116,44 @@ fn a_tiling_covers_every_element_once_in_proportion() {
             let want = arr.cost * n as f64;
             assert!((sum as f64 - want).abs() <= 2.0 * p as f64, "{sum} vs {want}");
         }
+    }
+}
+
+#[test]
+fn on_a_rectangle_the_better_of_columns_and_rows_is_the_best_of_every_arrangement() {
+    for seed in 0..40u64 {
+        let mut r = rng(7100 + seed);
+        let p = 1 + (seed as usize % 6);
+        let areas: Vec<f64> = (0..p).map(|_| r.random_range(0.05..10.0)).collect();
+        let (n, m) = (r.random_range(100..2000usize), r.random_range(100..2000usize));
+        let got = arrange(&areas, n, m).expect("arranges");
+        let (nf, mf) = (n as f64, m as f64);
+        let cost_of = |c: &dls_lp::rectangles::Columns| match c.transposed {
+            false => cost_on(&areas, &c.columns, nf, mf),
+            true => cost_on(&areas, &c.columns, mf, nf),
+        };
+        let brute = set_partitions(p)
+            .iter()
+            .map(|part| cost_on(&areas, part, nf, mf).min(cost_on(&areas, part, mf, nf)))
+            .fold(f64::INFINITY, f64::min);
+        assert!(
+            (cost_of(&got) - brute).abs() <= 1e-9 * brute,
+            "seed {seed}: {} vs {brute}",
+            cost_of(&got)
+        );
+        // The tiling pays that, within a row or a column per rectangle.
+        let (_, rects) = tile(&areas, n, m).expect("tiles");
+        let sum: usize = rects.iter().map(|x| x.half_perimeter()).sum();
+        assert!(
+            (sum as f64 - brute).abs() <= 2.0 * p as f64 + 1.0,
+            "seed {seed}: {sum} vs {brute}"
+        );
+        // Never above 1.75 times the bound (areas normalised to the matrix).
+        let lb: f64 = rects.iter().map(|x| 2.0 * (x.area() as f64).sqrt()).sum();
+        assert!(
+            sum as f64 <= 1.75 * lb + 2.0 * p as f64,
+            "seed {seed}: {sum} vs bound {lb}"
+        );
     }
 }
 
