@@ -121,6 +121,26 @@ pub(crate) fn wait_run<T: Send + 'static>(
     })
 }
 
+/// How to reach the workers: all of them or those that answer,
+/// encrypted (which needs a token) or not.
+pub(crate) fn reach_of(
+    cluster: Cluster,
+    token: Option<dls_protocol::Token>,
+    require_all: bool,
+    encrypt: bool,
+) -> PyResult<session::Workers> {
+    if encrypt && token.is_none() {
+        return Err(input(
+            "encrypt=True needs a token (the keys are derived from it): give token_file or set DLS_TOKEN",
+        ));
+    }
+    Ok(session::Workers {
+        require_all,
+        encrypt,
+        ..session::Workers::new(cluster, token)
+    })
+}
+
 /// C handed to NumPy without a copy, in `shape`.
 pub(crate) fn numpy_of(py: Python<'_>, c: Values, shape: &[usize]) -> PyResult<Py<PyAny>> {
     Ok(match c {
@@ -399,16 +419,7 @@ fn run(
             ..RunOptions::default()
         },
     };
-    if encrypt && token.is_none() {
-        return Err(input(
-            "encrypt=True needs a token (the keys are derived from it): give token_file or set DLS_TOKEN",
-        ));
-    }
-    let reach = session::Workers {
-        require_all,
-        encrypt,
-        ..session::Workers::new(cluster, token)
-    };
+    let reach = reach_of(cluster, token, require_all, encrypt)?;
     let mut sink = batch.memory_sink().map_err(|e| input(format!("{e:#}")))?;
     let (form, total) = (batch.form, batch.count);
     let stored = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));

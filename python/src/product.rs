@@ -2,7 +2,7 @@
 //! (k, m), as `numpy.matmul` takes them. A and B are read in place, a
 //! panel at a time; C comes back as an (n, m) array without a copy.
 
-use crate::{arrays_of, chain, cluster_of, input, numpy_of, ports_of, wait_run, Arrays, Error, NativeRun};
+use crate::{arrays_of, chain, cluster_of, input, numpy_of, ports_of, reach_of, wait_run, Arrays, Error, NativeRun};
 use dls_lp::product::Distribution;
 use dls_master::config::platform_file::PlatformFile;
 use dls_master::output::product::{trace, ProductReport};
@@ -89,16 +89,7 @@ pub fn product(
         ports: ports_of(ports)?.map(|p| if p == dls_lp::Ports::One { 1 } else { 2 }),
         ..ProductConfig::default()
     };
-    if encrypt && token.is_none() {
-        return Err(input(
-            "encrypt=True needs a token (the keys are derived from it): give token_file or set DLS_TOKEN",
-        ));
-    }
-    let reach = session::Workers {
-        require_all,
-        encrypt,
-        ..session::Workers::new(cluster, token)
-    };
+    let reach = reach_of(cluster, token, require_all, encrypt)?;
     let c = Values::try_zeros(dtype, n * m).ok_or_else(|| input(format!("no memory for C ({n}×{m})")))?;
     let stored = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = stored.clone();
