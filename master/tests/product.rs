@@ -124,3 +124,27 @@ fn the_homogeneous_prototype_gives_equal_rectangles() {
         assert_eq!(r.area(), 3000, "{:?}", done.plan.rects);
     }
 }
+
+#[test]
+fn without_a_platform_small_workers_are_calibrated_with_products_they_hold() {
+    // 48 kB each: not one 240×240 product (1.4 MB), a tenth of a share.
+    let workers = common::start_holding(&[(None, 1.0), (None, 2.0)], None, 48_000);
+    let job = Arc::new(ProductJob::random(240, 200, 180, DType::F64, 21).expect("inputs"));
+    let cluster = Cluster::from_list(&workers.list()).expect("a cluster");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mut sink = MemoryC {
+        c: Values::zeros(DType::F64, 240 * 180),
+        m: 180,
+    };
+    let done = rt
+        .block_on(Workers::all(cluster, None).run_product(
+            None,
+            job.clone(),
+            &ProductConfig::default(),
+            &mut sink,
+            |_| {},
+        ))
+        .expect("calibrated and run");
+    assert_is_the_product(&job, &sink.c);
+    assert!(done.plan.pieces.len() > done.plan.rects.len(), "pieces cut to fit");
+}

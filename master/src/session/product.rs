@@ -57,11 +57,15 @@ pub struct ProductRun {
     pub left_out: Vec<LeftOut>,
 }
 
-/// The products calibration measures for one product of n×k by k×m:
-/// square, of its type, as large as its smallest side up to 384 (large
-/// enough that per-message costs do not dominate, small enough to be quick).
-pub fn calibration_form(n: usize, k: usize, m: usize, dtype: DType) -> Form {
-    let side = n.min(k).min(m).clamp(16, 384) as u32;
+/// The products calibration measures for one product of n×k by k×m on
+/// workers the smallest of whose memory limits is `memory` bytes: square,
+/// of its type, as large as its smallest side up to 384 (large enough that
+/// per-message costs do not dominate, small enough to be quick), and small
+/// enough that a probe of two products fits that memory (a product needs
+/// three side² matrices; a worker may hold a tenth of its share and less).
+pub fn calibration_form(n: usize, k: usize, m: usize, dtype: DType, memory: u64) -> Form {
+    let fits = ((memory / (6 * dtype.size())) as f64).sqrt() as usize;
+    let side = n.min(k).min(m).clamp(16, 384).min(fits).max(1) as u32;
     Form {
         shape: Shape::square(side),
         dtype,
@@ -165,7 +169,13 @@ impl Workers {
                 Some(p) => p,
                 None => {
                     let (n, k, m) = job.dims();
-                    let form = calibration_form(n, k, m, job.dtype());
+                    let memory = pool
+                        .links()
+                        .iter()
+                        .map(|l| l.caps.memory_limit)
+                        .min()
+                        .unwrap_or(u64::MAX);
+                    let form = calibration_form(n, k, m, job.dtype(), memory);
                     (self.notes)(&format!(
                         "calibrating {} worker(s) (no --platform given) ...",
                         pool.len()
