@@ -71,19 +71,20 @@ pub enum LogFormat {
     Json,
 }
 
-/// Make freed buffers of a megabyte or more go back to the system at once.
-/// Both binaries hold chunks, panels and pieces of C of megabytes, made
-/// and freed on different threads; glibc's malloc raises its threshold for
-/// mapping such buffers after the first is freed and then keeps later ones
-/// in per-thread heaps, so a master streaming a 4096² product held 72 MB
-/// for 42 MB of live data. Called first thing in `main`.
+/// Make freed buffers of 128 KiB or more go back to the system at once.
+/// Both binaries hold chunks, panels and pieces of C of hundreds of
+/// kilobytes to megabytes, made and freed on different threads; glibc's
+/// malloc raises its threshold for mapping such buffers after the first is
+/// freed and then keeps later ones in per-thread heaps, so a master
+/// streaming a 4096² product held 72 MB for 42 MB of live data. Called
+/// first thing in `main`.
 #[allow(unsafe_code)]
 pub fn return_freed_buffers() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets a parameter of glibc's allocator; it takes
     // the allocator's own lock and touches no memory of ours.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
     }
 }
 

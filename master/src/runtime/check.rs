@@ -274,19 +274,29 @@ impl Partial {
         p
     }
 
-    /// The sum of the shares of every panel of a piece.
-    pub fn sum(parts: impl IntoIterator<Item = Partial>, n: usize) -> Partial {
-        let mut total = Partial {
+    /// Nothing yet: the sum of no panel's share, for `n` rows.
+    pub fn zero(n: usize) -> Partial {
+        Partial {
             z: vec![0.0; n],
             zabs: vec![0.0; n],
             clean: true,
-        };
+        }
+    }
+
+    /// Add another panel's share.
+    pub fn add(&mut self, p: &Partial) {
+        self.clean &= p.clean && p.z.len() == self.z.len();
+        for (i, (z, za)) in p.z.iter().zip(&p.zabs).enumerate().take(self.z.len()) {
+            self.z[i] += z;
+            self.zabs[i] += za;
+        }
+    }
+
+    /// The sum of the shares of every panel of a piece.
+    pub fn sum(parts: impl IntoIterator<Item = Partial>, n: usize) -> Partial {
+        let mut total = Partial::zero(n);
         for p in parts {
-            total.clean &= p.clean && p.z.len() == n;
-            for i in 0..n.min(p.z.len()) {
-                total.z[i] += p.z[i];
-                total.zabs[i] += p.zabs[i];
-            }
+            total.add(&p);
         }
         total
     }

@@ -28,6 +28,8 @@ pub struct ProductConfig {
     /// The most of A + B + C the master holds of a returned piece, as a
     /// fraction of the three.
     pub piece_share: f64,
+    /// The most of A + B + C the panels in flight hold, all links together.
+    pub panel_share: f64,
     /// Leave out workers whose links do not pay off.
     pub select: bool,
     pub options: ProductOptions,
@@ -40,6 +42,7 @@ impl Default for ProductConfig {
             ports: None,
             panel_bytes: 2 << 20,
             piece_share: 0.10,
+            panel_share: 0.03,
             select: true,
             options: ProductOptions::default(),
         }
@@ -102,7 +105,7 @@ pub fn product_costs(platform: &Platform, links: &[Link], form: &Form, dtype: DT
 
 /// The request for `job` under `cfg` on a platform whose measured port
 /// model is `measured`.
-pub fn request(job: &ProductJob, cfg: &ProductConfig, measured: Ports) -> ProductRequest {
+pub fn request(job: &ProductJob, cfg: &ProductConfig, measured: Ports, workers: usize) -> ProductRequest {
     let (n, k, m) = job.dims();
     let size = job.dtype().size();
     let mut req = ProductRequest::new(n, k, m);
@@ -112,8 +115,12 @@ pub fn request(job: &ProductJob, cfg: &ProductConfig, measured: Ports) -> Produc
         Some(_) => true,
         None => !matches!(measured, Ports::One),
     };
-    req.panel_values = (cfg.panel_bytes / size).max(1);
     let all = (n * k + k * m + n * m) as f64;
+    // Each worker's link holds a panel going out, the next read ahead and
+    // two being checked: all of them together at most `panel_share` of
+    // A + B + C.
+    let held = (cfg.panel_share * all / (4 * workers.max(1)) as f64) as u64;
+    req.panel_values = (cfg.panel_bytes / size).min(held).max(1);
     // A piece's C comes back in one frame: at most 1 GiB of it.
     req.piece_values = ((cfg.piece_share * all) as u64).clamp(1, (1 << 30) / size);
     req.select = cfg.select && cfg.distribution == Distribution::Heterogeneous;
@@ -132,7 +139,7 @@ pub async fn run_product_on(
     mut on_piece: impl FnMut(usize) + Send,
 ) -> Result<ProductRun> {
     let costs = product_costs(platform, pool.links(), form, job.dtype())?;
-    let req = request(&job, cfg, platform.measured_ports());
+    let req = request(&job, cfg, platform.measured_ports(), pool.len());
     let (n, k, m) = job.dims();
     let plan = plan_product(&costs, &req).map_err(|e| anyhow!("planning the product {n}×{k} by {k}×{m}: {e}"))?;
     let names = pool.names();

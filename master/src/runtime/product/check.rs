@@ -9,15 +9,20 @@ use crate::runtime::check::{self, Expected, Partial};
 use dls_lp::rectangles::Rect;
 use dls_protocol::Values;
 use dls_worker::kernel::Dims;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::task::JoinHandle;
 
-/// A piece being sent: its probe and each panel's share of A·(B·x).
+/// A piece being sent: its probe and each panel's share of A·(B·x),
+/// worked out or being worked out.
 pub(crate) struct PieceCheck {
     x: Arc<Vec<f64>>,
     rect: Rect,
     depth: usize,
-    parts: Vec<JoinHandle<Partial>>,
+    /// The shares worked out so far, summed as each is (one row's worth,
+    /// not one per panel: a piece may have hundreds).
+    sum: Arc<Mutex<Partial>>,
+    /// The shares still being worked out.
+    pending: Vec<JoinHandle<()>>,
 }
 
 impl PieceCheck {
@@ -26,7 +31,8 @@ impl PieceCheck {
             x: Arc::new(check::probe(rect.width, rng)),
             rect,
             depth,
-            parts: Vec::new(),
+            sum: Arc::new(Mutex::new(Partial::zero(rect.height))),
+            pending: Vec::new(),
         }
     }
 
@@ -35,10 +41,12 @@ impl PieceCheck {
         self.rect.area()
     }
 
-    /// A panel `kp` deep goes out: its share, worked out on a blocking thread.
+    /// A panel `kp` deep goes out: its share, worked out on a blocking
+    /// thread and added to the sum (the panel let go once it is).
     pub fn add(&mut self, panel: Arc<Values>, kp: usize) {
-        let (x, rect) = (self.x.clone(), self.rect);
-        self.parts.push(tokio::task::spawn_blocking(move || {
+        self.pending.retain(|h| !h.is_finished());
+        let (x, rect, sum) = (self.x.clone(), self.rect, self.sum.clone());
+        self.pending.push(tokio::task::spawn_blocking(move || {
             let a_len = rect.height * kp;
             let a = panel.to_f64(0..a_len);
             let b = panel.to_f64(a_len..panel.len());
@@ -47,20 +55,30 @@ impl PieceCheck {
                 k: kp,
                 m: rect.width,
             };
-            Partial::of_panel(&a, &b, d, &x)
+            let part = Partial::of_panel(&a, &b, d, &x);
+            match sum.lock() {
+                Ok(mut s) => s.add(&part),
+                // A share lost to a panic elsewhere: the piece is then checked the long way.
+                Err(p) => p.into_inner().clean = false,
+            }
         }));
     }
 
     /// Whether `c` is the piece's C (given back): `Ok(Err(why))` when it
     /// is wrong, `Err(why)` when the inputs cannot be read again.
     pub async fn check(self, job: &ProductJob, c: Values) -> (Values, Result<Result<(), String>, String>) {
-        let mut parts = Vec::with_capacity(self.parts.len());
-        for p in self.parts {
-            match p.await {
-                Ok(p) => parts.push(p),
-                Err(e) => return (c, Err(format!("internal error: checking a piece: {e}"))),
+        for p in self.pending {
+            if let Err(e) = p.await {
+                return (c, Err(format!("internal error: checking a piece: {e}")));
             }
         }
+        let sum = match Arc::try_unwrap(self.sum) {
+            Ok(m) => m.into_inner().unwrap_or_else(|p| p.into_inner()),
+            Err(shared) => shared
+                .lock()
+                .map(|s| s.clone())
+                .unwrap_or_else(|p| p.into_inner().clone()),
+        };
         let (rect, depth) = (self.rect, self.depth);
         let d = Dims {
             n: rect.height,
@@ -68,7 +86,7 @@ impl PieceCheck {
             m: rect.width,
         };
         let x = Arc::unwrap_or_clone(self.x);
-        let expected = Partial::sum(parts, rect.height).expected(d, x.clone(), job.dtype());
+        let expected = sum.expected(d, x.clone(), job.dtype());
         let job = job.clone();
         let done = tokio::task::spawn_blocking(move || {
             let verdict = {
