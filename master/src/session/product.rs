@@ -41,8 +41,8 @@ impl Default for ProductConfig {
             distribution: Distribution::Heterogeneous,
             ports: None,
             panel_bytes: 2 << 20,
-            piece_share: 0.10,
-            panel_share: 0.03,
+            piece_share: 0.08,
+            panel_share: 0.05,
             select: true,
             options: ProductOptions::default(),
         }
