@@ -19,7 +19,6 @@ use dls_lp::{Request, Rounding};
 /// The `dls` binary: parse, start logging, run, report the error.
 pub fn main() -> std::process::ExitCode {
     use clap::Parser;
-    dls_common::return_freed_buffers();
     let cli = Cli::parse();
     // Warnings (a worker lost, say) by default; RUST_LOG for more. Colour
     // only on a terminal, never with NO_COLOR.

@@ -52,6 +52,10 @@ fn config(args: &RunArgs) -> ProductConfig {
 }
 
 pub fn run(args: &RunArgs, job: ProductJob) -> Result<()> {
+    // Panels and pieces come and go on many threads: give them back to
+    // the system as they go (not for batches, whose chunk buffers glibc's
+    // own reuse serves faster).
+    dls_common::return_freed_buffers();
     if args.batch.is_some() || args.products.shared_b {
         bail!("one product (2-D inputs or --product) takes neither --batch nor --shared-b");
     }
