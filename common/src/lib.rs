@@ -76,11 +76,11 @@ pub enum LogFormat {
 /// C of hundreds of kilobytes to megabytes on many threads; glibc's malloc
 /// raises its threshold for mapping such buffers after the first is freed
 /// and then keeps later ones in per-thread heaps: streaming a 4096²
-/// product the master held 20–22% of A + B + C, 10–11% with this, and
-/// its workers ran 1.08–1.19× their prediction against 1.28–1.59×
-/// without. Only `dls run` with one product, and a worker daemon from
-/// its first panel on, call it: every buffer mapped afresh cost the demo's
-/// batch of small products 70% of its speed.
+/// product the master held 20–22% of A + B + C, 10–11% with this. The
+/// worker daemon calls it first thing (a batch on four daemons ran as fast
+/// with it, 9.2 s against 9.8 s); the master only for `dls run` with one
+/// product: in one process with its workers (the demo), mapping every
+/// buffer afresh cost a batch of small products 70% of its speed.
 #[allow(unsafe_code)]
 pub fn return_freed_buffers() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

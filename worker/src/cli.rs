@@ -215,6 +215,7 @@ fn bench(size: usize, threads: Option<usize>, json: bool) -> Result<()> {
 
 /// The whole `dls-worker` program: flags, logging, daemon or bench.
 pub fn main() -> std::process::ExitCode {
+    dls_common::return_freed_buffers();
     let cli = Cli::parse();
     dls_common::init_logging("info", cli.log_format);
     let res = match cli.command {

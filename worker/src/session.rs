@@ -406,11 +406,6 @@ impl Session {
                 depth,
                 last,
             } => {
-                // A daemon that adds panels makes and frees buffers of every
-                // size on two threads: from its first panel on, freed ones
-                // go back to the system (batches alone run faster without).
-                static PANELS: std::sync::Once = std::sync::Once::new();
-                PANELS.call_once(dls_common::return_freed_buffers);
                 let key = (job, piece);
                 let first = !self.pieces.contains_key(&key);
                 if first {
