@@ -13,6 +13,9 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tracing::debug;
 
+mod panel;
+use panel::add_panel;
+
 enum Work {
     Chunk {
         key: Key,
@@ -399,44 +402,7 @@ impl Session {
                     shared_b,
                 });
             }
-            ToWorker::Panel {
-                job,
-                piece,
-                form,
-                depth,
-                last,
-            } => {
-                let key = (job, piece);
-                let first = !self.pieces.contains_key(&key);
-                if first {
-                    if !self.in_flight.insert(key) || form.shared_b {
-                        return Err(unexpected(format!(
-                            "panel of piece {} of job {} after its results",
-                            piece.0, job.0
-                        )));
-                    }
-                    self.cancelled.remove(&job);
-                    self.pieces.insert(key, (depth, form.out_bytes(1)));
-                    self.held += form.out_bytes(1);
-                } else if self.pieces.get(&key).is_some_and(|&(d, _)| d != depth) {
-                    return Err(unexpected(format!("panels of piece {} disagree on its depth", piece.0)));
-                }
-                if last {
-                    // Later panels of this piece would start another.
-                    self.pieces.remove(&key);
-                }
-                self.held += form.in_bytes(1);
-                out.push(Out::msg(FromWorker::Received { job, chunk: piece }));
-                debug!(job = job.0, piece = piece.0, %form, last, "panel received");
-                let _ = work.send(Work::Panel {
-                    key,
-                    form,
-                    depth,
-                    first,
-                    last,
-                    inputs: frame.payload,
-                });
-            }
+            ToWorker::Panel { .. } => return self.on_panel(out, frame, work),
             ToWorker::ShareB { job, form } => {
                 if self.shared_b.contains_key(&job) || !form.shared_b {
                     return Err(unexpected(format!("a second shared B for job {}", job.0)));
@@ -467,15 +433,7 @@ impl Session {
                         self.in_flight.remove(&key);
                     }
                 }
-                // Pieces being added up: their C is gone with the job.
-                let keys: Vec<Key> = self.pieces.keys().filter(|k| k.0 == job).copied().collect();
-                for key in keys {
-                    if let Some((_, bytes)) = self.pieces.remove(&key) {
-                        self.held = self.held.saturating_sub(bytes);
-                        self.in_flight.remove(&key);
-                    }
-                }
-                let _ = work.send(Work::Drop(job));
+                self.drop_pieces(job, work);
                 if let Some((form, _)) = self.shared_b.remove(&job) {
                     // Chunks still computing hold their own reference to it.
                     self.held = self.held.saturating_sub(form.b_bytes());
@@ -510,25 +468,7 @@ impl Session {
     fn on_done(&mut self, out: &mut Outbox, done: Done) -> Result<Flow> {
         match done {
             Done::Dropped => {}
-            Done::Panel { key, form, c, secs } => {
-                self.held = self.held.saturating_sub(form.in_bytes(1));
-                if self.cancelled.contains(&key.0) {
-                    // Its C was let go when the job was cancelled.
-                    return Ok(Flow::Continue);
-                }
-                let c = c.map_err(|e| Error::Refused {
-                    code: ErrorCode::Internal,
-                    message: format!("piece {}: {e}", key.1 .0),
-                })?;
-                out.push(Out::msg(FromWorker::Ready {
-                    job: key.0,
-                    chunk: key.1,
-                    compute_secs: secs,
-                }));
-                if let Some((form, c)) = c {
-                    self.hold(out, key, Computed { form, count: 1, c });
-                }
-            }
+            Done::Panel { key, form, c, secs } => return self.on_panel_done(out, key, form, c, secs),
             Done::Probe { count, secs } => {
                 let secs = secs.map_err(|e| Error::Refused {
                     code: ErrorCode::Internal,
@@ -665,37 +605,4 @@ fn compute(
         }
     }
     done
-}
-
-/// Add a panel into its piece's C (zero before the first; a later panel of
-/// a piece dropped by a cancel is let go); after the last, the piece's C
-/// and the form of its results (k the piece's whole depth).
-#[allow(clippy::too_many_arguments)]
-fn add_panel(
-    kernel: &kernel::Kernel,
-    accs: &mut HashMap<Key, Values>,
-    key: Key,
-    form: Form,
-    depth: u32,
-    first: bool,
-    last: bool,
-    inputs: &Values,
-    work_factor: u32,
-) -> std::result::Result<Option<(Form, Values)>, String> {
-    if first {
-        let c = Values::try_zeros(form.dtype, form.shape.c_len() as usize)
-            .ok_or_else(|| format!("no memory for a piece of {} values", form.shape.c_len()))?;
-        accs.insert(key, c);
-    }
-    let Some(acc) = accs.get_mut(&key) else {
-        return Ok(None);
-    };
-    kernel.add_panel(&form, inputs, acc, work_factor)?;
-    if !last {
-        return Ok(None);
-    }
-    let c = accs.remove(&key).unwrap_or_default();
-    let mut whole = form;
-    whole.shape.k = depth;
-    Ok(Some((whole, c)))
 }

@@ -109,14 +109,7 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
                 if remote.is_some() {
                     bail!("the product experiment compares emulated stars (the heterogeneous one and its equivalent); it runs on local workers only (drop --cluster/--workers)");
                 }
-                let star = if speeds.is_empty() { x::paper_speeds() } else { speeds.clone() };
-                // Slow enough that the emulated workers' real computing
-                // takes about one core of this machine at most.
-                let emulation = x::Emulation {
-                    base_link: 32.0,
-                    base_slowdown: 1.2 * star.iter().map(|s| s.1).sum::<f64>(),
-                };
-                let rows = x::product_local(args.size, &star, emulation, args.seed, say).await?;
+                let rows = product_rows(args, &speeds).await?;
                 let rows = merged(args, "product", rows, |_, _| {})?;
                 product_outputs(args, &rows)
             }
@@ -141,6 +134,22 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
             }
         }
     })
+}
+
+/// The product assessment on emulated stars: `speeds`, or the paper's.
+async fn product_rows(args: &ExperimentArgs, speeds: &[(f64, f64)]) -> Result<Vec<x::ProductRow>> {
+    let star = if speeds.is_empty() {
+        x::paper_speeds()
+    } else {
+        speeds.to_vec()
+    };
+    // Slow enough that the emulated workers' real computing takes about
+    // one core of this machine at most.
+    let emulation = x::Emulation {
+        base_link: 32.0,
+        base_slowdown: 1.2 * star.iter().map(|s| s.1).sum::<f64>(),
+    };
+    x::product_local(args.size, &star, emulation, args.seed, |l| eprintln!("{l}")).await
 }
 
 /// Heuristics on the cluster (rows numbered on after those already

@@ -18,8 +18,23 @@ use dls_lp::Ports;
 use std::io::Write;
 use std::sync::Arc;
 
+/// The one large product `args` name, if any: `--product` (random), or
+/// two 2-D `--input` files; `None` for a batch.
+pub fn job_of(args: &RunArgs) -> Result<Option<ProductJob>> {
+    match (&args.input, args.product) {
+        (Some(files), product) => {
+            match crate::output::npy::read_product(&files[0], &files[1], &args.products.expect()?)? {
+                None if product => bail!("--product with --input: the two files must be 2-D, A (n, k) and B (k, m)"),
+                job => Ok(job),
+            }
+        }
+        (None, true) => random_job(args).map(Some),
+        (None, false) => Ok(None),
+    }
+}
+
 /// The random product `--product` asks for.
-pub fn random_job(args: &RunArgs) -> Result<ProductJob> {
+fn random_job(args: &RunArgs) -> Result<ProductJob> {
     let Some((shape, _)) = args.products.shape()? else {
         bail!("--product: give its shape with --size n or --shape n,k,m");
     };

@@ -102,12 +102,7 @@ pub(crate) fn progress_bar(len: usize, what: &str) -> indicatif::ProgressBar {
 
 pub fn run(args: &RunArgs) -> Result<()> {
     let inputs: Vec<PathBuf> = args.input.clone().unwrap_or_default();
-    // One large product: --product, or two 2-D input files.
-    let one = match (&args.input, args.product) {
-        (Some(files), _) => crate::output::npy::read_product(&files[0], &files[1], &args.products.expect()?)?,
-        (None, true) => Some(crate::cli::product_cmd::random_job(args)?),
-        (None, false) => None,
-    };
+    let one = crate::cli::product_cmd::job_of(args)?;
     for (path, what) in [
         (&args.output, "--output"),
         (&args.trace, "--trace"),
@@ -119,9 +114,6 @@ pub fn run(args: &RunArgs) -> Result<()> {
     }
     if let Some(job) = one {
         return crate::cli::product_cmd::run(args, job);
-    }
-    if args.product {
-        bail!("--product with --input: the two files must be 2-D, A (n, k) and B (k, m)");
     }
     let reach = session_workers(&args.workers, args.require_all)?;
     let cluster = &reach.cluster;

@@ -433,17 +433,22 @@ pub fn read_batch(a: &Path, b: &Path, want: &Expect, with_c: bool) -> Result<Bat
                 &path.display().to_string(),
             )?)));
         }
-        Ok(Source::File(Arc::new(InputFile {
-            file: f,
-            path: path.to_path_buf(),
-            prefix: l.prefix,
-            dtype: l.dtype,
-            big_endian: l.order.big_endian,
-            len: l.values(),
-        })))
+        Ok(file_source(f, l, path))
     };
     let (sa, sb) = (source(fa, &la, a)?, source(fb, &lb, b)?);
     Batch::from_sources(form, count, sa, sb)
+}
+
+/// The values of a file opened by [`open`], read where they lie.
+fn file_source(file: std::fs::File, l: &Layout, path: &Path) -> Source {
+    Source::File(Arc::new(InputFile {
+        file,
+        path: path.to_path_buf(),
+        prefix: l.prefix,
+        dtype: l.dtype,
+        big_endian: l.order.big_endian,
+        len: l.values(),
+    }))
 }
 
 /// C written into a `.npy` file as the results arrive, each product in its

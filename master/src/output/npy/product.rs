@@ -2,12 +2,10 @@
 //! read where the values lie as panels go out (C or Fortran order, either
 //! byte order), never whole.
 
-use super::{open, Expect, Layout};
-use crate::runtime::data::{InputFile, Source};
+use super::{file_source, open, Expect, Layout};
 use crate::runtime::product::{Matrix, ProductJob};
 use anyhow::{bail, Context, Result};
 use std::path::Path;
-use std::sync::Arc;
 
 /// A and B of one product, if both files are rank 2 (`None`: a batch);
 /// both headers are checked against `want` (the type, and --shape when
@@ -42,15 +40,7 @@ pub fn read_product(a: &Path, b: &Path, want: &Expect) -> Result<Option<ProductJ
         }
     }
     let matrix = |name: &str, f: std::fs::File, l: &Layout, path: &Path| {
-        let source = Source::File(Arc::new(InputFile {
-            file: f,
-            path: path.to_path_buf(),
-            prefix: l.prefix,
-            dtype: l.dtype,
-            big_endian: l.order.big_endian,
-            len: l.values(),
-        }));
-        Matrix::new(name, source, l.rows, l.cols, l.order.fortran)
+        Matrix::new(name, file_source(f, l, path), l.rows, l.cols, l.order.fortran)
     };
     let job = ProductJob::new(matrix("A", fa, &la, a)?, matrix("B", fb, &lb, b)?)
         .with_context(|| format!("{} and {}", a.display(), b.display()))?;
