@@ -129,6 +129,15 @@ fn mistakes_are_named() {
         "A's columns must be as many as B's rows",
     );
     fails(&["run", "--workers", &w.list(), "--product"], None, "give its shape");
+    // A batch's files (rank 3) are not one product.
+    let (ba, bb) = (tmp("batch-a.npy"), tmp("batch-b.npy"));
+    npy::write(&ba, &common::cli::mats(2, 3, 4, vec![0.5; 24])).expect("writes");
+    npy::write(&bb, &common::cli::mats(2, 4, 5, vec![0.5; 40])).expect("writes");
+    fails(
+        &["run", "--workers", &w.list(), "--product", "--input", s(&ba), s(&bb)],
+        None,
+        "must be 2-D",
+    );
     fails(
         &[
             "run",
