@@ -127,6 +127,24 @@ pub struct RunReport {
     /// Products whose C an earlier, interrupted run of this batch had
     /// written (`--output`): not computed again; `load` counts the others.
     pub resumed: usize,
+    /// A run given no platform measured its workers on the batch's first
+    /// products (computed and kept; `load` counts them too).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probes: Option<ProbeReport>,
+}
+
+/// The calibration inside a run: its probes were the batch's first
+/// products, computed and kept.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProbeReport {
+    /// Products the probes computed.
+    pub products: usize,
+    /// Seconds from the first probe to the plan of the rest (the probes,
+    /// then the port model's transfers).
+    pub seconds: f64,
+    /// What the port probes found ("one port", "two ports (full duplex)",
+    /// ...), or why they did not run.
+    pub ports: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -252,6 +270,7 @@ impl RunReport {
                 .collect(),
             notes: plan.notes.clone(),
             resumed: 0,
+            probes: None,
         }
     }
 
@@ -263,6 +282,31 @@ impl RunReport {
         verified: (usize, f64),
     ) -> RunReport {
         RunReport::new(platform, plan, &out.measured, form, verified)
+    }
+
+    /// Fold in what a run's probes did before this report's plan (the
+    /// calibration inside the run, `probes` its own report): `load` and
+    /// each worker's load, products and busy seconds count the probes'
+    /// too (what a model learns from), as do the products verified; the
+    /// predicted and measured times stay the plan's.
+    pub fn add_probes(&mut self, probes: &RunReport, seconds: f64, ports: String) {
+        self.load += probes.load;
+        self.verified += probes.verified;
+        self.max_abs_error = self.max_abs_error.max(probes.max_abs_error);
+        for w in self.workers.iter_mut() {
+            if let Some(p) = probes.workers.iter().find(|p| p.name == w.name) {
+                w.load += p.load;
+                w.products += p.products;
+                w.send_secs += p.send_secs;
+                w.compute_secs += p.compute_secs;
+                w.return_secs += p.return_secs;
+            }
+        }
+        self.probes = Some(ProbeReport {
+            products: probes.load as usize,
+            seconds,
+            ports,
+        });
     }
 
     /// The products of the run, as a `Form` (what the report says of them).
@@ -297,6 +341,13 @@ impl RunReport {
                 s,
                 "resumed: {} products were in from an earlier run, {} computed now",
                 self.resumed, self.load
+            );
+        }
+        if let Some(p) = &self.probes {
+            let _ = writeln!(
+                s,
+                "calibrated within the run: {} of the {} products computed by the probes, {:.3} s to the plan of the others ({})",
+                p.products, self.load, p.seconds, p.ports
             );
         }
         let _ = writeln!(

@@ -186,6 +186,53 @@ impl Trace {
         }
     }
 
+    /// `earlier` (a run's probes) then this trace, which began `start`
+    /// seconds after it: this trace's times move by `start`, `earlier`'s
+    /// tracks are matched by name, and a mark says where the plan began.
+    pub fn after(mut self, earlier: Trace, start: f64) -> Trace {
+        let shift = start * 1e6;
+        for s in self.spans.iter_mut() {
+            s.ts += shift;
+        }
+        for m in self.marks.iter_mut() {
+            if let Some(ts) = m.get("ts").and_then(Value::as_f64) {
+                m["ts"] = json!(ts + shift);
+            }
+        }
+        let mut tracks = std::mem::take(&mut self.tracks);
+        let mut track = |tid: u64| -> u32 {
+            let Some(name) = earlier.tracks.get(tid as usize) else {
+                return tid as u32;
+            };
+            let at = tracks.iter().position(|t| t == name).unwrap_or_else(|| {
+                tracks.push(name.clone());
+                tracks.len() - 1
+            });
+            at as u32
+        };
+        let mut spans = Vec::with_capacity(earlier.spans.len() + self.spans.len());
+        for mut s in earlier.spans {
+            s.tid = track(u64::from(s.tid));
+            spans.push(s);
+        }
+        let mut marks = earlier.marks;
+        for m in marks.iter_mut() {
+            if let Some(tid) = m.get("tid").and_then(Value::as_u64) {
+                m["tid"] = json!(track(tid));
+            }
+        }
+        self.tracks = tracks;
+        spans.append(&mut self.spans);
+        self.spans = spans;
+        marks.push(
+            json!({"name": "plan (after the probes)", "cat": "replan", "ph": "i", "s": "p",
+            "ts": shift, "pid": MEASURED_PID, "tid": 0, "args": {}}),
+        );
+        marks.append(&mut self.marks);
+        self.marks = marks;
+        self
+    }
+
     pub fn to_json(&self) -> Value {
         let mut events: Vec<Value> = Vec::new();
         for (pid, label) in [(MEASURED_PID, "measured"), (PREDICTED_PID, "predicted")] {

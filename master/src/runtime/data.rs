@@ -304,6 +304,23 @@ impl Sink for MemorySink {
     }
 }
 
+/// The products of a batch's tail, stored where the whole batch's go:
+/// product `i` of the tail is product `by + i` of `inner`.
+pub struct Offset<'a> {
+    pub inner: &'a mut dyn Sink,
+    pub by: usize,
+}
+
+impl Sink for Offset<'_> {
+    fn store(&mut self, product: usize, c: &Values, range: Range<usize>) -> io::Result<()> {
+        self.inner.store(self.by + product, c, range)
+    }
+
+    fn store_run(&mut self, first: usize, c: &Values, range: Range<usize>, per: usize) -> io::Result<()> {
+        self.inner.store_run(self.by + first, c, range, per)
+    }
+}
+
 /// Results not kept (those the master checks are kept apart, see the shell).
 pub struct Discard;
 

@@ -33,14 +33,29 @@ pub fn calibrated(cal: &Calibration) {
         );
     }
     if let Some(p) = &cal.ports {
-        info!(
-            model = %p.model,
-            overlap = p.overlap,
-            send_gain = p.send_gain,
-            return_gain = p.return_gain,
-            group = p.group,
-            "port model measured"
-        );
+        ports_found(p);
+    }
+}
+
+fn ports_found(p: &crate::runtime::calibrate::PortFindings) {
+    info!(
+        model = %p.model,
+        overlap = p.overlap,
+        send_gain = p.send_gain,
+        return_gain = p.return_gain,
+        group = p.group,
+        "port model measured"
+    );
+}
+
+/// Per worker, its costs as a run's first products measured them
+/// (calibration inside the run), and the port model measured after.
+pub fn probed(platform: &Platform, products: usize, ports: Option<&crate::runtime::calibrate::PortFindings>) {
+    for w in platform.workers() {
+        info!(worker = %w.name, c = w.c, w = w.w, d = w.d, max_load = w.max_load, products, "measured on the run's first products");
+    }
+    if let Some(p) = ports {
+        ports_found(p);
     }
 }
 

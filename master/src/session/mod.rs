@@ -22,6 +22,7 @@ use anyhow::{anyhow, bail, Result};
 use dls_lp::{Plan, Platform, Ports, Request, Rounding, Strategy, Worker};
 use dls_protocol::{Form, JobId};
 
+mod cold;
 mod product;
 mod workers;
 pub use product::{calibration_form, product_costs, run_product_on, ProductConfig, ProductRun};
@@ -41,6 +42,7 @@ pub use crate::runtime::pool::{LeftOut, Pool};
 pub use crate::runtime::product::shell::ProductOptions;
 pub use crate::runtime::product::{Blocks, Matrix, MemoryC, ProductJob};
 pub use crate::runtime::shell::{Outcome, RunOptions};
+pub use cold::{probe_loads, PROBE_BYTES};
 
 /// How to plan and check a batch.
 #[derive(Debug, Clone, Copy)]

@@ -163,6 +163,12 @@ pub async fn run(
         m.alias(&pairs);
     }
     let done = async {
+        if let Some(loads) = within_run(&pool, platform.as_ref(), model.as_deref(), batch) {
+            let probes = super::cold::Probes { loads, model };
+            let (done, l) = super::cold::run(workers, &mut pool, probes, batch, cfg, sink, on_chunk).await?;
+            left.extend(l);
+            return Ok(done);
+        }
         let (platform, l) = costs(workers, &mut pool, platform, model, batch.form)
             .await
             .map_err(RunError::Workers)?;
@@ -178,8 +184,20 @@ pub async fn run(
     Ok(done)
 }
 
+/// The probes' loads when the run measures its workers on its own first
+/// products: no costs given or learned for every worker, and a batch large
+/// enough (`cold::probe_loads`).
+fn within_run(pool: &Pool, given: Option<&Platform>, model: Option<&Model>, batch: &Batch) -> Option<Vec<u64>> {
+    if given.is_some() || model.is_some_and(|m| m.covers(&pool.names())) {
+        return None;
+    }
+    let memory: Vec<u64> = pool.links().iter().map(|l| l.caps.max_products(&batch.form)).collect();
+    super::cold::probe_loads(&memory, &batch.form, batch.count)
+}
+
 /// The costs to plan with: given, learned for every worker, or calibrated
-/// now; refined by what earlier runs taught.
+/// now (a batch too small to be measured on); refined by what earlier runs
+/// taught.
 async fn costs(
     workers: &Workers,
     pool: &mut Pool,

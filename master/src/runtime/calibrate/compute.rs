@@ -50,6 +50,7 @@ impl Probes {
             c: s / k as f64,
             d: r / k as f64,
             max_units: self.max_units,
+            alone: false,
         }
     }
 }
@@ -83,7 +84,7 @@ pub(super) async fn under_load(links: Vec<&mut Link>, opts: &CalibrateOptions) -
 
 /// The largest probe for a worker: 32 units, within `max_probe_bytes`
 /// and half of what its memory holds.
-fn max_units(link: &Link, opts: &CalibrateOptions) -> u64 {
+pub(super) fn max_units(link: &Link, opts: &CalibrateOptions) -> u64 {
     let form = opts.form;
     let by_bytes = (opts.max_probe_bytes / form.in_bytes(1).max(1)).max(1);
     by_bytes.min(32).min(link.caps.max_products(&form) / 2).max(1)

@@ -301,14 +301,36 @@ async fn measure_ports(
     probed: &[(usize, compute::Probes)],
     opts: &CalibrateOptions,
 ) -> Option<PortFindings> {
-    if probed.len() < 2 || !opts.ports {
-        return None;
-    }
     let jobs = links
         .iter_mut()
         .enumerate()
         .filter_map(|(i, l)| Some((l, probed.iter().find(|p| p.0 == i)?.1.measured())))
         .collect();
+    ports_with(jobs, opts).await
+}
+
+/// The port model of `links` whose seconds a unit each way (send, return)
+/// were just measured elsewhere, each transfer alone on the port (a run's
+/// first chunks), as [`calibrate`] measures it but for the transfers
+/// alone, not timed again: `None` with fewer than two workers, or when a
+/// probe failed.
+pub async fn ports_of(links: &mut [Link], costs: &[(f64, f64)], opts: &CalibrateOptions) -> Option<PortFindings> {
+    let jobs = links
+        .iter_mut()
+        .zip(costs)
+        .map(|(l, &(c, d))| {
+            let max_units = compute::max_units(l, opts);
+            let alone = true;
+            (l, ports::Measured { c, d, max_units, alone })
+        })
+        .collect();
+    ports_with(jobs, opts).await
+}
+
+async fn ports_with(jobs: Vec<(&mut Link, ports::Measured)>, opts: &CalibrateOptions) -> Option<PortFindings> {
+    if jobs.len() < 2 || !opts.ports {
+        return None;
+    }
     match ports::measure(jobs, opts).await {
         Ok(found) => Some(found),
         Err(e) => {

@@ -69,6 +69,9 @@ pub(super) struct Measured {
     pub c: f64,
     pub d: f64,
     pub max_units: u64,
+    /// `c` and `d` were measured just now with each transfer alone on the
+    /// port (a run's probes): they are the times alone, not timed again.
+    pub alone: bool,
 }
 
 /// The model from what was measured: `overlap`, and the aggregate rates
@@ -155,8 +158,13 @@ pub(super) async fn measure(links: Vec<(&mut Link, Measured)>, opts: &CalibrateO
     // packet only ever adds time (a retransmission timeout of 200 ms
     // and more), which a median of two or three can still hold. Alone,
     // each is timed once, and what the link probes say is taken if less.
-    let alone_a = send(a.0, ka, &buf, opts).await?.min(ka as f64 * a.1.c);
-    let alone_b = pull(b.0, kb, opts).await?.min(kb as f64 * b.1.d);
+    let (alone_a, alone_b) = match a.1.alone && b.1.alone {
+        true => (ka as f64 * a.1.c, kb as f64 * b.1.d),
+        false => (
+            send(a.0, ka, &buf, opts).await?.min(ka as f64 * a.1.c),
+            pull(b.0, kb, opts).await?.min(kb as f64 * b.1.d),
+        ),
+    };
     let mut together = f64::INFINITY;
     for _ in 0..opts.port_reps.max(1) {
         let t0 = Instant::now();
@@ -213,8 +221,12 @@ async fn aggregate(
             pull(link, k, opts).await
         }
     };
-    // The fastest alone, once (the link probes measured it already).
-    let alone = transfer(links[0].0, units[0]).await? / units[0] as f64;
+    // The fastest alone, once (the link probes measured it already; not
+    // again when they just did, alone on the port).
+    let alone = match links[0].1.alone {
+        true => per_unit(&links[0].1),
+        false => transfer(links[0].0, units[0]).await? / units[0] as f64,
+    };
     let mut rates = Vec::new();
     for rep in 0..opts.port_reps.max(1) {
         if rep == 2 && agree(&rates) {
