@@ -56,6 +56,15 @@ fn run_with_npy_files_writes_c_trace_and_gantt() {
         assert!(v.get(key).is_some(), "summary lacks {key}");
     }
     assert_eq!(v["load"], 12);
+    // No platform: the workers were measured on the batch's first products,
+    // which C holds like the others (checked below against the naive
+    // products of the whole batch).
+    let probed = v["probes"]["products"].as_u64().expect("probes in the summary");
+    assert!((2..=6).contains(&probed), "{}", v["probes"]);
+    let counted: u64 = (v["workers"].as_array().expect("workers").iter())
+        .map(|w| w["products"].as_u64().expect("products"))
+        .sum();
+    assert_eq!(counted, 12, "every product, probes included, counted once");
     assert_eq!(v["size"], 8);
     assert_eq!(v["verified"], 4);
     let c = npy::read(&pc).expect("reads C");

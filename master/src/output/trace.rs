@@ -321,3 +321,40 @@ impl Trace {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trace(tracks: &[&str], spans: &[(u32, f64)]) -> Trace {
+        Trace {
+            spans: spans
+                .iter()
+                .map(|&(tid, at)| span(MEASURED_PID, tid, "send", tracks[tid as usize], at, at + 1.0, json!({})))
+                .collect(),
+            marks: vec![json!({"name": "lost", "ph": "i", "ts": 2e6, "tid": 2})],
+            tracks: tracks.iter().map(|t| t.to_string()).collect(),
+            title: None,
+        }
+    }
+
+    /// The probes' spans keep their times and land on their worker's track
+    /// by name (a worker lost while probed gets a track of its own); the
+    /// plan's spans and marks move by the start.
+    #[test]
+    fn the_plan_follows_the_probes_track_by_track() {
+        let probes = trace(&["master port", "x", "y", "z"], &[(1, 0.0), (2, 1.0), (3, 2.0)]);
+        let plan = trace(&["master port", "z", "x"], &[(1, 0.5), (2, 1.5)]);
+        let both = plan.after(probes, 10.0);
+        assert_eq!(both.tracks, ["master port", "z", "x", "y"]);
+        let at = |s: &Span| (both.tracks[s.tid as usize].as_str(), s.ts / 1e6);
+        let got: Vec<(&str, f64)> = both.spans.iter().map(at).collect();
+        assert_eq!(got, [("x", 0.0), ("y", 1.0), ("z", 2.0), ("z", 10.5), ("x", 11.5)]);
+        // Marks: the probes' (tid 2 was y there, is y here), the plan's
+        // start, the plan's own (moved).
+        let marks: Vec<(f64, u64)> = (both.marks.iter())
+            .map(|m| (m["ts"].as_f64().unwrap_or(-1.0), m["tid"].as_u64().unwrap_or(99)))
+            .collect();
+        assert_eq!(marks, [(2e6, 3), (10e6, 0), (12e6, 2)]);
+    }
+}
