@@ -50,9 +50,9 @@ fn ports_found(p: &crate::runtime::calibrate::PortFindings) {
 
 /// Per worker, its costs as a run's first products measured them
 /// (calibration inside the run), and the port model measured after.
-pub fn probed(platform: &Platform, products: usize, ports: Option<&crate::runtime::calibrate::PortFindings>) {
+pub fn probed(platform: &Platform, ports: Option<&crate::runtime::calibrate::PortFindings>) {
     for w in platform.workers() {
-        info!(worker = %w.name, c = w.c, w = w.w, d = w.d, max_load = w.max_load, products, "measured on the run's first products");
+        info!(worker = %w.name, c = w.c, w = w.w, d = w.d, max_load = w.max_load, "measured on the run's first products");
     }
     if let Some(p) = ports {
         ports_found(p);

@@ -170,12 +170,12 @@ fn checked(batch: &Batch, cfg: &RunConfig, part: Range<usize>) -> BTreeSet<usize
 /// the platform with the uplink found, and what was found, for the report.
 async fn port_model(pool: &mut Pool, platform: Platform, form: Form, cfg: &RunConfig) -> (Platform, String) {
     if let Some(ports) = cfg.ports {
-        crate::runtime::log::probed(&platform, 0, None);
+        crate::runtime::log::probed(&platform, None);
         return (platform, format!("{}, as asked", ports.describe()));
     }
     let costs: Vec<(f64, f64)> = platform.workers().iter().map(|w| (w.c, w.d)).collect();
     let found = calibrate::ports_of(pool.links_mut(), &costs, &CalibrateOptions::within_run(form)).await;
-    crate::runtime::log::probed(&platform, 0, found.as_ref());
+    crate::runtime::log::probed(&platform, found.as_ref());
     match found {
         Some(f) => (platform.with_uplink(f.uplink), f.model),
         None => (platform, "one port: not measured".to_string()),
