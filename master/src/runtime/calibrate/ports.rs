@@ -29,6 +29,9 @@ pub const DUPLEX: f64 = 1.5;
 /// cores, where transfers at once only share the processors, measured
 /// gains up to 1.23; emulated uplinks no faster than a link 0.99-1.03.
 pub const GAIN: f64 = 1.4;
+/// How far from [`DUPLEX`] or [`GAIN`] a first measure is clear enough
+/// that repeating it could not change the model.
+const CLEAR: f64 = 0.2;
 /// A probe transfer carries at most this many bytes (large messages on
 /// loopback cost more than their size: fresh pages on the worker).
 const MAX_BYTES: u64 = 16 << 20;
@@ -172,6 +175,11 @@ pub(super) async fn measure(links: Vec<(&mut Link, Measured)>, opts: &CalibrateO
         x?;
         y?;
         together = together.min(t0.elapsed().as_secs_f64());
+        // Repetitions can only shorten `together`, so raise the overlap:
+        // once it is clearly full duplex, they would change nothing.
+        if overlap_of(alone_a, alone_b, together) >= DUPLEX + CLEAR {
+            break;
+        }
     }
     let overlap = overlap_of(alone_a, alone_b, together);
 
@@ -238,6 +246,11 @@ async fn aggregate(
             r?;
         }
         rates.push(units.iter().sum::<u64>() as f64 / t0.elapsed().as_secs_f64());
+        // Clearly no sharing at the first: the rate would not be used (the
+        // uplink is then the best link), so it needs no second look.
+        if rep == 0 && rates[0] * per_unit(&links[0].1).min(alone) < GAIN - CLEAR {
+            break;
+        }
     }
     // The faster of the link probes' measure and this one's: a link slowed
     // down by chance while timed alone would make a gain out of nothing.
