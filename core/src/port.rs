@@ -41,6 +41,13 @@ impl Port {
         self.ports
     }
 
+    /// The costs that say what share each transfer takes from now on (the
+    /// speeds a run measured: a transfer over a link slower than planned
+    /// takes less of a shared uplink). Transfers crossing keep theirs.
+    pub fn set_costs(&mut self, costs: &[Worker]) {
+        self.costs = costs.to_vec();
+    }
+
     /// The lane a transfer draws on: 0, or 1 for returns when sends and
     /// returns have a capacity each.
     fn lane(&self, send: bool) -> usize {

@@ -47,6 +47,8 @@ impl BatchMachine {
         let per = seq.lag() as u64 + 1;
         let cap = |w: usize| wk[w].max_load.map_or(u64::MAX, |b| (b / per).max(1));
         let corrected = self.observed.corrected(&self.platform);
+        // The uplink's shares follow the links' measured speeds.
+        self.port.set_costs(corrected.workers());
         // Work each worker holds, at its corrected pace: it takes new
         // products only after that.
         let busy: Vec<f64> = (seq.in_hand(wk.len()).iter().zip(corrected.workers()))
@@ -56,12 +58,24 @@ impl BatchMachine {
         enrolled.sort_unstable();
         enrolled.dedup();
         // Only workers the plan left out, once, and only when the enrolled
-        // compute slower than planned: a slower link is the port's
-        // business, which another worker would only take time from.
+        // fall behind: on one port, when they compute slower than planned
+        // (a slower link is the port's business, which another worker
+        // would only take time from); behind a shared uplink, also when
+        // their links are slower, which leaves the uplink idle for
+        // another. `enrol` then weighs whether the newcomers pay.
         let free: Vec<usize> = (0..wk.len())
             .filter(|&w| self.alive[w] && self.left_out[w] && self.committed[w] == 0)
             .collect();
-        let behind = enrolled.iter().any(|&w| self.observed.used()[w][1] > 1.0 + DEADBAND);
+        let phases = if matches!(ports, dls_lp::Ports::Shared(_)) {
+            0..3
+        } else {
+            1..2
+        };
+        let behind = (enrolled.iter()).any(|&w| {
+            self.observed.used()[w][phases.clone()]
+                .iter()
+                .any(|&f| f > 1.0 + DEADBAND)
+        });
         let newcomers = if free.is_empty() || !behind {
             Vec::new()
         } else {

@@ -97,3 +97,74 @@ fn the_left_out_worker_stays_out_when_the_port_is_the_bottleneck() {
     let enrolled: Vec<usize> = run.measured.enrolments.iter().flat_map(|e| e.workers.clone()).collect();
     assert!(!enrolled.contains(&2), "{:?}", run.measured.enrolments);
 }
+
+/// Behind a full-duplex uplink that `a` fills alone (its link is the
+/// uplink's speed), the plan leaves `x` out. When `a`'s link turns 3×
+/// slower, two-thirds of the uplink idle: `x`, whose link is its own, is
+/// enrolled, and the run ends well before the uncorrected one.
+#[test]
+fn behind_an_uplink_a_left_out_worker_is_enrolled_when_a_link_slows() {
+    let u = dls_lp::Uplink {
+        send: 0.010,
+        ret: 0.005,
+        duplex: true,
+    };
+    let p = Platform::new(vec![
+        Worker::new("a", 0.010, 0.004, 0.005),
+        Worker::new("x", 0.020, 0.050, 0.010),
+    ])
+    .expect("valid");
+    let m = 2000u64;
+    let req = Request {
+        ports: Ports::Shared(u),
+        ..Request::new(m, Strategy::Rounds)
+    };
+    let pl = plan(&p, &req).expect("plans");
+    assert!(pl.multi_round());
+    assert_eq!(pl.loads[1], 0, "the plan leaves x out: {:?}", pl.loads);
+    let truth = Platform::new(vec![
+        Worker::new("a", 0.030, 0.004, 0.015),
+        Worker::new("x", 0.020, 0.050, 0.010),
+    ])
+    .expect("valid");
+    // Closed forms: a alone, 1 / 0.03 = 33.3 units a second (a third of
+    // the uplink); with x, 20 more (1 / 0.05, its transfers half the
+    // uplink's): 53.3.
+    let alone = 1.0 / 0.03;
+    let both = alone + 1.0 / 0.05;
+    let run = simulate_changing(&p, truth.workers(), &pl, adaptive(), &[], None);
+    check_stored_once(&run, "enrolled");
+    let e = run.measured.enrolments.first().expect("x enrolled");
+    assert_eq!(e.workers, [1]);
+    let fixed = simulate_changing(&p, truth.workers(), &pl, cfg(), &[], None);
+    check_stored_once(&fixed, "fixed");
+    assert!(fixed.end >= m as f64 / alone * (1.0 - 1e-9), "{}", fixed.end);
+    assert!(
+        run.end < 0.85 * fixed.end,
+        "{} s corrected, {} s not",
+        run.end,
+        fixed.end
+    );
+    assert!(m as f64 / both < run.end, "never below the bound of both");
+}
+
+/// The same star on one port: a slower link is the port's business, and
+/// `x` stays out.
+#[test]
+fn on_one_port_a_slower_link_enrols_nobody() {
+    let p = Platform::new(vec![
+        Worker::new("a", 0.010, 0.004, 0.005),
+        Worker::new("x", 0.020, 0.050, 0.010),
+    ])
+    .expect("valid");
+    let pl = plan(&p, &Request::new(2000, Strategy::Rounds)).expect("plans");
+    assert_eq!(pl.loads[1], 0, "the plan leaves x out: {:?}", pl.loads);
+    let truth = Platform::new(vec![
+        Worker::new("a", 0.030, 0.004, 0.015),
+        Worker::new("x", 0.020, 0.050, 0.010),
+    ])
+    .expect("valid");
+    let run = simulate_changing(&p, truth.workers(), &pl, adaptive(), &[], None);
+    check_complete(&run, "one port");
+    assert!(run.measured.enrolments.is_empty(), "{:?}", run.measured.enrolments);
+}
