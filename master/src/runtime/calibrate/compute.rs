@@ -50,7 +50,6 @@ impl Probes {
             c: s / k as f64,
             d: r / k as f64,
             max_units: self.max_units,
-            alone: false,
         }
     }
 }

@@ -310,18 +310,16 @@ async fn measure_ports(
 }
 
 /// The port model of `links` whose seconds a unit each way (send, return)
-/// were just measured elsewhere, each transfer alone on the port (a run's
-/// first chunks), as [`calibrate`] measures it but for the transfers
-/// alone, not timed again: `None` with fewer than two workers, or when a
-/// probe failed.
+/// were measured elsewhere (a run's first chunks), as [`calibrate`]
+/// measures it: `None` with fewer than two workers, or when a probe
+/// failed.
 pub async fn ports_of(links: &mut [Link], costs: &[(f64, f64)], opts: &CalibrateOptions) -> Option<PortFindings> {
     let jobs = links
         .iter_mut()
         .zip(costs)
         .map(|(l, &(c, d))| {
             let max_units = compute::max_units(l, opts);
-            let alone = true;
-            (l, ports::Measured { c, d, max_units, alone })
+            (l, ports::Measured { c, d, max_units })
         })
         .collect();
     ports_with(jobs, opts).await
