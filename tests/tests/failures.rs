@@ -411,3 +411,50 @@ fn a_worker_hung_at_the_start_is_left_out_within_the_handshake_timeout() {
         pool.close().await;
     });
 }
+
+/// A run given no platform measures its workers on the batch's first
+/// products; a worker that hangs up at its probe chunk is left out, its
+/// probe products are redone by the other, and the rest of the batch runs
+/// on that one: every product right, each counted once.
+#[test]
+fn a_worker_lost_while_probed_in_a_run_is_left_out() {
+    let good = Proc::start(&[]);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let batch = Batch::random(M, N, 11);
+    let (report, c) = rt.block_on(async {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let bad = l.local_addr().expect("addr").to_string();
+        tokio::spawn(quitter(l));
+        let cluster = Cluster::from_list_indexed(&format!("{bad},{}", good.addr)).expect("cluster");
+        let workers = session::Workers::new(cluster, None);
+        let mut sink = batch.memory_sink().expect("memory");
+        let cfg = RunConfig {
+            verify: 5,
+            ..RunConfig::default()
+        };
+        let done = session::run(&workers, None, None, &batch, &cfg, &mut sink, |_| {})
+            .await
+            .expect("the run completes on the other worker");
+        (done.report, sink.0.to_f64(0..sink.0.len()).into_owned())
+    });
+    let nn = N * N;
+    for i in 0..M {
+        let want = dls_worker::kernel::naive(&batch.a_of(i).expect("A"), &batch.b_of(i).expect("B"), N);
+        for (x, y) in c[i * nn..(i + 1) * nn].iter().zip(&want) {
+            assert!((x - y).abs() <= 1e-12 * N as f64, "product {i}: {x} vs {y}");
+        }
+    }
+    let probes = report.probes.as_ref().expect("calibrated within the run");
+    assert!(probes.products >= 2, "{probes:?}");
+    assert_eq!(report.left_out.len(), 1, "{:?}", report.left_out);
+    assert_eq!(report.left_out[0].worker, "w0");
+    assert!(
+        report.left_out[0].reason.contains("lost while measured"),
+        "{}",
+        report.left_out[0].reason
+    );
+    assert_eq!(report.load as usize, M);
+    assert_eq!(report.workers.len(), 1, "the rest ran on w1 alone");
+    assert_eq!(report.workers[0].products as usize, M, "every product counted once");
+    assert_eq!(report.verified, 5);
+}
