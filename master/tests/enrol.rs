@@ -41,11 +41,13 @@ async fn scenario(pool: &mut dls_master::session::Pool, opts: &CalibrateOptions)
         .platform()
         .expect("platform");
     let t = truth.workers();
-    // The plan believes a and b compute in 1.6 times their port time:
-    // each alone leaves the port idle, the two fill it, x is left out.
-    // They compute at least twice as slowly as that.
-    let believed_w = |x: &Worker| 1.6 * (x.c + x.d);
-    if let Some(x) = t[..2].iter().find(|x| x.w < 2.0 * believed_w(x)) {
+    // The plan believes a and b compute in 1.6 times their port time, or
+    // in half the time measured if that is less (links measured slow on a
+    // loaded machine), but never faster than their port time: each alone
+    // leaves the port idle, the two fill it, x is left out. They compute
+    // at least twice as slowly as believed.
+    let believed_w = |x: &Worker| (1.6 * (x.c + x.d)).min(x.w / 2.0);
+    if let Some(x) = t[..2].iter().find(|x| believed_w(x) < x.c + x.d) {
         return Err(format!("{} computes faster than the scenario needs: {x:?}", x.name));
     }
     let believed = Platform::new(
