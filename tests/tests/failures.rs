@@ -82,7 +82,8 @@ fn run_with_victim(blow: Blow, max_chunk_bytes: u64) -> (RunReport, Vec<f64>, Ba
     (report, c, batch)
 }
 
-fn check_complete(report: &RunReport, c: &[f64], batch: &Batch) {
+/// Every product of `c` against the naive product of `batch`.
+fn assert_all_right(c: &[f64], batch: &Batch) {
     let nn = N * N;
     for i in 0..M {
         let want = dls_worker::kernel::naive(&batch.a_of(i).expect("A"), &batch.b_of(i).expect("B"), N);
@@ -90,6 +91,10 @@ fn check_complete(report: &RunReport, c: &[f64], batch: &Batch) {
             assert!((x - y).abs() <= 1e-12 * N as f64, "product {i}: {x} vs {y}");
         }
     }
+}
+
+fn check_complete(report: &RunReport, c: &[f64], batch: &Batch) {
+    assert_all_right(c, batch);
     assert_eq!(report.failures.len(), 1, "{:?}", report.failures);
     assert_eq!(report.failures[0].worker, "w0");
     assert!(report.failures[0].products_lost > 0);
@@ -437,13 +442,7 @@ fn a_worker_lost_while_probed_in_a_run_is_left_out() {
             .expect("the run completes on the other worker");
         (done.report, sink.0.to_f64(0..sink.0.len()).into_owned())
     });
-    let nn = N * N;
-    for i in 0..M {
-        let want = dls_worker::kernel::naive(&batch.a_of(i).expect("A"), &batch.b_of(i).expect("B"), N);
-        for (x, y) in c[i * nn..(i + 1) * nn].iter().zip(&want) {
-            assert!((x - y).abs() <= 1e-12 * N as f64, "product {i}: {x} vs {y}");
-        }
-    }
+    assert_all_right(&c, &batch);
     let probes = report.probes.as_ref().expect("calibrated within the run");
     assert!(probes.products >= 2, "{probes:?}");
     assert_eq!(report.left_out.len(), 1, "{:?}", report.left_out);

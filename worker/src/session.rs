@@ -13,8 +13,9 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tracing::debug;
 
+mod compute;
 mod panel;
-use panel::add_panel;
+use compute::compute;
 
 enum Work {
     Chunk {
@@ -489,15 +490,7 @@ impl Session {
                     self.in_flight.remove(&key);
                     return Ok(Flow::Continue);
                 }
-                let c = c.map_err(|e| Error::Refused {
-                    code: ErrorCode::Internal,
-                    message: format!("chunk {}: {e}", key.1 .0),
-                })?;
-                out.push(Out::msg(FromWorker::Ready {
-                    job: key.0,
-                    chunk: key.1,
-                    compute_secs: secs,
-                }));
+                let c = ready(out, key, "chunk", c, secs)?;
                 self.hold(out, key, Computed { form, count, c });
             }
         }
@@ -515,6 +508,21 @@ impl Session {
     }
 }
 
+/// A chunk (or a piece's panel) computed: the kernel's failure as the
+/// session's error, else the master told it is ready, and what it made.
+fn ready<T>(out: &mut Outbox, key: Key, what: &str, made: std::result::Result<T, String>, secs: f64) -> Result<T> {
+    let made = made.map_err(|e| Error::Refused {
+        code: ErrorCode::Internal,
+        message: format!("{what} {}: {e}", key.1 .0),
+    })?;
+    out.push(Out::msg(FromWorker::Ready {
+        job: key.0,
+        chunk: key.1,
+        compute_secs: secs,
+    }));
+    Ok(made)
+}
+
 /// Queue a computed chunk's results; they count once written.
 fn send_results(out: &mut Outbox, key: Key, done: Computed) {
     debug!(job = key.0 .0, chunk = key.1 .0, "sending results");
@@ -528,81 +536,4 @@ fn send_results(out: &mut Outbox, key: Key, done: Computed) {
         payload: done.c,
         results: Some((key, done.form, done.count)),
     });
-}
-
-/// Compute (`work_factor` times over, emulating a slower processor), then
-/// (emulation) wait `wait_units` times one product's reference time
-/// (`Reference`). The time reported is the kernel's plus the wait; a
-/// probe's random inputs are not counted.
-fn compute(
-    kernel: &kernel::Kernel,
-    reference: &Reference,
-    accs: &mut HashMap<Key, Values>,
-    work: Work,
-    wait_units: f64,
-    work_factor: u32,
-) -> Done {
-    let form = match &work {
-        Work::Chunk { form, .. } | Work::Probe { form, .. } | Work::Panel { form, .. } => *form,
-        Work::Drop(job) => {
-            accs.retain(|k, _| k.0 != *job);
-            return Done::Dropped;
-        }
-    };
-    let wait = match &work {
-        _ if wait_units <= 0.0 => 0.0,
-        Work::Panel { .. } => wait_units * reference.seconds_per_flop(kernel, form.dtype) * form.shape.flops(),
-        _ => wait_units * reference.seconds_per_product(kernel, &form),
-    };
-    let t0 = Instant::now();
-    let mut done = match work {
-        Work::Chunk {
-            key,
-            form,
-            count,
-            inputs,
-            shared_b,
-        } => {
-            debug!(job = key.0 .0, chunk = key.1 .0, "computing");
-            let c = kernel.multiply_form(&form, count as usize, &inputs, shared_b.as_deref(), work_factor);
-            Done::Chunk {
-                key,
-                form,
-                count,
-                c,
-                secs: t0.elapsed().as_secs_f64(),
-            }
-        }
-        Work::Probe { form, count } => Done::Probe {
-            count,
-            secs: kernel::time_batch(kernel, &form, count as usize, work_factor),
-        },
-        Work::Panel {
-            key,
-            form,
-            depth,
-            first,
-            last,
-            inputs,
-        } => Done::Panel {
-            key,
-            form,
-            c: add_panel(kernel, accs, key, form, depth, first, last, &inputs, work_factor),
-            secs: t0.elapsed().as_secs_f64(),
-        },
-        Work::Drop(_) => Done::Dropped,
-    };
-    if wait > 0.0 {
-        std::thread::sleep(Duration::from_secs_f64(wait));
-    }
-    match &mut done {
-        Done::Chunk { secs, .. } | Done::Panel { secs, .. } => *secs += wait,
-        Done::Dropped => {}
-        Done::Probe { secs, .. } => {
-            if let Ok(s) = secs {
-                *s += wait
-            }
-        }
-    }
-    done
 }

@@ -96,15 +96,7 @@ impl Session {
             // Its C was let go when the job was cancelled.
             return Ok(Flow::Continue);
         }
-        let c = c.map_err(|e| Error::Refused {
-            code: ErrorCode::Internal,
-            message: format!("piece {}: {e}", key.1 .0),
-        })?;
-        out.push(Out::msg(FromWorker::Ready {
-            job: key.0,
-            chunk: key.1,
-            compute_secs: secs,
-        }));
+        let c = super::ready(out, key, "piece", c, secs)?;
         if let Some((form, c)) = c {
             self.hold(out, key, Computed { form, count: 1, c });
         }
