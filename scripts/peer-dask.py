@@ -2,7 +2,8 @@
 """The same batch of products with Dask distributed and with `dls run`.
 
 Run inside the test bed, which starts both kinds of worker on every node
-(one-thread Dask workers, dls-worker daemons) and a Dask scheduler:
+(one-thread Dask workers, dls-worker daemons) and a Dask scheduler; Dask
+runs first, then is shut down (scheduler and workers), then dls runs:
 
     sudo DLS_TESTBED_SWITCH=1000 DLS_TESTBED_DASK=1 DLS_TESTBED_CAP=process \\
       scripts/testbed.sh a:240:10 b:480:20 c:720:30 d:960:40 -- \\
@@ -92,6 +93,10 @@ def main():
         client.wait_for_workers(len(open(cluster).read().split("[[worker]]")) - 1, timeout=60)
         for per_task in (1, 8):
             rows[f"dask, tasks of {per_task}"] = [dask_time(client, a, b, per_task) for _ in range(args.reps)]
+        # Each system has the nodes to itself while it is timed: an idle Dask
+        # worker's periodic work (heartbeats, monitors) takes a large part of
+        # a node's quota of a tenth of a core, while an idle dls-worker sleeps.
+        client.shutdown()
     platform = args.out + ".platform.toml"
     t0 = time.perf_counter()
     cal = subprocess.run([DLS, "calibrate", "--cluster", cluster, "--size", str(args.size), "-o", platform],

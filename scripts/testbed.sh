@@ -32,8 +32,8 @@
 # worker's namespace and cgroup, a one-thread Dask worker (`dask worker`,
 # from PyPI's distributed) for a scheduler that listens on the host's
 # port 8786; DLS_TESTBED_SCHEDULER then holds its address (see
-# scripts/peer-dask.py). Only one of the two kinds of worker is busy at a
-# time, so each gets its node's share.
+# scripts/peer-dask.py, which shuts Dask down before dls runs: an idle
+# Dask worker's periodic work takes much of a small CPU share).
 #
 # Traffic goes only between the host and these namespaces. Everything is
 # removed on exit (namespaces, links, cgroups, daemons), also on failure.
@@ -62,7 +62,13 @@ cleanup() {
   for i in "${!specs[@]}"; do ip netns del "$tag-$i" 2>/dev/null; done
   ip netns del "$tag-sw" 2>/dev/null
   ip link del "tbu$$" 2>/dev/null
-  for cg in "${cgroups[@]}"; do rmdir "$cg" 2>/dev/null; done
+  # A cgroup can be removed once its killed processes are gone: wait for
+  # them (a second at most), else the directories outlive the test bed.
+  for _ in $(seq 20); do
+    for i in "${!cgroups[@]}"; do rmdir "${cgroups[$i]}" 2>/dev/null && unset "cgroups[$i]"; done
+    [ ${#cgroups[@]} = 0 ] && break
+    sleep 0.05
+  done
   rm -rf "$dir"
 }
 trap cleanup EXIT INT TERM
