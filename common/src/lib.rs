@@ -170,6 +170,77 @@ pub fn keepalive(stream: &tokio::net::TcpStream) {
     let _ = socket2::SockRef::from(stream).set_tcp_keepalive(&ka);
 }
 
+/// Bytes written to a connection but not yet sent that make its writer
+/// wait ([`short_send_queue`]).
+pub const NOT_SENT_LOW: u32 = 128 << 10;
+
+/// Keep what is written to `stream` and not yet sent under about
+/// [`NOT_SENT_LOW`] bytes (`TCP_NOTSENT_LOWAT`): a short message written
+/// after a long one then waits for that much, not for the megabytes the
+/// kernel would otherwise queue (a grant for a worker's results behind
+/// the next chunk sent to it). Best effort.
+pub fn short_send_queue(stream: &tokio::net::TcpStream) {
+    #[cfg(any(target_os = "linux", target_os = "macos", target_os = "ios"))]
+    let _ = socket2::SockRef::from(stream).set_tcp_notsent_lowat(NOT_SENT_LOW);
+    #[cfg(not(any(target_os = "linux", target_os = "macos", target_os = "ios")))]
+    let _ = stream;
+}
+
+/// Hold what this end sends on `stream` to `bytes_per_sec` (the kernel
+/// paces the segments: `SO_MAX_PACING_RATE`), or lift the limit (`None`).
+/// Linux only: elsewhere an error says pacing is not available.
+#[allow(unsafe_code)]
+pub fn pace(stream: &tokio::net::TcpStream, bytes_per_sec: Option<u64>) -> std::io::Result<()> {
+    #[cfg(all(
+        target_os = "linux",
+        not(any(
+            target_arch = "mips",
+            target_arch = "mips64",
+            target_arch = "sparc",
+            target_arch = "sparc64"
+        ))
+    ))]
+    {
+        use std::os::fd::AsRawFd;
+        // <asm-generic/socket.h>; libc does not export it on every target.
+        const SO_MAX_PACING_RATE: libc::c_int = 47;
+        // u64::MAX is "no limit"; a rate of 0 would stop the socket.
+        let rate: u64 = bytes_per_sec.map_or(u64::MAX, |r| r.max(1));
+        // SAFETY: setsockopt reads `size_of::<u64>()` bytes from a live u64
+        // for a descriptor this stream owns; it keeps no pointer.
+        let rc = unsafe {
+            libc::setsockopt(
+                stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                SO_MAX_PACING_RATE,
+                (&rate as *const u64).cast(),
+                std::mem::size_of::<u64>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+    #[cfg(not(all(
+        target_os = "linux",
+        not(any(
+            target_arch = "mips",
+            target_arch = "mips64",
+            target_arch = "sparc",
+            target_arch = "sparc64"
+        ))
+    )))]
+    {
+        let _ = (stream, bytes_per_sec);
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "pacing a socket needs Linux",
+        ))
+    }
+}
+
 /// Every option and argument of `cmd` and its subcommands that has no help
 /// line, as "command subcommand option" (for the tests that keep `--help`
 /// complete, here and in `dls`).

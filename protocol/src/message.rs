@@ -7,7 +7,7 @@ use crate::values::{DType, Form, Values};
 use serde::{Deserialize, Serialize};
 
 /// Incremented on any incompatible change of the messages or framing.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// A random value that makes every handshake's proofs unique.
 pub type Nonce = [u8; 32];
@@ -162,6 +162,20 @@ pub enum ToWorker {
     },
     /// The master is done with this worker.
     Bye,
+    /// A piece of the inputs of a chunk of `count` products of `form`
+    /// (what one `Assign` would carry): payload the next `len` values of
+    /// them, in `Assign`'s order. The first piece of a chunk opens it (and
+    /// is refused as `Assign` would be); the one that completes it is
+    /// answered `Received`, and the chunk goes on as if assigned. The
+    /// master sends a large chunk in pieces so that a `Grant` (or any
+    /// short message) waits for one piece rather than the whole chunk.
+    Part {
+        job: JobId,
+        chunk: ChunkId,
+        form: Form,
+        count: u32,
+        len: u64,
+    },
 }
 
 /// Worker to master.
@@ -233,6 +247,7 @@ impl ToWorker {
             ToWorker::Pull { .. } => "Pull",
             ToWorker::ComputeProbe { .. } => "ComputeProbe",
             ToWorker::Bye => "Bye",
+            ToWorker::Part { .. } => "Part",
         }
     }
 }
@@ -292,6 +307,15 @@ impl Payload for ToWorker {
             ToWorker::ShareB { form, .. } => Ok((form.dtype, checked(form.shape.b_len(), 1, "a shared B")?)),
             ToWorker::Panel { form, .. } => Ok((form.dtype, checked(form.in_len(1), 1, "a panel")?)),
             ToWorker::Echo { len } => Ok((DType::F64, len)),
+            ToWorker::Part { form, count, len, .. } => {
+                // A piece never holds more than its chunk.
+                if len > checked(form.in_len(1), count, "a chunk")? {
+                    return Err(Error::Malformed(format!(
+                        "a piece of {len} values of a chunk of {count} products of {form}"
+                    )));
+                }
+                Ok((form.dtype, len))
+            }
             _ => Ok((DType::F64, 0)),
         }
     }

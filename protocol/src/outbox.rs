@@ -23,6 +23,8 @@ pub type WriteFn<H, T, R> = fn(H, T) -> Writing<H, R>;
 /// write reporting an `R`.
 pub struct Outbox<H, T, R> {
     items: mpsc::UnboundedSender<T>,
+    /// Items written before any of `items` not yet begun.
+    urgent: mpsc::UnboundedSender<T>,
     outcomes: mpsc::UnboundedReceiver<R>,
     /// Set: items not yet on the wire are dropped.
     drop_rest: Arc<AtomicBool>,
@@ -40,12 +42,29 @@ where
     /// The outbox of `half`, writing with `write` on a task of its own.
     pub fn new(half: H, write: WriteFn<H, T, R>) -> Self {
         let (items, mut rx) = mpsc::unbounded_channel::<T>();
+        let (urgent, mut urgent_rx) = mpsc::unbounded_channel::<T>();
         let (done, outcomes) = mpsc::unbounded_channel::<R>();
         let drop_rest = Arc::new(AtomicBool::new(false));
         let dropping = drop_rest.clone();
         let writer = tokio::spawn(async move {
             let mut half = half;
-            while let Some(item) = rx.recv().await {
+            let (mut open, mut urgent_open) = (true, true);
+            loop {
+                let item = match urgent_rx.try_recv() {
+                    Ok(item) => item,
+                    Err(_) => tokio::select! {
+                        biased;
+                        x = urgent_rx.recv(), if urgent_open => match x {
+                            Some(item) => item,
+                            None => { urgent_open = false; continue; }
+                        },
+                        x = rx.recv(), if open => match x {
+                            Some(item) => item,
+                            None => { open = false; continue; }
+                        },
+                        else => break,
+                    },
+                };
                 if dropping.load(Ordering::Relaxed) {
                     continue;
                 }
@@ -58,6 +77,7 @@ where
         });
         Outbox {
             items,
+            urgent,
             outcomes,
             drop_rest,
             writer,
@@ -68,6 +88,15 @@ where
     /// Queue `item`; it goes on the wire once those before it are written.
     pub fn push(&mut self, item: T) {
         if self.items.send(item).is_ok() {
+            self.pending += 1;
+        }
+    }
+
+    /// Queue `item` ahead of every item pushed with [`Outbox::push`] that
+    /// is not yet on the wire (after the write under way and other urgent
+    /// items).
+    pub fn push_urgent(&mut self, item: T) {
+        if self.urgent.send(item).is_ok() {
             self.pending += 1;
         }
     }
@@ -100,6 +129,7 @@ where
     pub async fn finish(self, flush: bool) -> (H, Vec<R>) {
         let Outbox {
             items,
+            urgent,
             mut outcomes,
             drop_rest,
             writer,
@@ -107,6 +137,7 @@ where
         } = self;
         drop_rest.store(!flush, Ordering::Relaxed);
         drop(items);
+        drop(urgent);
         let half = match writer.await {
             Ok(h) => h,
             Err(e) => match e.try_into_panic() {
@@ -164,5 +195,21 @@ mod tests {
         let mut out = Outbox::new(Vec::new(), write);
         let waited = tokio::time::timeout(std::time::Duration::from_millis(20), out.wrote()).await;
         assert!(waited.is_err());
+    }
+
+    #[tokio::test]
+    async fn urgent_items_overtake_those_not_yet_begun() {
+        let mut out = Outbox::new(Vec::new(), write);
+        for x in [1, 2, 3, 4] {
+            out.push(x);
+        }
+        // Once 1's outcome is in, the writer has begun 2 (on this one-thread
+        // runtime it takes the next item before the outcome is read); 3
+        // and 4 wait, and 9 goes before them.
+        assert_eq!(out.wrote().await, Ok(1));
+        out.push_urgent(9);
+        let (h, rest) = out.finish(true).await;
+        assert_eq!(h, vec![1, 2, 9, 3, 4]);
+        assert_eq!(rest, vec![Ok(2), Ok(9), Ok(3), Ok(4)]);
     }
 }

@@ -156,10 +156,12 @@ fn killed_while_returning() {
 fn stalled_forever_is_detected() {
     let (r, c, b) = run_with_victim(Blow::Stop("computing"), 256 << 20);
     check_complete(&r, &c, &b);
+    // Seen as silence, or as a send the stopped worker no longer takes
+    // (the master keeps little unsent in the kernel, so its write waits).
+    let why = &r.failures[0].reason;
     assert!(
-        r.failures[0].reason.contains("no sign of life"),
-        "{}",
-        r.failures[0].reason
+        why.contains("no sign of life") || why.contains("waiting for the peer to take more bytes"),
+        "{why}"
     );
 }
 
@@ -189,25 +191,51 @@ async fn lying_worker(listener: tokio::net::TcpListener, lie: Lie) {
     use dls_protocol::{FromWorker, ToWorker};
     let mut conn = common::fake_worker(listener, "liar").await;
     let mut chunks = std::collections::HashMap::new();
+    // Chunks arriving in pieces, their inputs so far.
+    let mut partial: std::collections::HashMap<_, Vec<f64>> = std::collections::HashMap::new();
     while let Ok(Some(f)) = conn.read_frame().await {
-        match f.msg {
+        let whole = match f.msg {
             ToWorker::Assign {
                 job,
                 chunk,
                 form,
                 count,
+            } => Some((
+                job,
+                chunk,
+                form,
+                count,
+                f.payload.to_f64(0..f.payload.len()).into_owned(),
+            )),
+            ToWorker::Part {
+                job,
+                chunk,
+                form,
+                count,
+                ..
             } => {
-                let ab = f.payload.to_f64(0..f.payload.len());
-                chunks.insert(chunk, lie(&ab, form.shape.n, count));
-                conn.send(&FromWorker::Received { job, chunk }).await.expect("sends");
-                conn.send(&FromWorker::Ready {
-                    job,
-                    chunk,
-                    compute_secs: 0.0,
-                })
-                .await
-                .expect("sends");
+                let ab = partial.entry(chunk).or_default();
+                ab.extend_from_slice(&f.payload.to_f64(0..f.payload.len()));
+                match ab.len() as u64 == form.in_len(count) {
+                    true => partial.remove(&chunk).map(|ab| (job, chunk, form, count, ab)),
+                    false => None,
+                }
             }
+            _ => None,
+        };
+        if let Some((job, chunk, form, count, ab)) = whole {
+            chunks.insert(chunk, lie(&ab, form.shape.n, count));
+            conn.send(&FromWorker::Received { job, chunk }).await.expect("sends");
+            conn.send(&FromWorker::Ready {
+                job,
+                chunk,
+                compute_secs: 0.0,
+            })
+            .await
+            .expect("sends");
+            continue;
+        }
+        match f.msg {
             ToWorker::Grant { job, chunk } => {
                 let c = chunks.remove(&chunk).expect("granted an assigned chunk");
                 let count = (c.len() / (N * N)) as u32;

@@ -13,6 +13,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tracing::debug;
 
+mod assign;
 mod compute;
 mod panel;
 use compute::compute;
@@ -89,6 +90,8 @@ pub(crate) struct Session {
     /// Pieces of one large product being added up, with their depth and
     /// the bytes of their C.
     pieces: HashMap<Key, (u32, u64)>,
+    /// Chunks arriving in pieces (`Part`).
+    partial: HashMap<Key, assign::Partial>,
     /// Each job's shared B (`ShareB`), held until the job is cancelled or
     /// the session ends.
     shared_b: HashMap<JobId, (Form, Arc<Values>)>,
@@ -173,6 +176,18 @@ fn admit(msg: &ToWorker, held: u64, limit: u64, in_flight: &HashSet<Key>) -> Res
             Some(form.held_bytes(count)),
             format!("chunk {} of {count} products of {form}", chunk.0),
         ),
+        // A chunk's first piece is refused as its `Assign` would be; the
+        // others were counted with it.
+        ToWorker::Part {
+            job,
+            chunk,
+            form,
+            count,
+            ..
+        } if !in_flight.contains(&(job, chunk)) => (
+            Some(form.held_bytes(count)),
+            format!("chunk {} of {count} products of {form}", chunk.0),
+        ),
         ToWorker::ComputeProbe { form, count } => {
             let b = if form.shared_b { form.b_bytes() } else { 0 };
             (
@@ -204,7 +219,9 @@ fn admit(msg: &ToWorker, held: u64, limit: u64, in_flight: &HashSet<Key>) -> Res
     };
     let new_piece = matches!(*msg, ToWorker::Panel { job, piece, .. } if !in_flight.contains(&(job, piece)));
     if in_flight.len() >= MAX_IN_FLIGHT
-        && (new_piece || matches!(msg, ToWorker::Assign { .. } | ToWorker::ComputeProbe { .. }))
+        && (new_piece
+            || matches!(msg, ToWorker::Assign { .. } | ToWorker::ComputeProbe { .. })
+            || matches!(*msg, ToWorker::Part { job, chunk, .. } if !in_flight.contains(&(job, chunk))))
     {
         return refuse(format!(
             "{what}: {MAX_IN_FLIGHT} chunks are already in flight on this worker"
@@ -237,6 +254,7 @@ impl Session {
             ready: HashMap::new(),
             granted: HashSet::new(),
             pieces: HashMap::new(),
+            partial: HashMap::new(),
             shared_b: HashMap::new(),
             cancelled: HashSet::new(),
             served: Served::default(),
@@ -376,33 +394,14 @@ impl Session {
                 chunk,
                 form,
                 count,
-            } => {
-                let key = (job, chunk);
-                let shared_b = match self.shared_b.get(&job) {
-                    Some((f, b)) if form.shared_b && *f == form => Some(b.clone()),
-                    _ if form.shared_b => {
-                        return Err(unexpected(format!(
-                            "chunk {} of job {} needs the job's shared B of {form}, which was not sent",
-                            chunk.0, job.0
-                        )))
-                    }
-                    _ => None,
-                };
-                if !self.in_flight.insert(key) {
-                    return Err(unexpected(format!("chunk {} of job {} assigned twice", chunk.0, job.0)));
-                }
-                self.cancelled.remove(&job);
-                self.held += form.held_bytes(count);
-                out.push(Out::msg(FromWorker::Received { job, chunk }));
-                debug!(job = job.0, chunk = chunk.0, %form, count, "received");
-                let _ = work.send(Work::Chunk {
-                    key,
-                    form,
-                    count,
-                    inputs: frame.payload,
-                    shared_b,
-                });
-            }
+            } => self.on_assign(out, work, (job, chunk), (form, count), frame.payload)?,
+            ToWorker::Part {
+                job,
+                chunk,
+                form,
+                count,
+                ..
+            } => self.on_part(out, work, (job, chunk), (form, count), frame.payload)?,
             ToWorker::Panel { .. } => return self.on_panel(out, frame, work),
             ToWorker::ShareB { job, form } => {
                 if self.shared_b.contains_key(&job) || !form.shared_b {
@@ -435,6 +434,7 @@ impl Session {
                     }
                 }
                 self.drop_pieces(job, work);
+                self.drop_partial(job);
                 if let Some((form, _)) = self.shared_b.remove(&job) {
                     // Chunks still computing hold their own reference to it.
                     self.held = self.held.saturating_sub(form.b_bytes());

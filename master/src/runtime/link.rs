@@ -83,6 +83,7 @@ async fn connect_once(name: &str, address: &str, token: Option<&Token>, t: Conne
         .map_err(Attempt::Failed)?;
     let _ = stream.set_nodelay(true);
     dls_common::keepalive(&stream);
+    dls_common::short_send_queue(&stream);
     let mut conn = Connection::new(stream);
     let caps = match handshake::master_sealed(&mut conn, token, MAX_FRAME, t.handshake, t.encrypt).await {
         Ok(caps) => caps,

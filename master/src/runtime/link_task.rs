@@ -11,6 +11,7 @@ use crate::runtime::batch::{Batch, ChunkInputs};
 use crate::runtime::check::{self, Expected};
 use crate::runtime::data::Slab;
 use crate::runtime::link::Link;
+use crate::runtime::pieces::{bytes_in, pieces};
 use crate::runtime::product::link::{PanelCmd, ProductSide};
 use crate::runtime::product::ProductJob;
 use dls_protocol::conn::{ReadingHalf, WritingHalf};
@@ -200,9 +201,9 @@ enum Out {
     Msg(ToWorker),
     /// The job's shared B.
     ShareB(ToWorker, Slab),
-    /// A chunk's inputs; the worker may then stay silent for the duration
-    /// while it reads them.
-    Chunk(ChunkId, ToWorker, Arc<ChunkInputs>, Duration),
+    /// A chunk's inputs, or the bytes `range` of them (a `Part`); the
+    /// worker may then stay silent for the duration while it reads them.
+    Chunk(ChunkId, ToWorker, Arc<ChunkInputs>, std::ops::Range<usize>, Duration),
     /// A panel of one product, likewise.
     Panel(ChunkId, ToWorker, Arc<Values>, Duration),
 }
@@ -228,9 +229,9 @@ fn write(mut w: Writing, out: Out) -> outbox::Writing<Writing, Wrote> {
                 None,
                 "sending the shared B".to_string(),
             ),
-            Out::Chunk(chunk, msg, inputs, reading) => {
+            Out::Chunk(chunk, msg, inputs, range, reading) => {
                 let parts = inputs.parts();
-                let parts: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
+                let parts = bytes_in(&parts, range.clone());
                 let r = w.write_frame_parts(msg, &parts).await;
                 (r, Some(*reading), format!("sending chunk {}", chunk.0))
             }
@@ -339,7 +340,8 @@ impl LinkTask {
                     Work::Batch(_) => Some(Ev::Fatal("internal error: a panel to send on a batch's link".into())),
                 },
                 Step::Cmd(Some(Cmd::Grant(chunk))) => {
-                    wire.push(Out::Msg(ToWorker::Grant { job, chunk }));
+                    // Before the pieces of chunks not yet on the wire.
+                    wire.push_urgent(Out::Msg(ToWorker::Grant { job, chunk }));
                     None
                 }
                 Step::Wrote(wrote) => {
@@ -458,13 +460,10 @@ impl Ctx<'_> {
             outs.push(Out::ShareB(ToWorker::ShareB { job: self.job, form }, b));
             *has_b = true;
         }
-        let msg = ToWorker::Assign {
-            job: self.job,
-            chunk,
-            form,
-            count: products.len() as u32,
-        };
-        outs.push(Out::Chunk(chunk, msg, inputs.clone(), reading));
+        let bytes = inputs.parts().iter().map(|p| p.len()).sum();
+        for (msg, range, reading) in pieces(self.job, chunk, form, products.len() as u32, bytes, reading) {
+            outs.push(Out::Chunk(chunk, msg, inputs.clone(), range, reading));
+        }
         pulse.in_flight += 1;
         pulse.seen.1 = Instant::now();
         Ok((outs, inputs, batch))

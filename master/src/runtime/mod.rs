@@ -13,6 +13,7 @@ pub mod link;
 mod link_task;
 pub mod local;
 pub mod log;
+mod pieces;
 pub mod pool;
 pub mod product;
 pub mod shell;
