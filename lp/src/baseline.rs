@@ -37,5 +37,6 @@ pub fn with_loads(platform: &Platform, order: Vec<usize>, loads: Vec<u64>, ports
         alpha,
         loads,
         notes: vec!["loads given, not planned".into()],
+        pace: Vec::new(),
     })
 }

@@ -27,7 +27,8 @@
 //! LP for any pair of orders), [`search`] (the one-round solvers), [`fast`]
 //! (exact O(p)-per-pass FIFO and closed-form LIFO), [`rounding`] (whole
 //! units), [`plan`] (the strategies), [`rounds`] (multi-round sequences),
-//! [`bound`] (the steady-state bound), [`baseline`] (loads chosen
+//! [`bound`] (the steady-state bound), [`pace`] (paced sends behind a
+//! shared uplink), [`baseline`] (loads chosen
 //! elsewhere, with their predicted sequence), [`partition`] (partitioning
 //! with speed functions), [`tol`] (every tolerance).
 
@@ -36,6 +37,7 @@ pub mod bound;
 pub mod error;
 pub mod fast;
 pub mod lp;
+pub mod pace;
 pub mod partition;
 pub mod plan;
 pub mod platform;
@@ -50,7 +52,7 @@ pub mod tol;
 
 pub use bound::{steady_state, steady_state_uplink, SteadyState};
 pub use error::{Error, Result};
-pub use plan::{plan, plan_on, Plan, Problem, Request, Strategy};
+pub use plan::{plan, plan_on, plan_paced, Plan, Problem, Request, Strategy};
 pub use platform::{Latency, Platform, Worker};
 pub use rounding::Rounding;
 pub use schedule::{Ports, Scenario, Timeline, Transfer, Uplink, WorkerTimes};

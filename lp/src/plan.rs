@@ -1,6 +1,7 @@
 //! Strategies: which scenario to use, its loads, and the integer plan.
 
 use crate::error::Result;
+use crate::pace::Pace;
 use crate::platform::Platform;
 use crate::rounding::{self, Rounding};
 use crate::rounds;
@@ -118,6 +119,10 @@ pub struct Plan {
     pub sequence: Sequence,
     /// Remarks for the user (bounds that bind, heuristics used, ...).
     pub notes: Vec<String>,
+    /// Paced sends, indexed like the platform (empty: none paced): the
+    /// plan was made on the platform with these workers' `c` their pace
+    /// ([`crate::pace`]), and is run on it.
+    pub pace: Vec<Option<Pace>>,
 }
 
 impl Plan {
@@ -183,9 +188,17 @@ impl Plan {
             }
         };
         let (mut loads, mut alpha) = (vec![0u64; p], vec![0.0; p]);
+        let mut pace = if self.pace.is_empty() {
+            Vec::new()
+        } else {
+            vec![None; p]
+        };
         for (k, &w) in subset.iter().enumerate() {
             loads[w] = self.loads[k];
             alpha[w] = self.alpha[k];
+            if let Some(&x) = self.pace.get(k) {
+                pace[w] = x;
+            }
         }
         Plan {
             sequence: self.sequence.widened(subset),
@@ -195,6 +208,7 @@ impl Plan {
             },
             alpha,
             loads,
+            pace,
             rational: widen(&self.rational),
             ..self
         }
@@ -223,6 +237,41 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
         _ => {}
     }
     plan_one_round(platform, req)
+}
+
+/// A plan shorter by less than this share is not worth pacing for.
+pub const PACE_GAIN: f64 = 0.01;
+
+/// [`plan`], and behind a shared full-duplex uplink, for `best` and
+/// `rounds`, the same on the platform with paced sends ([`crate::pace`])
+/// when that predicts an end earlier by [`PACE_GAIN`] or more. Returns the
+/// platform the plan was made on, which is the one to run it on (a paced
+/// worker's `c` is its pace).
+pub fn plan_paced(platform: &Platform, req: &Request) -> Result<(Platform, Plan)> {
+    let plain = plan(platform, req)?;
+    let (Ports::Shared(u), Strategy::Best | Strategy::Rounds) = (req.ports, req.strategy) else {
+        return Ok((platform.clone(), plain));
+    };
+    let Some(pace) = crate::pace::paces(platform, u) else {
+        return Ok((platform.clone(), plain));
+    };
+    let slow = crate::pace::paced(platform, &pace);
+    match plan(&slow, req) {
+        Ok(mut p) if p.makespan() < (1.0 - PACE_GAIN) * plain.makespan() => {
+            let names: Vec<&str> = (pace.iter().zip(platform.workers()))
+                .filter_map(|(x, w)| x.map(|_| w.name.as_str()))
+                .collect();
+            p.notes.push(format!(
+                "paced: sends to {} held below their links' rates so that they fit beside the others on the uplink ({:.6} s against {:.6} s unpaced)",
+                names.join(", "),
+                p.makespan(),
+                plain.makespan()
+            ));
+            p.pace = pace;
+            Ok((slow, p))
+        }
+        _ => Ok((platform.clone(), plain)),
+    }
 }
 
 /// `rounds`: the best multi-round schedule, against the best one-round
@@ -269,6 +318,7 @@ fn from_rounds(platform: &Platform, req: &Request, r: Sequence, notes: Vec<Strin
         rational: timeline,
         sequence: r,
         notes,
+        pace: Vec::new(),
     }
 }
 
@@ -361,6 +411,7 @@ fn plan_one_round(real: &Platform, req: &Request) -> Result<Plan> {
         rational,
         sequence,
         notes,
+        pace: Vec::new(),
     })
 }
 

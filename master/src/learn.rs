@@ -165,7 +165,10 @@ impl Model {
             // for the products it computed (the plan's load, unless online
             // correction moved some, or enrolled it).
             let x = w.products as f64;
-            push(&mut o.send, x, w.send_secs);
+            // Paced sends say what the pace was, not what the link does.
+            if w.paced.is_none() {
+                push(&mut o.send, x, w.send_secs);
+            }
             push(&mut o.compute, x, w.compute_secs);
             push(&mut o.ret, x, w.return_secs);
         }

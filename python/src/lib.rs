@@ -409,6 +409,7 @@ fn run(
     let cfg = RunConfig {
         strategy: strategy_of(strategy)?,
         ports: ports_of(ports)?,
+        pace: true,
         rounding: rounding_of(rounding)?,
         verify,
         seed,

@@ -192,6 +192,10 @@ pub enum Command {
         strategy: Strategy,
         #[arg(long, default_value = "measured", value_parser = ports_parser(), help = PORTS_HELP)]
         ports: PortsChoice,
+        /// Behind a shared uplink, never hold a worker's sends below its link's rate
+        /// (by default sends may be paced so that they fit beside a faster link's).
+        #[arg(long)]
+        no_pace: bool,
         /// Whole-product rounding of the rational loads: paper (the report's) or refined (also moves single products).
         #[arg(long, value_enum, default_value = "refined")]
         rounding: RoundingArg,
@@ -373,6 +377,10 @@ pub struct RunArgs {
     pub strategy: Strategy,
     #[arg(long, default_value = "measured", value_parser = ports_parser(), help = PORTS_HELP)]
     pub ports: PortsChoice,
+    /// Behind a shared uplink, never hold a worker's sends below its link's rate
+    /// (by default sends may be paced so that they fit beside a faster link's).
+    #[arg(long)]
+    pub no_pace: bool,
     /// Whole-product rounding of the rational loads: paper (the report's) or refined (also moves single products).
     #[arg(long, value_enum, default_value = "refined")]
     pub rounding: RoundingArg,

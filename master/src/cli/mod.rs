@@ -59,6 +59,7 @@ pub fn run(cli: Cli) -> Result<()> {
             products,
             strategy,
             ports,
+            no_pace,
             rounding,
             json,
         } => {
@@ -90,8 +91,12 @@ pub fn run(cli: Cli) -> Result<()> {
                     RoundingArg::Refined => Rounding::Refined,
                 },
             };
-            let plan = dls_lp::plan(&plat, &req)
-                .with_context(|| format!("planning {load} units on {}", platform.display()))?;
+            let planned = if no_pace {
+                dls_lp::plan(&plat, &req).map(|p| (plat, p))
+            } else {
+                dls_lp::plan_paced(&plat, &req)
+            };
+            let (plat, plan) = planned.with_context(|| format!("planning {load} units on {}", platform.display()))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&PlanJson::new(&plat, &plan))?);
             } else {

@@ -68,6 +68,7 @@ fn run_config(args: &RunArgs) -> Result<RunConfig> {
     Ok(RunConfig {
         strategy: args.strategy,
         ports: args.ports.0,
+        pace: !args.no_pace,
         rounding: match args.rounding {
             RoundingArg::Paper => Rounding::Paper,
             RoundingArg::Refined => Rounding::Refined,

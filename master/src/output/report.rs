@@ -46,6 +46,10 @@ pub struct WorkerReport {
     /// span from the first send to the last is not the cost).
     pub send_secs: f64,
     pub return_secs: f64,
+    /// Seconds a unit its sends were held to (paced behind a shared
+    /// uplink); absent when they ran at its link's speed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paced: Option<f64>,
 }
 
 /// The uplink a plan was made for, in a report.
@@ -231,6 +235,7 @@ impl RunReport {
                     compute_secs: measured.compute_secs[i],
                     send_secs: busy(i, true),
                     return_secs: busy(i, false),
+                    paced: plan.pace.get(i).copied().flatten().map(|p| p.secs),
                 })
                 .collect(),
             master_peak_rss_bytes: peak_rss(),
@@ -431,7 +436,10 @@ fn span(start: f64, end: f64) -> String {
 /// load / ρ* for the plan's platform and port model (NaN if it cannot be
 /// computed).
 pub fn steady_state_bound(platform: &Platform, plan: &Plan) -> f64 {
-    dls_lp::steady_state(platform, plan.ports).map_or(f64::NAN, |s| s.makespan_bound(plan.load))
+    // A paced plan's platform has its paces for links: the bound is the
+    // links' own.
+    let links = dls_lp::pace::unpaced(platform, &plan.pace);
+    dls_lp::steady_state(&links, plan.ports).map_or(f64::NAN, |s| s.makespan_bound(plan.load))
 }
 
 /// Peak resident set size of this process (VmHWM in /proc/self/status).

@@ -116,6 +116,7 @@ pub async fn execute(
         liveness: opts.liveness,
         heartbeat: opts.heartbeat,
     };
+    pace_links(pool, &plan.pace, batch.form.in_bytes(1), true);
     let (links, ev_rx) = Links::spawn(pool, &Work::Batch(batch.clone()), job, watch)?;
     let mut shell = Shell {
         batch,
@@ -130,12 +131,26 @@ pub async fn execute(
     };
     let result = shell.drive(&mut machine, ev_rx).await;
     shell.links.restore(pool).await?;
+    pace_links(pool, &plan.pace, batch.form.in_bytes(1), false);
     result?;
     Ok(Outcome {
         c: Values::default(),
         kept: shell.kept,
         measured: machine.finish(),
     })
+}
+
+/// Hold the sends to each paced worker to its pace (`on`), or lift the
+/// limits again. A socket that cannot be paced is run at full speed: the
+/// run's corrections then see its transfers as they are.
+fn pace_links(pool: &mut Pool, pace: &[Option<dls_lp::pace::Pace>], unit_bytes: u64, on: bool) {
+    for (link, p) in pool.links().iter().zip(pace) {
+        let Some(p) = p else { continue };
+        let rate = on.then(|| (unit_bytes as f64 / p.secs).round() as u64);
+        if let Err(e) = dls_common::pace(link.conn.get_ref(), rate) {
+            tracing::warn!(worker = %link.name, "cannot pace the sends to this worker ({e}): they run at full speed");
+        }
+    }
 }
 
 struct Shell<'a> {

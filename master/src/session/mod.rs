@@ -52,6 +52,9 @@ pub struct RunConfig {
     /// the one measured ([`Platform::measured_ports`]: behind the uplink
     /// the platform records, one port when it records none).
     pub ports: Option<Ports>,
+    /// Behind a shared uplink, plans may hold some workers' sends below
+    /// their links' rates so that they fit beside others' (`dls_lp::pace`).
+    pub pace: bool,
     pub rounding: Rounding,
     /// Products the master recomputes to check the results.
     pub verify: usize,
@@ -65,6 +68,7 @@ impl Default for RunConfig {
         RunConfig {
             strategy: Strategy::Best,
             ports: None,
+            pace: true,
             rounding: Rounding::Refined,
             verify: 3,
             seed: 0,
@@ -170,8 +174,12 @@ fn plan_for(pool: &Pool, platform: &Platform, batch: &Batch, cfg: &RunConfig) ->
         ports: cfg.ports.unwrap_or_else(|| platform.measured_ports()),
         rounding: cfg.rounding,
     };
-    let plan = dls_lp::plan(&platform, &req).map_err(|e| anyhow!("planning {} products: {e}", batch.count))?;
-    Ok((platform, plan))
+    let planned = if cfg.pace {
+        dls_lp::plan_paced(&platform, &req)
+    } else {
+        dls_lp::plan(&platform, &req).map(|p| (platform, p))
+    };
+    planned.map_err(|e| anyhow!("planning {} products: {e}", batch.count))
 }
 
 /// Run a plan made elsewhere (a baseline, say) on `platform` (already

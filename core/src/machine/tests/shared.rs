@@ -149,3 +149,44 @@ fn with_two_lanes_a_worker_holds_no_more_than_its_memory() {
         }
     }
 }
+
+#[test]
+fn paced_sends_fill_the_uplink_a_fast_link_leaves_and_run_as_predicted() {
+    // a's link is 90% of the uplink and b's, c's 60%: at full speed no
+    // two sends fit at once, and the uplink's last tenth is never used.
+    let p = Platform::new(vec![
+        Worker::new("a", 0.0111, 0.004, 0.004),
+        Worker::new("b", 0.0167, 0.004, 0.004),
+        Worker::new("c", 0.0167, 0.004, 0.004),
+    ])
+    .expect("valid");
+    let u = Uplink::new(0.010, 0.004, true).expect("valid");
+    let req = Request {
+        ports: Ports::Shared(u),
+        ..Request::new(2000, Strategy::Best)
+    };
+    let plain = plan(&p, &req).expect("plans");
+    let (slow, paced) = dls_lp::plan_paced(&p, &req).expect("plans");
+    assert!(!paced.pace.is_empty(), "paced: {:?}", paced.notes);
+    // Earlier than at full speed, never earlier than the links' own bound.
+    let bound = dls_lp::steady_state(&p, req.ports).expect("bound").makespan_bound(2000);
+    assert!(
+        paced.makespan() < 0.95 * plain.makespan(),
+        "{} vs {}",
+        paced.makespan(),
+        plain.makespan()
+    );
+    assert!(paced.makespan() >= bound, "{} vs bound {bound}", paced.makespan());
+    // Workers whose links run at their paces (what the master's pacing
+    // does): the run is the prediction, within the uplink, and sends
+    // cross it at once.
+    let run = simulate(&slow, slow.workers(), &paced, cfg(), &[]);
+    check_stored_once(&run, "paced");
+    let want = paced.makespan();
+    assert!((run.end - want).abs() <= 1e-9 * want, "ran {} vs {want}", run.end);
+    check_capacity(&slow, u, &run.transfers, "paced");
+    let sends: Vec<_> = run.transfers.iter().filter(|t| t.2).collect();
+    assert!(sends
+        .iter()
+        .any(|a| sends.iter().any(|b| a.3 != b.3 && b.0 > a.0 && b.0 < a.1 - 1e-9)));
+}

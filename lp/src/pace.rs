@@ -1,0 +1,194 @@
+//! Paced sends behind a shared uplink. The port admits a transfer only
+//! when its link's full rate fits in what the uplink has left, so a worker
+//! whose link nearly fills the uplink leaves the rest of it idle while it
+//! is served: no other worker's transfer fits beside it. Holding another
+//! worker's sends to a lower rate (the master paces its socket) makes them
+//! fit in that rest, and the uplink carries what the steady state says it
+//! can. A paced worker is planned as if its link were that slow: its `c`
+//! becomes the pace, so the plan, the port's admission and the run's
+//! corrections all see the transfers as they will be.
+//!
+//! Which workers, and how slow: the steady state behind the uplink
+//! ([`steady_state_uplink`]) gives each worker its rate; the ones it fills
+//! to their link's, processor's or return's limit (the full ones) are held
+//! a little below their links' rates ([`HEADROOM`]) and to the steady
+//! state's rate, and the others share what those leave of the uplink (less
+//! a margin, [`MARGIN`]) so that all of them fit at once: an equal share
+//! each, or their own rate when it is less. The plan made on the paced
+//! platform then decides which of them to use; the planner keeps it only
+//! when it predicts an earlier end than the plan at full speed.
+
+use crate::bound::steady_state_uplink;
+use crate::platform::{Platform, Worker};
+use crate::schedule::Uplink;
+
+/// Share of the uplink's rest that the workers fitted into it may take.
+/// An uplink kept nearly full delays what crosses it the other way (the
+/// acknowledgements of the returns): on the switched test bed, with the
+/// uplink filled to 97% of its measured rate, returns from the workers
+/// being sent to took 1.6-2.2× their time and runs 1.4-1.5× their
+/// prediction; at 85% (this margin and [`HEADROOM`]) 1.0-1.3× and 1.01-1.02×.
+pub const MARGIN: f64 = 0.70;
+/// The full workers' sends are held to this share of their links' rates
+/// when others are fitted beside them: a send at the link's own rate
+/// fills the queues in front of it, where the acknowledgements of that
+/// worker's returns then wait (see [`MARGIN`]).
+pub const HEADROOM: f64 = 0.85;
+/// A worker's steady-state rate at least this share of its own limit
+/// counts as full (its link is not the one to pace).
+const FULL: f64 = 0.98;
+/// Less room than this share of the uplink is not worth pacing for.
+const MIN_ROOM: f64 = 0.03;
+
+/// A paced worker's sends: held to `secs` a unit, where its link alone
+/// takes `link`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pace {
+    pub secs: f64,
+    pub link: f64,
+}
+
+/// The pace of each worker's sends (`None`: not paced), when pacing lets
+/// transfers fit beside each other that do not now; `None` when it would
+/// change nothing. Only sends are paced, and only behind a full-duplex
+/// uplink whose sends weigh at least as much as its returns (where the
+/// sends are what fills it).
+pub fn paces(platform: &Platform, uplink: Uplink) -> Option<Vec<Option<Pace>>> {
+    if !uplink.duplex || uplink.send < uplink.ret {
+        return None;
+    }
+    let wk = platform.workers();
+    let ss = steady_state_uplink(platform, uplink);
+    let per = |w: &Worker| w.c.max(uplink.send);
+    let limit = |w: &Worker| 1.0 / w.w.max(w.c).max(w.d);
+    let full: Vec<bool> = (0..wk.len())
+        .map(|i| ss.alpha[i] > 0.0 && ss.alpha[i] >= FULL * limit(&wk[i]))
+        .collect();
+    let mut pace = vec![None; wk.len()];
+    // The full ones: a little below their links, and no faster than the
+    // steady state needs (a worker its processor holds back need not send
+    // at its link's rate).
+    for i in (0..wk.len()).filter(|&i| full[i]) {
+        let secs = (per(&wk[i]) / HEADROOM).max(1.0 / ss.alpha[i]);
+        pace[i] = Some(Pace { secs, link: wk[i].c });
+    }
+    let taken: f64 = pace.iter().flatten().map(|p| uplink.send / p.secs).sum();
+    let mut room = MARGIN * (1.0 - taken);
+    if room < MIN_ROOM {
+        return None;
+    }
+    // The others share the room, so that all of them fit beside the full
+    // ones at once: the slowest links keep their own rates if they fit in
+    // an equal share, the rest are held to what is left, equally.
+    let mut others: Vec<usize> = (0..wk.len()).filter(|&i| !full[i]).collect();
+    others.sort_by(|&a, &b| per(&wk[b]).total_cmp(&per(&wk[a])));
+    let mut held = false;
+    for (k, &i) in others.iter().enumerate() {
+        let equal = room / (others.len() - k) as f64;
+        let share = uplink.send / per(&wk[i]);
+        if share <= equal {
+            room -= share;
+        } else {
+            pace[i] = Some(Pace {
+                secs: uplink.send / equal,
+                link: wk[i].c,
+            });
+            room -= equal;
+            held = true;
+        }
+    }
+    // Holding only the full ones back would cost time and fit no one in.
+    held.then_some(pace)
+}
+
+/// `platform` with each paced worker's `c` its pace (never faster than its
+/// link): what a plan with these paces is made and run on.
+pub fn paced(platform: &Platform, pace: &[Option<Pace>]) -> Platform {
+    with_c(platform, |i, c| {
+        pace.get(i).copied().flatten().map_or(c, |p| c.max(p.secs))
+    })
+}
+
+/// `platform` with each paced worker's `c` its link's again.
+pub fn unpaced(platform: &Platform, pace: &[Option<Pace>]) -> Platform {
+    with_c(platform, |i, c| pace.get(i).copied().flatten().map_or(c, |p| p.link))
+}
+
+fn with_c(platform: &Platform, c: impl Fn(usize, f64) -> f64) -> Platform {
+    let workers = (platform.workers().iter().enumerate())
+        .map(|(i, w)| Worker {
+            c: c(i, w.c),
+            ..w.clone()
+        })
+        .collect();
+    // Paces and links were valid costs.
+    Platform::new(workers)
+        .map(|p| p.with_uplink(platform.uplink()))
+        .unwrap_or_else(|_| platform.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::Ports;
+
+    fn uplink(send: f64, ret: f64) -> Uplink {
+        Uplink::new(send, ret, true).expect("valid")
+    }
+
+    #[test]
+    fn the_worker_the_uplink_runs_out_on_is_paced_into_its_rest() {
+        // a's link is 90% of the uplink (1/0.045 units/s out of 1/0.04 = 25):
+        // alone it leaves 10% idle, and b (full share 0.04/0.06 = 0.67)
+        // never fits beside it. Steady state: a 22.2/s, b the 2.8/s left.
+        let p = Platform::new(vec![
+            Worker::new("a", 0.045, 0.01, 0.01),
+            Worker::new("b", 0.06, 0.01, 0.01),
+        ])
+        .expect("valid");
+        let u = uplink(0.04, 0.02);
+        let pace = paces(&p, u).expect("b is paced");
+        // a, full, is held a little below its link; b to the margin of the rest.
+        let a = pace[0].expect("a held back");
+        assert!((a.secs - 0.045 / HEADROOM).abs() < 1e-12 && a.link == 0.045, "{pace:?}");
+        let room = MARGIN * (1.0 - HEADROOM * 0.04 / 0.045);
+        let b = pace[1].expect("paced");
+        assert!((b.secs - 0.04 / room).abs() < 1e-12 && b.link == 0.06, "{pace:?}");
+        // Now both fit on the port at once, and together take no more than
+        // the headroom and the margin leave.
+        let q = paced(&p, &pace);
+        let ports = Ports::Shared(u);
+        let shares: f64 = q.workers().iter().map(|w| ports.transfer(w, true, 1.0).share).sum();
+        assert!(
+            (shares - (HEADROOM * 0.04 / 0.045 + room)).abs() < 1e-12 && shares < 1.0,
+            "{shares}"
+        );
+        assert!(q.workers()[1].c > p.workers()[1].c);
+        assert_eq!(unpaced(&q, &pace).workers(), p.workers());
+    }
+
+    #[test]
+    fn nothing_is_paced_where_it_would_change_nothing() {
+        let u = uplink(0.04, 0.02);
+        // Two links of half the uplink each: both fit at full speed (both are
+        // full in the steady state).
+        let halves = Platform::new(vec![
+            Worker::new("a", 0.08, 0.01, 0.01),
+            Worker::new("b", 0.08, 0.01, 0.01),
+        ])
+        .expect("valid");
+        assert_eq!(paces(&halves, u), None);
+        // One worker: no one to fit beside it.
+        let one = Platform::new(vec![Worker::new("a", 0.045, 0.01, 0.01)]).expect("valid");
+        assert_eq!(paces(&one, u), None);
+        // Returns weigh more than sends: pacing sends would not fill the uplink.
+        let p = Platform::new(vec![
+            Worker::new("a", 0.045, 0.01, 0.01),
+            Worker::new("b", 0.06, 0.01, 0.01),
+        ])
+        .expect("valid");
+        assert_eq!(paces(&p, uplink(0.04, 0.05)), None);
+        // Half duplex: not paced.
+        assert_eq!(paces(&p, Uplink::new(0.04, 0.02, false).expect("valid")), None);
+    }
+}
