@@ -11,7 +11,7 @@ use crate::runtime::batch::{Batch, ChunkInputs};
 use crate::runtime::check::{self, Expected};
 use crate::runtime::data::Slab;
 use crate::runtime::link::Link;
-use crate::runtime::pieces::{bytes_in, pieces};
+use crate::runtime::pieces::{bytes_in, pieces, PIECE_BYTES};
 use crate::runtime::product::link::{PanelCmd, ProductSide};
 use crate::runtime::product::ProductJob;
 use dls_protocol::conn::{ReadingHalf, WritingHalf};
@@ -119,11 +119,16 @@ pub(crate) enum Ev {
     Fatal(String),
 }
 
-/// How a link task watches its worker.
+/// How a link task watches its worker, and how it sends chunks.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Watch {
     pub liveness: Duration,
     pub heartbeat: Duration,
+    /// Large chunks go out in pieces ([`crate::runtime::pieces`]): when a
+    /// worker's return may cross while its next chunk goes out (two lanes).
+    /// On one lane nothing overtakes a send, and a whole frame is cheaper
+    /// (0.86 of raw TCP on loopback in pieces, 0.99 whole).
+    pub pieces: bool,
 }
 
 /// What the link carries: a batch's chunks, or one product's panels.
@@ -461,7 +466,8 @@ impl Ctx<'_> {
             *has_b = true;
         }
         let bytes = inputs.parts().iter().map(|p| p.len()).sum();
-        for (msg, range, reading) in pieces(self.job, chunk, form, products.len() as u32, bytes, reading) {
+        let piece = if self.watch.pieces { PIECE_BYTES } else { usize::MAX };
+        for (msg, range, reading) in pieces(self.job, chunk, form, products.len() as u32, bytes, piece, reading) {
             outs.push(Out::Chunk(chunk, msg, inputs.clone(), range, reading));
         }
         pulse.in_flight += 1;

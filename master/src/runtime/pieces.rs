@@ -29,17 +29,19 @@ pub fn bytes_in<'a>(parts: &'a [Cow<'a, [u8]>], range: Range<usize>) -> Vec<&'a 
 }
 
 /// How a chunk of `count` products of `form` (`bytes` of inputs) goes on
-/// the wire: one `Assign`, or `Part`s of at most [`PIECE_BYTES`] (whole
-/// values), each with its share of the reading time.
+/// the wire: one `Assign`, or `Part`s of at most `piece` bytes (whole
+/// values; [`PIECE_BYTES`] for a link that cuts chunks), each with its
+/// share of the reading time.
 pub fn pieces(
     job: JobId,
     chunk: ChunkId,
     form: Form,
     count: u32,
     bytes: usize,
+    piece: usize,
     reading: Duration,
 ) -> Vec<(ToWorker, Range<usize>, Duration)> {
-    if bytes <= PIECE_BYTES {
+    if bytes <= piece {
         return vec![(
             ToWorker::Assign {
                 job,
@@ -52,7 +54,7 @@ pub fn pieces(
         )];
     }
     let size = form.dtype.size() as usize;
-    let step = PIECE_BYTES / size * size;
+    let step = (piece / size * size).max(size);
     (0..bytes)
         .step_by(step)
         .map(|lo| {
@@ -98,7 +100,7 @@ mod tests {
         // Small: one Assign of everything.
         let form = Form::square(8);
         let bytes = form.in_bytes(3) as usize;
-        let one = pieces(job, chunk, form, 3, bytes, reading);
+        let one = pieces(job, chunk, form, 3, bytes, PIECE_BYTES, reading);
         assert_eq!(one.len(), 1);
         assert!(matches!(one[0].0, ToWorker::Assign { count: 3, .. }) && one[0].1 == (0..bytes) && one[0].2 == reading);
         for dtype in [DType::F32, DType::F64] {
@@ -107,7 +109,9 @@ mod tests {
                 ..Form::square(300)
             };
             let bytes = form.in_bytes(5) as usize;
-            let ps = pieces(job, chunk, form, 5, bytes, reading);
+            let ps = pieces(job, chunk, form, 5, bytes, PIECE_BYTES, reading);
+            // A link that does not cut chunks sends it whole.
+            assert_eq!(pieces(job, chunk, form, 5, bytes, usize::MAX, reading).len(), 1);
             assert!(ps.len() > 1);
             let mut at = 0;
             let mut values = 0;

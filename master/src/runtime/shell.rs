@@ -115,6 +115,7 @@ pub async fn execute(
     let watch = Watch {
         liveness: opts.liveness,
         heartbeat: opts.heartbeat,
+        pieces: !plan.ports.one_lane(),
     };
     pace_links(pool, &plan.pace, batch.form.in_bytes(1), true);
     let (links, ev_rx) = Links::spawn(pool, &Work::Batch(batch.clone()), job, watch)?;

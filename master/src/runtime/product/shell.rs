@@ -58,6 +58,8 @@ pub async fn execute(
     let watch = Watch {
         liveness: opts.liveness,
         heartbeat: opts.heartbeat,
+        // Panels are one frame each; the link sends no chunks.
+        pieces: false,
     };
     let (links, events) = Links::spawn(pool, &Work::Product(job.clone()), id, watch)?;
     let mut shell = Shell {
