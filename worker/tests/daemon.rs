@@ -151,6 +151,26 @@ async fn rectangular_float32_and_shared_b_chunks_are_computed_right() {
     assert!(m.contains("shared B"), "{m}");
 }
 
+/// Grant `key`'s results and check they are `want`.
+async fn grant_and_check(c: &mut Master, (job, chunk): (JobId, ChunkId), form: Form, count: u32, want: &[f64]) {
+    c.send(&ToWorker::Grant { job, chunk }).await.expect("grants");
+    let f = tokio::time::timeout(T, c.read_frame())
+        .await
+        .expect("in time")
+        .expect("valid")
+        .expect("frame");
+    assert_eq!(
+        f.msg,
+        FromWorker::Results {
+            job,
+            chunk,
+            form,
+            count
+        }
+    );
+    assert_close(&f.payload, want, &form);
+}
+
 #[tokio::test]
 async fn a_grant_between_the_pieces_of_another_chunk_is_served_at_once() {
     let d = Daemon::start(&[], None);
@@ -180,48 +200,14 @@ async fn a_grant_between_the_pieces_of_another_chunk_is_served_at_once() {
         len: len as u64,
     };
     c.write_frame(&part(half), &ab2.slice(0..half)).await.expect("sends");
-    c.send(&ToWorker::Grant { job, chunk: ChunkId(1) })
-        .await
-        .expect("grants");
-    let f = tokio::time::timeout(T, c.read_frame())
-        .await
-        .expect("in time")
-        .expect("valid")
-        .expect("frame");
-    assert_eq!(
-        f.msg,
-        FromWorker::Results {
-            job,
-            chunk: ChunkId(1),
-            form,
-            count: 2
-        }
-    );
-    assert_close(&f.payload, &want1, &form);
+    grant_and_check(&mut c, (job, ChunkId(1)), form, 2, &want1).await;
     // The rest of chunk 2 completes it.
     c.write_frame(&part(ab2.len() - half), &ab2.slice(half..ab2.len()))
         .await
         .expect("sends");
     assert_eq!(next(&mut c).await, FromWorker::Received { job, chunk: ChunkId(2) });
     assert!(matches!(next(&mut c).await, FromWorker::Ready { .. }));
-    c.send(&ToWorker::Grant { job, chunk: ChunkId(2) })
-        .await
-        .expect("grants");
-    let f = tokio::time::timeout(T, c.read_frame())
-        .await
-        .expect("in time")
-        .expect("valid")
-        .expect("frame");
-    assert_eq!(
-        f.msg,
-        FromWorker::Results {
-            job,
-            chunk: ChunkId(2),
-            form,
-            count: 3
-        }
-    );
-    assert_close(&f.payload, &want2, &form);
+    grant_and_check(&mut c, (job, ChunkId(2)), form, 3, &want2).await;
     // A piece that would overflow its chunk is refused by name.
     let (ab3, _, _) = chunk(&form, 1, 3);
     let p3 = |len: usize| ToWorker::Part {
