@@ -96,22 +96,7 @@ async fn form_chunk(c: &mut Master, job: u64, form: &Form, count: u32, pieces: u
             .is_err(),
         "results before the grant"
     );
-    c.send(&ToWorker::Grant { job, chunk: chunk_id }).await.expect("grants");
-    let f = tokio::time::timeout(T, c.read_frame())
-        .await
-        .expect("in time")
-        .expect("valid")
-        .expect("frame");
-    assert_eq!(
-        f.msg,
-        FromWorker::Results {
-            job,
-            chunk: chunk_id,
-            form: *form,
-            count
-        }
-    );
-    assert_close(&f.payload, &want, form);
+    grant_and_check(c, (job, chunk_id), *form, count, &want).await;
 }
 
 #[tokio::test]

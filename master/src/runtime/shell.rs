@@ -131,8 +131,9 @@ pub async fn execute(
         on_chunk: results.on_chunk,
     };
     let result = shell.drive(&mut machine, ev_rx).await;
-    shell.links.restore(pool).await?;
+    let restored = shell.links.restore(pool).await;
     pace_links(pool, &plan.pace, batch.form.in_bytes(1), false);
+    restored?;
     result?;
     Ok(Outcome {
         c: Values::default(),
@@ -142,13 +143,23 @@ pub async fn execute(
 }
 
 /// Hold the sends to each paced worker to its pace (`on`), or lift the
-/// limits again. A socket that cannot be paced is run at full speed: the
-/// run's corrections then see its transfers as they are.
+/// limits again, from every link the pool still has (a lost one may have
+/// shifted the others). A socket that cannot be paced is run at full
+/// speed: the run's corrections then see its transfers as they are.
 fn pace_links(pool: &mut Pool, pace: &[Option<dls_lp::pace::Pace>], unit_bytes: u64, on: bool) {
+    if pace.is_empty() {
+        return;
+    }
+    if !on {
+        for link in pool.links() {
+            let _ = dls_common::pace(link.conn.get_ref(), None);
+        }
+        return;
+    }
     for (link, p) in pool.links().iter().zip(pace) {
         let Some(p) = p else { continue };
-        let rate = on.then(|| (unit_bytes as f64 / p.secs).round() as u64);
-        if let Err(e) = dls_common::pace(link.conn.get_ref(), rate) {
+        let rate = (unit_bytes as f64 / p.secs).round() as u64;
+        if let Err(e) = dls_common::pace(link.conn.get_ref(), Some(rate)) {
             tracing::warn!(worker = %link.name, "cannot pace the sends to this worker ({e}): they run at full speed");
         }
     }
