@@ -158,6 +158,14 @@ fn write(mut w: Writing, out: Out) -> dls_protocol::outbox::Writing<Writing, Wro
     })
 }
 
+/// The master sent something the protocol does not allow here.
+fn unexpected(message: String) -> Error {
+    Error::Refused {
+        code: ErrorCode::UnexpectedMessage,
+        message,
+    }
+}
+
 enum Flow {
     Continue,
     Stop,
@@ -384,10 +392,6 @@ impl Session {
         frame: Frame<ToWorker>,
         work: &mpsc::UnboundedSender<Work>,
     ) -> Result<Flow> {
-        let unexpected = |what: String| Error::Refused {
-            code: ErrorCode::UnexpectedMessage,
-            message: what,
-        };
         match frame.msg {
             ToWorker::Assign {
                 job,

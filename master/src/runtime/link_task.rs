@@ -465,7 +465,7 @@ impl Ctx<'_> {
             outs.push(Out::ShareB(ToWorker::ShareB { job: self.job, form }, b));
             *has_b = true;
         }
-        let bytes = inputs.parts().iter().map(|p| p.len()).sum();
+        let bytes = form.in_bytes(products.len() as u32) as usize;
         let piece = if self.watch.pieces { PIECE_BYTES } else { usize::MAX };
         for (msg, range, reading) in pieces(self.job, chunk, form, products.len() as u32, bytes, piece, reading) {
             outs.push(Out::Chunk(chunk, msg, inputs.clone(), range, reading));

@@ -2,8 +2,9 @@
 //! session puts together (the master sends a large chunk in pieces, so
 //! that a grant for another chunk need not wait behind all of it).
 
-use super::{Key, Out, Outbox, Session, Work};
+use super::{unexpected, Key, Out, Outbox, Session, Work};
 use dls_protocol::{Error, ErrorCode, Form, FromWorker, Result, Values};
+use std::sync::Arc;
 use tokio::sync::mpsc;
 use tracing::debug;
 
@@ -13,19 +14,14 @@ pub(super) struct Partial {
     count: u32,
     values: Values,
     filled: usize,
-}
-
-fn unexpected(message: String) -> Error {
-    Error::Refused {
-        code: ErrorCode::UnexpectedMessage,
-        message,
-    }
+    /// The job's shared B, taken when the chunk was opened.
+    shared_b: Option<Arc<Values>>,
 }
 
 impl Session {
     /// The chunk `key` of `count` products of `form` is opened: counted in
     /// flight and held; its job's shared B, if its products share one.
-    fn open(&mut self, key: Key, form: Form, count: u32) -> Result<Option<std::sync::Arc<Values>>> {
+    fn open(&mut self, key: Key, form: Form, count: u32) -> Result<Option<Arc<Values>>> {
         let (job, chunk) = key;
         let shared_b = match self.shared_b.get(&job) {
             Some((f, b)) if form.shared_b && *f == form => Some(b.clone()),
@@ -66,7 +62,7 @@ impl Session {
         key: Key,
         (form, count): (Form, u32),
         inputs: Values,
-        shared_b: Option<std::sync::Arc<Values>>,
+        shared_b: Option<Arc<Values>>,
     ) {
         let (job, chunk) = key;
         out.push(Out::msg(FromWorker::Received { job, chunk }));
@@ -91,7 +87,7 @@ impl Session {
     ) -> Result<()> {
         let (job, chunk) = key;
         if !self.partial.contains_key(&key) {
-            self.open(key, form, count)?;
+            let shared_b = self.open(key, form, count)?;
             let total = form.in_len(count) as usize;
             let values = Values::try_zeros(form.dtype, total).ok_or_else(|| Error::Refused {
                 code: ErrorCode::MemoryLimit,
@@ -105,6 +101,7 @@ impl Session {
                     count,
                     values,
                     filled,
+                    shared_b,
                 },
             );
         }
@@ -123,12 +120,7 @@ impl Session {
             return Ok(());
         }
         let p = self.partial.remove(&key).expect("present");
-        // Opened with its first piece: its shared B was there then.
-        let shared_b = match self.shared_b.get(&job) {
-            Some((f, b)) if form.shared_b && *f == form => Some(b.clone()),
-            _ => None,
-        };
-        self.received(out, work, key, (form, count), p.values, shared_b);
+        self.received(out, work, key, (form, count), p.values, p.shared_b);
         Ok(())
     }
 

@@ -1,19 +1,12 @@
 //! Pieces of one large product on the daemon: panels along k added into a
 //! piece's C on the compute thread, C held for the grant after the last.
 
-use super::{Computed, Flow, Key, Out, Outbox, Session, Work};
+use super::{unexpected, Computed, Flow, Key, Out, Outbox, Session, Work};
 use crate::kernel;
-use dls_protocol::{Error, ErrorCode, Form, Frame, FromWorker, Result, ToWorker, Values};
+use dls_protocol::{Form, Frame, FromWorker, Result, ToWorker, Values};
 use std::collections::HashMap;
 use tokio::sync::mpsc;
 use tracing::debug;
-
-fn unexpected(what: String) -> Error {
-    Error::Refused {
-        code: ErrorCode::UnexpectedMessage,
-        message: what,
-    }
-}
 
 impl Session {
     /// A panel arrived (admitted already): counted, acknowledged, and
