@@ -125,6 +125,23 @@ fn to_worker() -> impl Strategy<Value = Frame<ToWorker>> {
         any::<u64>().prop_map(|len| Frame::new(ToWorker::Pull { len })),
         small_form().prop_map(|(form, count)| Frame::new(ToWorker::ComputeProbe { form, count })),
         Just(Frame::new(ToWorker::Bye)),
+        (any::<u64>(), any::<u64>(), small_form(), any::<u64>()).prop_flat_map(|(job, chunk, (form, count), cut)| {
+            let (job, chunk) = (JobId(job), ChunkId(chunk));
+            // A piece: any part of its chunk's values, all of them included.
+            let len = cut % (form.in_len(count) + 1);
+            values(form.dtype, len).prop_map(move |p| {
+                Frame::with_payload(
+                    ToWorker::Part {
+                        job,
+                        chunk,
+                        form,
+                        count,
+                        len,
+                    },
+                    p,
+                )
+            })
+        }),
     ]
 }
 
@@ -317,6 +334,39 @@ fn dimensions_must_match_the_payload() {
     // Encoding refuses a payload that disagrees with the message.
     let bad = Frame::with_payload(msg, vec![1.0f64]);
     assert!(frame::encode(&bad, &mut BytesMut::new()).is_err());
+}
+
+#[test]
+fn a_piece_larger_than_its_chunk_is_refused_by_name() {
+    // One 2×2 product carries 8 values: a piece of 9 is no piece of it.
+    let msg = ToWorker::Part {
+        job: JobId(1),
+        chunk: ChunkId(1),
+        form: Form::square(2),
+        count: 1,
+        len: 9,
+    };
+    match msg.payload() {
+        Err(Error::Malformed(m)) => assert!(m.contains("a piece of 9 values"), "{m}"),
+        other => panic!("expected Malformed, got {other:?}"),
+    }
+    let mut head = Vec::new();
+    frame::encode_head(&msg, 72, &mut head).expect("encodes");
+    let mut buf = BytesMut::from(&head[..]);
+    buf.extend_from_slice(&[0u8; 72]);
+    assert!(matches!(
+        frame::decode::<ToWorker>(&mut buf, BIG),
+        Err(Error::Malformed(_))
+    ));
+    // The whole chunk in one piece is one.
+    let whole = ToWorker::Part {
+        job: JobId(1),
+        chunk: ChunkId(1),
+        form: Form::square(2),
+        count: 1,
+        len: 8,
+    };
+    assert_eq!(whole.payload().expect("fits"), (DType::F64, 8));
 }
 
 #[test]
