@@ -45,12 +45,14 @@ pub(crate) struct Links {
 
 impl Links {
     /// A task for every link of `pool` carrying `work`; their events come
-    /// through the receiver.
+    /// through the receiver. The links whose `pieces` say so send large
+    /// chunks in pieces ([`crate::runtime::pieces`]).
     pub fn spawn(
         pool: &mut crate::runtime::pool::Pool,
         work: &Work,
         job: JobId,
         watch: Watch,
+        pieces: &[bool],
     ) -> anyhow::Result<(Links, mpsc::Receiver<(usize, Ev)>)> {
         // Bounded: a worker has at most a few events per chunk in flight,
         // and the shell drains the channel until the run ends.
@@ -65,6 +67,7 @@ impl Links {
                 work: work.clone(),
                 job,
                 watch,
+                pieces: pieces.get(idx).copied().unwrap_or(false),
                 has_b: false,
             };
             tasks.push(tokio::spawn(task.run(rx, ev_tx.clone())));
@@ -124,11 +127,6 @@ pub(crate) enum Ev {
 pub(crate) struct Watch {
     pub liveness: Duration,
     pub heartbeat: Duration,
-    /// Large chunks go out in pieces ([`crate::runtime::pieces`]): when a
-    /// worker's return may cross while its next chunk goes out (two lanes).
-    /// On one lane nothing overtakes a send, and a whole frame is cheaper
-    /// (0.86 of raw TCP on loopback in pieces, 0.99 whole).
-    pub pieces: bool,
 }
 
 /// What the link carries: a batch's chunks, or one product's panels.
@@ -144,6 +142,15 @@ pub(crate) struct LinkTask {
     pub work: Work,
     pub job: JobId,
     pub watch: Watch,
+    /// Large chunks go out in pieces ([`crate::runtime::pieces`]), so that
+    /// a grant for this worker's return need not wait behind the chunk
+    /// being sent to it: for a link whose sends are paced, where a chunk
+    /// takes longer than its link needs. At the link's own rate a whole
+    /// frame is faster: on the switched test bed (balanced star, n = 384),
+    /// runs took 0.86-0.90× as long in whole frames as in pieces of 256
+    /// KiB with the workers' whole processes capped, 0.96-1.0× without
+    /// (docs/worker.md); on loopback pieces carry 0.86 of raw TCP.
+    pub pieces: bool,
     /// Whether this worker has the job's shared B (sent before its first chunk).
     pub has_b: bool,
 }
@@ -268,6 +275,7 @@ impl LinkTask {
             work,
             job,
             watch,
+            pieces,
             mut has_b,
         } = self;
         let Link {
@@ -298,6 +306,7 @@ impl LinkTask {
             work: &work,
             job,
             watch,
+            pieces,
         };
         loop {
             let step = tokio::select! {
@@ -387,6 +396,7 @@ struct Ctx<'a> {
     work: &'a Work,
     job: JobId,
     watch: Watch,
+    pieces: bool,
 }
 
 /// Results that arrived for `chunk`, checked against what was worked out
@@ -466,7 +476,7 @@ impl Ctx<'_> {
             *has_b = true;
         }
         let bytes = form.in_bytes(products.len() as u32) as usize;
-        let piece = if self.watch.pieces { PIECE_BYTES } else { usize::MAX };
+        let piece = if self.pieces { PIECE_BYTES } else { usize::MAX };
         for (msg, range, reading) in pieces(self.job, chunk, form, products.len() as u32, bytes, piece, reading) {
             outs.push(Out::Chunk(chunk, msg, inputs.clone(), range, reading));
         }

@@ -115,10 +115,14 @@ pub async fn execute(
     let watch = Watch {
         liveness: opts.liveness,
         heartbeat: opts.heartbeat,
-        pieces: !plan.ports.one_lane(),
     };
     pace_links(pool, &plan.pace, batch.form.in_bytes(1), true);
-    let (links, ev_rx) = Links::spawn(pool, &Work::Batch(batch.clone()), job, watch)?;
+    // Only paced links cut their chunks (see `LinkTask::pieces`), and only
+    // where a return may cross a send (two lanes).
+    let pieces: Vec<bool> = (0..pool.len())
+        .map(|i| !plan.ports.one_lane() && plan.pace.get(i).is_some_and(|p| p.is_some()))
+        .collect();
+    let (links, ev_rx) = Links::spawn(pool, &Work::Batch(batch.clone()), job, watch, &pieces)?;
     let mut shell = Shell {
         batch,
         platform,

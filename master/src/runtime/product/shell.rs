@@ -59,9 +59,8 @@ pub async fn execute(
         liveness: opts.liveness,
         heartbeat: opts.heartbeat,
         // Panels are one frame each; the link sends no chunks.
-        pieces: false,
     };
-    let (links, events) = Links::spawn(pool, &Work::Product(job.clone()), id, watch)?;
+    let (links, events) = Links::spawn(pool, &Work::Product(job.clone()), id, watch, &[])?;
     let mut shell = Shell {
         links,
         sink,
