@@ -212,6 +212,92 @@ impl<S, In, Out> Connection<S, In, Out> {
     }
 }
 
+/// A connection lent out in two halves ([`Connection::lend`]), so that one
+/// may read while the other writes without giving the connection up. When
+/// it is dropped (also in the middle of a transfer) what the halves read
+/// and their sealers' counts go back to the connection.
+pub struct Lent<'a, S, In, Out> {
+    pub reading: Connection<tokio::io::ReadHalf<&'a mut S>, In, Out>,
+    pub writing: Connection<tokio::io::WriteHalf<&'a mut S>, In, Out>,
+    home: Home<'a, In>,
+}
+
+/// Where a lent connection's state goes back to.
+struct Home<'a, In> {
+    rbuf: &'a mut BytesMut,
+    wbuf: &'a mut Vec<u8>,
+    partial: &'a mut Option<Partial<In>>,
+    bytes_in: &'a mut u64,
+    seal_in: &'a mut Option<Sealer>,
+    seal_out: &'a mut Option<Sealer>,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin, In, Out> Connection<S, In, Out> {
+    /// The two halves of this connection (as [`Connection::split`] makes
+    /// them), for as long as the [`Lent`] lives.
+    pub fn lend(&mut self) -> Lent<'_, S, In, Out> {
+        let Connection {
+            stream,
+            rbuf,
+            wbuf,
+            max_frame,
+            partial,
+            bytes_in,
+            write_stall,
+            seal_out,
+            seal_in,
+            _out,
+        } = self;
+        let (r, w) = tokio::io::split(stream);
+        Lent {
+            reading: Connection {
+                stream: r,
+                rbuf: std::mem::take(rbuf),
+                wbuf: Vec::new(),
+                max_frame: *max_frame,
+                partial: partial.take(),
+                bytes_in: *bytes_in,
+                write_stall: None,
+                seal_out: None,
+                seal_in: seal_in.take(),
+                _out: PhantomData,
+            },
+            writing: Connection {
+                stream: w,
+                rbuf: BytesMut::new(),
+                wbuf: std::mem::take(wbuf),
+                max_frame: *max_frame,
+                partial: None,
+                bytes_in: 0,
+                write_stall: *write_stall,
+                seal_out: seal_out.take(),
+                seal_in: None,
+                _out: PhantomData,
+            },
+            home: Home {
+                rbuf,
+                wbuf,
+                partial,
+                bytes_in,
+                seal_in,
+                seal_out,
+            },
+        }
+    }
+}
+
+impl<S, In, Out> Drop for Lent<'_, S, In, Out> {
+    fn drop(&mut self) {
+        let (r, w, home) = (&mut self.reading, &mut self.writing, &mut self.home);
+        *home.rbuf = std::mem::take(&mut r.rbuf);
+        *home.partial = r.partial.take();
+        *home.bytes_in = r.bytes_in;
+        *home.seal_in = r.seal_in.take();
+        *home.wbuf = std::mem::take(&mut w.wbuf);
+        *home.seal_out = w.seal_out.take();
+    }
+}
+
 /// Reading frames.
 impl<S, In, Out> Connection<S, In, Out>
 where

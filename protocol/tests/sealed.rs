@@ -310,3 +310,58 @@ async fn split_halves_carry_frames_both_ways_at_once() {
         assert_eq!(f.msg, FromWorker::HeartbeatAck { seq: 9 });
     }
 }
+
+/// A connection lent out in halves (`lend`) writes a large frame while it
+/// reads one that the peer writes at the same time (one after the other,
+/// through a 1 MiB stream, each would wait for the other forever), and is
+/// itself again after, sealed or not, also when the halves were dropped in
+/// the middle of a read.
+#[tokio::test]
+async fn a_lent_connection_reads_and_writes_at_once_and_comes_back() {
+    for encrypt in [false, true] {
+        let (m, w) = sealed_pair(encrypt, false).await;
+        let (mut m, w) = (m.expect("master"), w.expect("worker"));
+        // 2.4 MB each way.
+        let assign = ToWorker::Echo { len: 300_000 };
+        let ab: Values = (0..300_000).map(|i| (i % 1013) as f64).collect::<Vec<_>>().into();
+        let results = FromWorker::PullData { len: 300_000 };
+        let c: Values = (0..300_000).map(|i| -((i % 977) as f64)).collect::<Vec<_>>().into();
+        let (mut wr, mut ww) = w.split();
+        let both = async {
+            let mut lent = m.lend();
+            let (r, w) = (&mut lent.reading, &mut lent.writing);
+            tokio::join!(
+                w.write_frame(&assign, &ab),
+                r.read_frame(),
+                ww.write_frame(&results, &c),
+                wr.read_frame()
+            )
+        };
+        let (sent, at_master, returned, at_worker) = tokio::time::timeout(std::time::Duration::from_secs(20), both)
+            .await
+            .expect("both ways at once, without waiting on each other");
+        sent.expect("sends");
+        returned.expect("returns");
+        let at_master = at_master.expect("valid").expect("a frame");
+        let at_worker = at_worker.expect("valid").expect("a frame");
+        assert_eq!((at_master.msg, at_master.payload), (results, c));
+        assert_eq!((at_worker.msg, at_worker.payload), (assign, ab));
+        // Dropped while it waits for a frame that has not come yet: the
+        // frame that comes later is read by the connection itself.
+        let waiting = async {
+            let mut lent = m.lend();
+            lent.reading.read_frame().await.is_ok()
+        };
+        assert!(tokio::time::timeout(std::time::Duration::from_millis(50), waiting)
+            .await
+            .is_err());
+        let mut w = Connection::unsplit(wr, ww);
+        assert_eq!(m.is_sealed(), encrypt);
+        m.send(&ToWorker::Heartbeat { seq: 4 }).await.expect("sends");
+        let f = w.read_frame().await.expect("valid").expect("a frame");
+        assert_eq!(f.msg, ToWorker::Heartbeat { seq: 4 });
+        w.send(&FromWorker::HeartbeatAck { seq: 4 }).await.expect("sends");
+        let f = m.read_frame().await.expect("valid").expect("a frame");
+        assert_eq!(f.msg, FromWorker::HeartbeatAck { seq: 4 });
+    }
+}

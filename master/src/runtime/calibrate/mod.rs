@@ -14,6 +14,7 @@
 //! master's uplink or take turns (`ports.rs`).
 
 mod compute;
+mod coupled;
 mod fit;
 pub mod ports;
 
@@ -42,6 +43,10 @@ pub struct WorkerCalibration {
     pub samples: Vec<(u64, f64, f64, f64)>,
     /// Products that fit in the worker's memory limit at once.
     pub max_load: u64,
+    /// Factors (send, compute, return) of its costs while it receives,
+    /// computes and returns at once, over its costs one at a time
+    /// (`coupled.rs`); `None` where not measured.
+    pub under_load: Option<[f64; 3]>,
     pub warnings: Vec<String>,
 }
 
@@ -173,17 +178,49 @@ pub(super) async fn answer(link: &mut Link, t: Duration, what: &str) -> Result<d
                 continue;
             }
         };
-        match frame {
-            Err(e) => bail!("worker {name:?}: {what}: {e}"),
-            Ok(None) => bail!("worker {name:?} closed the connection during the {what}"),
-            Ok(Some(f)) => match f.msg {
-                FromWorker::HeartbeatAck { .. } => {}
-                FromWorker::Bye => bail!("worker {name:?} is shutting down (it said goodbye during the {what})"),
-                FromWorker::Error { code, message } => {
-                    bail!("worker {name:?} refused the {what}: {code:?}: {message}")
-                }
-                _ => return Ok(f),
-            },
+        if let Some(f) = judged(&name, what, frame)? {
+            return Ok(f);
+        }
+    }
+}
+
+/// A frame read during a probe: an error if the worker failed, closed,
+/// refused or said goodbye; `None` for a heartbeat's answer.
+fn judged(
+    name: &str,
+    what: &str,
+    frame: dls_protocol::Result<Option<dls_protocol::Frame<FromWorker>>>,
+) -> Result<Option<dls_protocol::Frame<FromWorker>>> {
+    match frame {
+        Err(e) => bail!("worker {name:?}: {what}: {e}"),
+        Ok(None) => bail!("worker {name:?} closed the connection during the {what}"),
+        Ok(Some(f)) => match f.msg {
+            FromWorker::HeartbeatAck { .. } => Ok(None),
+            FromWorker::Bye => bail!("worker {name:?} is shutting down (it said goodbye during the {what})"),
+            FromWorker::Error { code, message } => {
+                bail!("worker {name:?} refused the {what}: {code:?}: {message}")
+            }
+            _ => Ok(Some(f)),
+        },
+    }
+}
+
+/// The next answer on the reading half of a worker's connection (while the
+/// other half writes), within `t`.
+pub(super) async fn answer_of<S: tokio::io::AsyncRead + Unpin>(
+    reader: &mut dls_protocol::Connection<S, FromWorker, ToWorker>,
+    name: &str,
+    t: Duration,
+    what: &str,
+) -> Result<FromWorker> {
+    let start = Instant::now();
+    loop {
+        let left = t.saturating_sub(start.elapsed());
+        let Ok(frame) = tokio::time::timeout(left, reader.read_frame()).await else {
+            bail!("worker {name:?}: no answer to the {what} within {t:?}");
+        };
+        if let Some(f) = judged(name, what, frame)? {
+            return Ok(f.msg);
         }
     }
 }
@@ -237,6 +274,7 @@ fn finish(name: &str, samples: Vec<(u64, f64, f64, f64)>, scatter: [Scatter; 3],
         ret,
         samples,
         max_load,
+        under_load: None,
         warnings,
     }
 }
@@ -287,10 +325,47 @@ async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_fir
     let t0 = std::time::Instant::now();
     let ports = measure_ports(links, &probed, opts).await;
     tracing::debug!(secs = t0.elapsed().as_secs_f64(), "port model measured");
-    let workers = (probed.into_iter())
+    let max_units: Vec<(usize, u64)> = probed.iter().map(|(i, p)| (*i, p.max_units)).collect();
+    let mut workers: Vec<WorkerCalibration> = (probed.into_iter())
         .map(|(i, p)| finish(&links[i].name, p.samples, p.scatter, p.max_load))
         .collect();
+    if ports.as_ref().and_then(|p| p.uplink).is_some_and(|u| u.duplex) {
+        let t0 = std::time::Instant::now();
+        under_load(links, &max_units, &mut workers, opts).await;
+        tracing::debug!(secs = t0.elapsed().as_secs_f64(), "costs under load measured");
+    }
     (workers, ports, failed)
+}
+
+/// With two lanes, the costs of the workers with the fastest links (the
+/// ones the uplink's share goes to; as many as the port model's group)
+/// while they receive, compute and return at once (`coupled.rs`), one
+/// worker at a time on the port. `max_units` pairs each calibrated worker
+/// (in `workers`' order) with its link's index and largest probe. A probe
+/// that fails leaves its worker's costs as they were (the failure shows
+/// again in the run).
+async fn under_load(
+    links: &mut [Link],
+    max_units: &[(usize, u64)],
+    workers: &mut [WorkerCalibration],
+    opts: &CalibrateOptions,
+) {
+    let mut order: Vec<usize> = (0..workers.len()).collect();
+    order.sort_by(|&a, &b| workers[a].send.slope.total_cmp(&workers[b].send.slope));
+    for &j in order.iter().take(ports::GROUP) {
+        let (link, units) = max_units[j];
+        let w = &workers[j];
+        let alone = coupled::Alone {
+            c: w.send.slope.max(MIN_COST),
+            w: w.compute.slope.max(MIN_COST),
+            d: w.ret.slope.max(MIN_COST),
+            max_units: units,
+        };
+        match coupled::measure(&mut links[link], &alone, opts.port_reps.min(2), opts).await {
+            Ok(probes) => workers[j].under_load = Some(coupled::factors(&alone, &probes)),
+            Err(e) => tracing::warn!(worker = %workers[j].name, "costs under load not measured: {e:#}"),
+        }
+    }
 }
 
 /// The port model, from the workers whose links were measured; `None`
@@ -372,18 +447,21 @@ impl Calibration {
         let workers = self
             .workers
             .iter()
-            .map(|w| Worker {
-                name: w.name.clone(),
-                c: w.send.slope.max(MIN_COST),
-                w: w.compute.slope.max(MIN_COST),
-                d: w.ret.slope.max(MIN_COST),
-                max_load: Some(w.max_load),
-                // A negative intercept is noise around no latency at all.
-                latency: Latency {
-                    send: w.send.intercept.max(0.0),
-                    compute: w.compute.intercept.max(0.0),
-                    ret: w.ret.intercept.max(0.0),
-                },
+            .map(|w| {
+                let [fc, fw, fd] = w.under_load.unwrap_or([1.0; 3]);
+                Worker {
+                    name: w.name.clone(),
+                    c: w.send.slope.max(MIN_COST) * fc,
+                    w: w.compute.slope.max(MIN_COST) * fw,
+                    d: w.ret.slope.max(MIN_COST) * fd,
+                    max_load: Some(w.max_load),
+                    // A negative intercept is noise around no latency at all.
+                    latency: Latency {
+                        send: w.send.intercept.max(0.0),
+                        compute: w.compute.intercept.max(0.0),
+                        ret: w.ret.intercept.max(0.0),
+                    },
+                }
             })
             .collect();
         Ok(Platform::new(workers)?.with_uplink(self.ports.as_ref().and_then(|p| p.uplink)))
@@ -419,6 +497,15 @@ impl Calibration {
                 w.ret.intercept,
                 w.ret.r2
             ));
+        }
+        for w in &self.workers {
+            if let Some([fc, fw, fd]) = w.under_load {
+                out.push_str(&format!(
+                    "# {}: receiving, computing and returning at once: send {fc:.2}x, compute {fw:.2}x, return {fd:.2}x\n\
+                     #   its costs one at a time (c, w, d below include these factors)\n",
+                    w.name
+                ));
+            }
         }
         if let Some(p) = &self.ports {
             out.push_str(&format!(

@@ -43,7 +43,7 @@ const MAX_BYTES: u64 = 16 << 20;
 const PROBE_SECONDS: f64 = 0.1;
 /// At most this many workers (the fastest links) carry transfers at once
 /// when the aggregate rate is measured.
-const GROUP: usize = 4;
+pub(super) const GROUP: usize = 4;
 
 /// What the port probes found.
 #[derive(Debug, Clone, serde::Serialize)]

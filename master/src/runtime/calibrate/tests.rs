@@ -28,6 +28,7 @@ fn measured(form: Form, per_byte: f64, latency: f64, flops_per_s: f64) -> Calibr
             ret: line(2),
             samples,
             max_load: 100,
+            under_load: None,
             warnings: Vec::new(),
         }],
         ports: None,
@@ -197,4 +198,19 @@ fn medians_of_odd_and_even_counts() {
     assert_eq!(median(vec![4.0, 1.0]), 2.5, "the middle of two, not the larger");
     assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
     assert_eq!(median(vec![7.0]), 7.0);
+}
+
+#[test]
+fn costs_under_load_scale_the_platform_and_are_written_down() {
+    let mut cal = measured(Form::square(64), 1e-9, 0.0, 5e9);
+    let alone = cal.platform().expect("valid").workers()[0].clone();
+    cal.workers[0].under_load = Some([1.25, 1.5, 1.0]);
+    let p = cal.platform().expect("valid");
+    let w = &p.workers()[0];
+    assert!((w.c - 1.25 * alone.c).abs() < 1e-15 && (w.w - 1.5 * alone.w).abs() < 1e-15 && w.d == alone.d);
+    let toml = cal.to_toml().expect("writes");
+    assert!(toml.contains("send 1.25x, compute 1.50x, return 1.00x"), "{toml}");
+    // The file holds the costs under load: it loads as the platform above.
+    let q = crate::config::platform_file::PlatformFile::parse(&toml, "test").expect("parses");
+    assert!((q.workers()[0].c - w.c).abs() < 1e-12 * w.c, "{:?}", q.workers());
 }
