@@ -363,11 +363,17 @@ def matmul(a: Any, b: Any, **options: Any) -> np.ndarray:
 
 @_translated
 def plan(
-    platform: Union[str, "os.PathLike[str]"], load: int, strategy: Strategy = "best", ports: Optional[int] = None
+    platform: Union[str, "os.PathLike[str]"],
+    load: int,
+    strategy: Strategy = "best",
+    ports: Optional[int] = None,
+    pace: bool = True,
 ) -> PlanSummary:
     """The plan for ``load`` products on the workers of a platform file:
-    what ``dls plan --json`` prints, as a dict."""
-    return json.loads(_native.plan(os.fspath(platform), load, strategy, ports))
+    what ``dls plan --json`` prints, as a dict. Behind a shared uplink,
+    sends are paced where that ends the plan earlier, as in a run;
+    ``pace=False`` forbids it (``dls plan --no-pace``)."""
+    return json.loads(_native.plan(os.fspath(platform), load, strategy, ports, pace))
 
 
 @_translated

@@ -61,7 +61,9 @@ def product(
     encrypt: bool = False,
     require_all: bool = False,
 ) -> NativeRun: ...
-def plan(platform: str, load: int, strategy: str = "best", ports: int = 1) -> str: ...
+def plan(
+    platform: str, load: int, strategy: str = "best", ports: Optional[int] = None, pace: bool = True
+) -> str: ...
 def calibrate(
     shape: Tuple[int, int, int],
     *,

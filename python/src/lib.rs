@@ -453,15 +453,20 @@ fn run(
 
 /// Plan `load` products on the platform file's workers: see `dls.plan`.
 #[pyfunction]
-#[pyo3(signature = (platform, load, strategy="best", ports=None))]
-fn plan(platform: PathBuf, load: u64, strategy: &str, ports: Option<u8>) -> PyResult<String> {
+#[pyo3(signature = (platform, load, strategy="best", ports=None, pace=true))]
+fn plan(platform: PathBuf, load: u64, strategy: &str, ports: Option<u8>, pace: bool) -> PyResult<String> {
     let plat = PlatformFile::load(&platform).map_err(|e| input(chain(&e)))?;
     let ports = ports_of(ports)?.unwrap_or_else(|| plat.measured_ports());
     let req = dls_lp::Request {
         ports,
         ..dls_lp::Request::new(load, strategy_of(strategy)?)
     };
-    let plan = dls_lp::plan(&plat, &req).map_err(|e| input(format!("planning {load} units: {e}")))?;
+    // As `dls plan`: paced sends where they shorten the plan, unless told not to.
+    let planned = match pace {
+        true => dls_lp::plan_paced(&plat, &req),
+        false => dls_lp::plan(&plat, &req).map(|p| (plat, p)),
+    };
+    let (plat, plan) = planned.map_err(|e| input(format!("planning {load} units: {e}")))?;
     serde_json::to_string(&dls_master::output::plan_report::PlanJson::new(&plat, &plan))
         .map_err(|e| Error::new_err(e.to_string()))
 }

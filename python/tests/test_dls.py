@@ -161,6 +161,25 @@ def test_plan_and_calibrate_return_what_the_cli_prints(cluster, tmp_path):
     assert best["strategy"] == "best" and 20.0 - 1e-9 <= best["makespan"] < 40.0
 
 
+def test_plan_paces_sends_behind_a_shared_uplink_unless_told_not_to(tmp_path):
+    # a's link carries 0.04/0.045 = 89% of the uplink: alone it leaves the
+    # rest idle, and b's link (67% of it) never fits beside it at full
+    # speed. Paced, b's sends fit in what a leaves.
+    p = tmp_path / "p.toml"
+    p.write_text(
+        '[[worker]]\nname = "a"\nc = 0.045\nw = 0.01\nd = 0.01\n'
+        '[[worker]]\nname = "b"\nc = 0.06\nw = 0.01\nd = 0.01\n'
+        "[uplink]\nsend = 0.04\nret = 0.02\nduplex = true\n"
+    )
+    paced = dls.plan(p, 400)
+    plain = dls.plan(p, 400, pace=False)
+    # The uplink carries at most one unit per 0.04 s: no plan beats 16 s.
+    assert paced["bound"] >= 400 * 0.04 - 1e-9
+    assert paced["bound"] <= paced["makespan"] < 0.97 * plain["makespan"], (paced, plain)
+    assert any(n.startswith("paced:") for n in paced["notes"]), paced["notes"]
+    assert not any(n.startswith("paced:") for n in plain["notes"])
+
+
 def test_workers_started_apart_with_a_token(token):
     d = Daemons(2, token_file=token)
     try:
