@@ -294,21 +294,39 @@ async fn split_halves_carry_frames_both_ways_at_once() {
         let (sent, returned, at_master, at_worker) = tokio::time::timeout(std::time::Duration::from_secs(20), both)
             .await
             .expect("both ways at once, without waiting on each other");
-        sent.expect("sends");
-        returned.expect("returns");
-        let at_master = at_master.expect("valid").expect("a frame");
-        let at_worker = at_worker.expect("valid").expect("a frame");
-        assert_eq!((at_master.msg, at_master.payload), (results, c));
-        assert_eq!((at_worker.msg, at_worker.payload), (assign, ab));
+        crossed((sent, returned), (at_master, at_worker), (results, c), (assign, ab));
         let (mut m, mut w) = (Connection::unsplit(mr, mw), Connection::unsplit(wr, ww));
         assert_eq!((m.is_sealed(), w.is_sealed()), (encrypt, encrypt));
-        m.send(&ToWorker::Heartbeat { seq: 9 }).await.expect("sends");
-        let f = w.read_frame().await.expect("valid").expect("a frame");
-        assert_eq!(f.msg, ToWorker::Heartbeat { seq: 9 });
-        w.send(&FromWorker::HeartbeatAck { seq: 9 }).await.expect("sends");
-        let f = m.read_frame().await.expect("valid").expect("a frame");
-        assert_eq!(f.msg, FromWorker::HeartbeatAck { seq: 9 });
+        still_talk(&mut m, &mut w, 9).await;
     }
+}
+
+/// A heartbeat and its answer cross between `m` and `w`.
+async fn still_talk(m: &mut M<DuplexStream>, w: &mut W<DuplexStream>, seq: u64) {
+    m.send(&ToWorker::Heartbeat { seq }).await.expect("sends");
+    let f = w.read_frame().await.expect("valid").expect("a frame");
+    assert_eq!(f.msg, ToWorker::Heartbeat { seq });
+    w.send(&FromWorker::HeartbeatAck { seq }).await.expect("sends");
+    let f = m.read_frame().await.expect("valid").expect("a frame");
+    assert_eq!(f.msg, FromWorker::HeartbeatAck { seq });
+}
+
+/// What a side read: a frame, or the end, or an error.
+type Read<T> = Result<Option<Frame<T>>>;
+
+/// Both writes went through, and each side read the other's frame.
+fn crossed(
+    wrote: (Result<()>, Result<()>),
+    read: (Read<FromWorker>, Read<ToWorker>),
+    at_master: (FromWorker, Values),
+    at_worker: (ToWorker, Values),
+) {
+    wrote.0.expect("sends");
+    wrote.1.expect("returns");
+    let m = read.0.expect("valid").expect("a frame");
+    let w = read.1.expect("valid").expect("a frame");
+    assert_eq!((m.msg, m.payload), at_master);
+    assert_eq!((w.msg, w.payload), at_worker);
 }
 
 /// A connection lent out in halves (`lend`) writes a large frame while it
@@ -340,12 +358,7 @@ async fn a_lent_connection_reads_and_writes_at_once_and_comes_back() {
         let (sent, at_master, returned, at_worker) = tokio::time::timeout(std::time::Duration::from_secs(20), both)
             .await
             .expect("both ways at once, without waiting on each other");
-        sent.expect("sends");
-        returned.expect("returns");
-        let at_master = at_master.expect("valid").expect("a frame");
-        let at_worker = at_worker.expect("valid").expect("a frame");
-        assert_eq!((at_master.msg, at_master.payload), (results, c));
-        assert_eq!((at_worker.msg, at_worker.payload), (assign, ab));
+        crossed((sent, returned), (at_master, at_worker), (results, c), (assign, ab));
         // Dropped while it waits for a frame that has not come yet: the
         // frame that comes later is read by the connection itself.
         let waiting = async {
@@ -357,11 +370,6 @@ async fn a_lent_connection_reads_and_writes_at_once_and_comes_back() {
             .is_err());
         let mut w = Connection::unsplit(wr, ww);
         assert_eq!(m.is_sealed(), encrypt);
-        m.send(&ToWorker::Heartbeat { seq: 4 }).await.expect("sends");
-        let f = w.read_frame().await.expect("valid").expect("a frame");
-        assert_eq!(f.msg, ToWorker::Heartbeat { seq: 4 });
-        w.send(&FromWorker::HeartbeatAck { seq: 4 }).await.expect("sends");
-        let f = m.read_frame().await.expect("valid").expect("a frame");
-        assert_eq!(f.msg, FromWorker::HeartbeatAck { seq: 4 });
+        still_talk(&mut m, &mut w, 4).await;
     }
 }
