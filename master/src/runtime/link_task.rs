@@ -147,7 +147,7 @@ pub(crate) struct LinkTask {
     /// being sent to it: for a link whose sends are paced, where a chunk
     /// takes longer than its link needs. At the link's own rate a whole
     /// frame is faster: on the switched test bed (balanced star, n = 384),
-    /// runs took 0.86-0.90× as long in whole frames as in pieces of 256
+    /// runs took 0.88-0.91× as long in whole frames as in pieces of 256
     /// KiB with the workers' whole processes capped, 0.96-1.0× without
     /// (docs/worker.md); on loopback pieces carry 0.86 of raw TCP.
     pub pieces: bool,
