@@ -362,7 +362,10 @@ async fn under_load(
             max_units: units,
         };
         match coupled::measure(&mut links[link], &alone, opts.port_reps.min(2), opts).await {
-            Ok(probes) => workers[j].under_load = Some(coupled::factors(&alone, &probes)),
+            Ok(probes) => {
+                tracing::debug!(worker = %workers[j].name, ?alone, ?probes, "probes under load");
+                workers[j].under_load = Some(coupled::factors(&alone, &probes));
+            }
             Err(e) => tracing::warn!(worker = %workers[j].name, "costs under load not measured: {e:#}"),
         }
     }
