@@ -20,6 +20,11 @@ pub struct Worker {
     /// the affine costs). One-round strategies ignore them; `rounds`, which
     /// sends many messages, plans with them.
     pub latency: Latency,
+    /// Factors (send, compute, return) that `c`, `w` and `d` include for
+    /// a worker receiving, computing and returning at once, as it does
+    /// where a send and a return cross (two lanes); measured by `dls
+    /// calibrate`. [`Platform::for_ports`] takes them out for one lane.
+    pub under_load: Option<[f64; 3]>,
 }
 
 /// Per-message costs: a send, a computation, a return take these many
@@ -40,6 +45,7 @@ impl Worker {
             d,
             max_load: None,
             latency: Latency::default(),
+            under_load: None,
         }
     }
 
@@ -146,6 +152,25 @@ impl Platform {
     /// report's one port otherwise.
     pub fn measured_ports(&self) -> Ports {
         self.uplink.map_or(Ports::One, Ports::Shared)
+    }
+
+    /// The platform to plan and run with `ports`: under one lane (the
+    /// report's one port), each worker's costs without the factors it
+    /// measured under load, which only hold where its send and return
+    /// cross; otherwise this platform.
+    pub fn for_ports(&self, ports: Ports) -> Platform {
+        if !ports.one_lane() || self.workers.iter().all(|w| w.under_load.is_none()) {
+            return self.clone();
+        }
+        let mut out = self.clone();
+        for w in &mut out.workers {
+            if let Some([fc, fw, fd]) = w.under_load.take() {
+                // Factors are at least 1 (calibration's floor): the costs
+                // stay positive and finite.
+                (w.c, w.w, w.d) = (w.c / fc.max(1.0), w.w / fw.max(1.0), w.d / fd.max(1.0));
+            }
+        }
+        out
     }
 
     /// The platform of the workers at `indices` only, in that order.

@@ -295,3 +295,37 @@ fn a_bad_uplink_is_refused_by_name() {
         assert!(e.contains("uplink"), "{e}");
     }
 }
+
+/// Costs measured under load hold where a send and a return cross: one
+/// lane (one port, a half-duplex uplink) takes them out again, two lanes
+/// keep them, and a platform without them is itself under every model.
+#[test]
+fn costs_under_load_are_taken_out_for_one_lane_only() {
+    let loaded = dls_lp::Worker {
+        under_load: Some([1.25, 2.0, 1.0]),
+        ..dls_lp::Worker::new("a", 0.05, 0.02, 0.01)
+    };
+    let plain = dls_lp::Worker::new("b", 0.04, 0.03, 0.02);
+    let duplex = Uplink::new(0.04, 0.02, true).expect("valid");
+    let half = Uplink::new(0.04, 0.02, false).expect("valid");
+    let p = dls_lp::Platform::new(vec![loaded.clone(), plain.clone()])
+        .expect("valid")
+        .with_uplink(Some(duplex));
+    for ports in [Ports::One, Ports::Shared(half)] {
+        let q = p.for_ports(ports);
+        let a = &q.workers()[0];
+        // 0.05 / 1.25, 0.02 / 2, 0.01 / 1.
+        assert!(
+            (a.c - 0.04).abs() < 1e-15 && (a.w - 0.01).abs() < 1e-15 && a.d == 0.01,
+            "{a:?}"
+        );
+        assert_eq!(a.under_load, None);
+        assert_eq!(q.workers()[1], plain);
+        assert_eq!(q.uplink(), Some(duplex));
+    }
+    for ports in [Ports::Two, Ports::Shared(duplex)] {
+        assert_eq!(p.for_ports(ports), p);
+    }
+    let without = dls_lp::Platform::new(vec![plain]).expect("valid");
+    assert_eq!(without.for_ports(Ports::One), without);
+}

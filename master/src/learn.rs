@@ -208,6 +208,9 @@ impl Model {
                     c: per_unit(&o.send).unwrap_or(w.c),
                     w: per_unit(&o.compute).unwrap_or(w.w),
                     d: per_unit(&o.ret).unwrap_or(w.d),
+                    // Observed in runs: the costs as they were, whatever
+                    // was measured under load.
+                    under_load: None,
                     ..w.clone()
                 },
             })

@@ -457,6 +457,7 @@ fn run(
 fn plan(platform: PathBuf, load: u64, strategy: &str, ports: Option<u8>, pace: bool) -> PyResult<String> {
     let plat = PlatformFile::load(&platform).map_err(|e| input(chain(&e)))?;
     let ports = ports_of(ports)?.unwrap_or_else(|| plat.measured_ports());
+    let plat = plat.for_ports(ports);
     let req = dls_lp::Request {
         ports,
         ..dls_lp::Request::new(load, strategy_of(strategy)?)

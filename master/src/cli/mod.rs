@@ -82,10 +82,12 @@ pub fn run(cli: Cli) -> Result<()> {
                     p
                 }
             };
+            let ports = ports.on(&plat);
+            let plat = plat.for_ports(ports);
             let req = Request {
                 load,
                 strategy,
-                ports: ports.on(&plat),
+                ports,
                 rounding: match rounding {
                     RoundingArg::Paper => Rounding::Paper,
                     RoundingArg::Refined => Rounding::Refined,

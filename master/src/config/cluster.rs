@@ -201,6 +201,7 @@ impl Cluster {
                     d: s.d?,
                     max_load: s.max_load,
                     latency: dls_lp::Latency::default(),
+                    under_load: None,
                 })
             })
             .collect();

@@ -48,6 +48,11 @@ pub struct WorkerEntry {
     pub compute_latency: f64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub return_latency: f64,
+    /// Factors (send, compute, return) that c, w and d include for the
+    /// worker receiving, computing and returning at once (`dls calibrate`
+    /// with two lanes); taken out again for one port (`--ports 1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub under_load: Option<[f64; 3]>,
     /// The scaling model (`dls calibrate --sizes`): seconds per byte each
     /// way and computing speed by size; see [`crate::config::scaling`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -253,6 +258,16 @@ impl PlatformFile {
     }
 
     pub fn into_platform(self) -> Result<Platform> {
+        for w in &self.worker {
+            if let Some(f) = w.under_load {
+                if !f.iter().all(|x| x.is_finite() && (1.0..=1e6).contains(x)) {
+                    bail!(
+                        "worker {:?}: under_load must be three factors from 1 to 1e6 (send, compute, return), got {f:?}",
+                        w.name
+                    );
+                }
+            }
+        }
         let workers = self
             .worker
             .into_iter()
@@ -267,6 +282,7 @@ impl PlatformFile {
                     compute: w.compute_latency,
                     ret: w.return_latency,
                 },
+                under_load: w.under_load,
             })
             .collect();
         let uplink = match self.uplink {
@@ -294,6 +310,7 @@ impl PlatformFile {
                     send_latency: w.latency.send,
                     compute_latency: w.latency.compute,
                     return_latency: w.latency.ret,
+                    under_load: w.under_load,
                     send_per_byte: None,
                     return_per_byte: None,
                     speed: None,

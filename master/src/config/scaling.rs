@@ -83,6 +83,8 @@ impl Scaling {
             w: flops / self.speed_at(equivalent_size(form)),
             d: form.out_bytes(1) as f64 * self.return_per_byte,
             max_load: None,
+            // The scaling model's costs are those measured one at a time.
+            under_load: None,
             ..base.clone()
         }
     }

@@ -168,10 +168,13 @@ fn plan_for(pool: &Pool, platform: &Platform, batch: &Batch, cfg: &RunConfig) ->
         bail!("the batch is empty: give at least one product");
     }
     let platform = align(platform, pool.links(), &batch.form)?;
+    let ports = cfg.ports.unwrap_or_else(|| platform.measured_ports());
+    // Costs measured under load hold only where a send and a return cross.
+    let platform = platform.for_ports(ports);
     let req = Request {
         load: batch.count as u64,
         strategy: cfg.strategy,
-        ports: cfg.ports.unwrap_or_else(|| platform.measured_ports()),
+        ports,
         rounding: cfg.rounding,
     };
     let planned = if cfg.pace {

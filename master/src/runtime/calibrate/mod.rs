@@ -464,6 +464,7 @@ impl Calibration {
                         compute: w.compute.intercept.max(0.0),
                         ret: w.ret.intercept.max(0.0),
                     },
+                    under_load: w.under_load,
                 }
             })
             .collect();

@@ -210,7 +210,19 @@ fn costs_under_load_scale_the_platform_and_are_written_down() {
     assert!((w.c - 1.25 * alone.c).abs() < 1e-15 && (w.w - 1.5 * alone.w).abs() < 1e-15 && w.d == alone.d);
     let toml = cal.to_toml().expect("writes");
     assert!(toml.contains("send 1.25x, compute 1.50x, return 1.00x"), "{toml}");
-    // The file holds the costs under load: it loads as the platform above.
+    // The file holds the costs under load and their factors: it loads as
+    // the platform above, and one port takes the factors out again.
     let q = crate::config::platform_file::PlatformFile::parse(&toml, "test").expect("parses");
     assert!((q.workers()[0].c - w.c).abs() < 1e-12 * w.c, "{:?}", q.workers());
+    assert_eq!(q.workers()[0].under_load, Some([1.25, 1.5, 1.0]));
+    let one = q.for_ports(dls_lp::Ports::One);
+    assert!(
+        (one.workers()[0].c - alone.c).abs() < 1e-12 * alone.c
+            && (one.workers()[0].w - alone.w).abs() < 1e-12 * alone.w
+    );
+    // A factor below 1 is not a cost under load: refused, by name.
+    let bad = toml.replace("under_load = [1.25, 1.5, 1.0]", "under_load = [0.5, 1.5, 1.0]");
+    assert_ne!(bad, toml, "the file spells the factors as expected: {toml}");
+    let e = crate::config::platform_file::PlatformFile::parse(&bad, "test").expect_err("refused");
+    assert!(format!("{e:#}").contains("under_load"), "{e:#}");
 }
