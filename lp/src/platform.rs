@@ -159,10 +159,10 @@ impl Platform {
     /// measured under load, which only hold where its send and return
     /// cross; otherwise this platform.
     pub fn for_ports(&self, ports: Ports) -> Platform {
-        if !ports.one_lane() || self.workers.iter().all(|w| w.under_load.is_none()) {
-            return self.clone();
-        }
         let mut out = self.clone();
+        if !ports.one_lane() {
+            return out;
+        }
         for w in &mut out.workers {
             if let Some([fc, fw, fd]) = w.under_load.take() {
                 // Factors are at least 1 (calibration's floor): the costs

@@ -204,6 +204,31 @@ struct Pulse {
     quiet_until: Option<Instant>,
 }
 
+impl Pulse {
+    /// A worker just connected: `bytes` read from it so far.
+    fn new(bytes: u64) -> Pulse {
+        let now = Instant::now();
+        Pulse {
+            in_flight: 0,
+            seen: (bytes, now),
+            last_beat: now,
+            seq: 0,
+            quiet_until: None,
+        }
+    }
+
+    /// A write is over: the worker may stay silent while it reads what
+    /// went out; a failed write ends the link.
+    fn wrote(&mut self, wrote: Wrote) -> Option<Ev> {
+        if let Some(reading) = wrote.reading {
+            // The bytes may still sit in socket buffers: the worker reads
+            // them at its own pace and cannot answer until it has.
+            self.quiet_until = Some(Instant::now() + reading);
+        }
+        wrote.failed.map(Ev::Failed)
+    }
+}
+
 type Reading = ReadingHalf<TcpStream, FromWorker, ToWorker>;
 type Writing = WritingHalf<TcpStream, FromWorker, ToWorker>;
 
@@ -287,14 +312,7 @@ impl LinkTask {
         conn.set_write_stall_timeout(Some(watch.liveness));
         let (mut reader, writer) = conn.split();
         let mut wire: Wire = Outbox::new(writer, write);
-        let now = Instant::now();
-        let mut pulse = Pulse {
-            in_flight: 0,
-            seen: (reader.bytes_read(), now),
-            last_beat: now,
-            seq: 0,
-            quiet_until: None,
-        };
+        let mut pulse = Pulse::new(reader.bytes_read());
         let period = watch.heartbeat.min(watch.liveness / 2);
         let mut ticker = tokio::time::interval(period.max(Duration::from_millis(10)));
         // The probes of Freivalds' test: never sent anywhere.
@@ -358,14 +376,7 @@ impl LinkTask {
                     wire.push_urgent(Out::Msg(ToWorker::Grant { job, chunk }));
                     None
                 }
-                Step::Wrote(wrote) => {
-                    if let Some(reading) = wrote.reading {
-                        // The bytes may still sit in socket buffers: the worker
-                        // reads them at its own pace and cannot answer until it has.
-                        pulse.quiet_until = Some(Instant::now() + reading);
-                    }
-                    wrote.failed.map(Ev::Failed)
-                }
+                Step::Wrote(wrote) => pulse.wrote(wrote),
                 Step::Tick => ctx.on_tick(&reader, &mut wire, &mut pulse),
                 Step::Frame(f) => match on_frame(&ctx, f, &mut pulse) {
                     Some(Ev::Results(chunk, c, at)) => match ctx.work {
