@@ -11,7 +11,8 @@
 //! products in a round of its own. Plain functions over plain data: the
 //! machine (`machine.rs`) feeds them and applies the result.
 
-use dls_lp::bound::steady_state;
+use dls_lp::admitted::steady_state_admitted;
+use dls_lp::bound::{steady_state, SteadyState};
 use dls_lp::rounding::spread;
 use dls_lp::{Platform, Ports, Worker};
 use std::collections::VecDeque;
@@ -167,7 +168,7 @@ pub fn enrol(corrected: &Platform, ports: Ports, enrolled: &[usize], free: &[usi
     let wk = corrected.workers();
     let rate = |ws: &[usize]| {
         let sub = Platform::new(ws.iter().map(|&w| wk[w].clone()).collect()).ok()?;
-        steady_state(&sub, ports).ok()
+        rates(&sub, ports)
     };
     let all: Vec<usize> = enrolled.iter().chain(free).copied().collect();
     let (Some(alone), Some(together)) = (rate(enrolled), rate(&all)) else {
@@ -180,6 +181,17 @@ pub fn enrol(corrected: &Platform, ports: Ports, enrolled: &[usize], free: &[usi
         .filter(|(_, &a)| a > 0.0)
         .map(|(&w, _)| w)
         .collect()
+}
+
+/// The workers' steady-state rates as the port will carry them: behind a
+/// shared uplink, as it admits transfers (`dls_lp::admitted`: a worker
+/// whose transfers do not fit beside another's gets only the time it
+/// leaves), elsewhere the bound's.
+fn rates(platform: &Platform, ports: Ports) -> Option<SteadyState> {
+    match ports {
+        Ports::Shared(u) => Some(steady_state_admitted(platform, u)),
+        _ => steady_state(platform, ports).ok(),
+    }
 }
 
 /// A planned chunk not yet sent: its worker, round and products now.
@@ -218,7 +230,7 @@ pub fn reshare(
     let fresh: Vec<usize> = newcomers.iter().copied().filter(|w| !enrolled.contains(w)).collect();
     let everyone: Vec<usize> = enrolled.iter().chain(&fresh).copied().collect();
     let sub = Platform::new(everyone.iter().map(|&w| wk[w].clone()).collect()).ok()?;
-    let ss = steady_state(&sub, ports).ok()?;
+    let ss = rates(&sub, ports)?;
     // Each worker's slots, in round order.
     let mut of: Vec<Vec<usize>> = vec![Vec::new(); enrolled.len()];
     let mut order: Vec<usize> = (0..slots.len()).collect();
@@ -425,6 +437,40 @@ mod tests {
         assert_eq!(got, [12, 8]);
         // Caps that cannot hold the round: keep it as it was.
         assert_eq!(reshare(&star(&[1.0, 3.0]), Ports::One, &slots, &[], |_| 9, &[]), None);
+    }
+
+    #[test]
+    fn behind_a_shared_uplink_products_go_only_where_the_port_can_carry_them() {
+        // The fastest link (d), slowed to 0.065 s a unit, takes 0.76 of the
+        // uplink (0.0496 s a unit), the next (c, 0.0816) 0.61: the port never
+        // sends to both at once, and d's sends fill the time. The bound's
+        // rates would give c the uplink's rest (1/0.0496 − 1/0.065 = 4.8 of
+        // 20.2 units a second, a quarter); the port can carry none of it.
+        let p = Platform::new(vec![
+            Worker::new("d", 0.065, 0.02, 0.03),
+            Worker::new("c", 0.0816, 0.02, 0.04),
+        ])
+        .expect("valid");
+        let u = dls_lp::Uplink {
+            send: 0.0496,
+            ret: 0.02,
+            duplex: true,
+        };
+        let slots = [(0, 100), (1, 7)].map(|(worker, units)| Slot {
+            worker,
+            round: 3,
+            units,
+        });
+        let got = reshare(&p, Ports::Shared(u), &slots, &[], |_| u64::MAX, &[]).expect("changes");
+        assert_eq!(got.0, [107, 0]);
+        // A processor that holds d to 10 units a second leaves the lane 35%
+        // of the time: c's link fills it (4.3 units a second). d comes
+        // first although c could take more alone (12.3): d uses the lane's
+        // time better.
+        let slow = Platform::new(vec![Worker::new("d", 0.065, 0.1, 0.03), p.workers()[1].clone()]).expect("valid");
+        let got = reshare(&slow, Ports::Shared(u), &slots, &[], |_| u64::MAX, &[]).expect("changes");
+        let c_rate: f64 = (1.0 - 10.0 * 0.065) / 0.0816;
+        assert_eq!(got.0[1], (107.0 * c_rate / (10.0 + c_rate)).round() as u64, "{got:?}");
     }
 
     #[test]

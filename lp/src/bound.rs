@@ -20,7 +20,7 @@ pub struct SteadyState {
 
 impl SteadyState {
     /// The steady state of these shares.
-    fn of(alpha: Vec<f64>) -> SteadyState {
+    pub(crate) fn of(alpha: Vec<f64>) -> SteadyState {
         SteadyState {
             throughput: alpha.iter().sum(),
             alpha,

@@ -32,6 +32,7 @@
 //! elsewhere, with their predicted sequence), [`partition`] (partitioning
 //! with speed functions), [`tol`] (every tolerance).
 
+pub mod admitted;
 pub mod baseline;
 pub mod bound;
 pub mod error;
