@@ -47,6 +47,16 @@ async fn calibration_tells_the_port_models_apart() {
     let p = cal.ports.as_ref().expect("measured");
     assert_eq!(p.model, "two ports (full duplex)", "{p:?}");
     assert!(p.overlap > 1.6, "{p:?}");
+    // With two lanes each worker was measured under load, its chunks in a
+    // pipeline as a run sends them: links emulated each way and a
+    // processor that shares nothing with them slow no phase down (1
+    // within the noise alone; here, beside the rest of the test suite,
+    // well under what a node whose networking and computing share a CPU
+    // quota shows, 1.2-1.7).
+    for w in &cal.workers {
+        let f = w.under_load.expect("measured under load");
+        assert!(f.iter().all(|&x| (1.0..1.15).contains(&x)), "{}: {f:?}", w.name);
+    }
 
     // Shared: 70 MB/s each way, for links that carry 100 MB/s together.
     let cal = measure(&common::start_behind(&LINKS, 70.0, true)).await;

@@ -2,37 +2,62 @@
 //! model lets a worker's three phases overlap freely, each at its own
 //! cost; a node whose networking and computing share one small processor
 //! share (a container's or a job's CPU quota) does them more slowly
-//! together than one at a time. With two lanes (a full-duplex uplink) a
-//! run sends a worker its next chunk while it computes one and returns
-//! the last, so this is measured where the port model found two lanes: the
-//! worker computes k units while the master sends it k and takes k back,
-//! all at once (as a run's steady state does per unit), and each phase's
-//! time over its time alone is that phase's factor.
+//! together than one at a time, and a plan that leans on it runs late.
+//! With two lanes (a full-duplex uplink) a run sends a worker its next
+//! chunk while it computes one and returns the last, so this is measured
+//! where the port model found two lanes, the way a run does it: a short
+//! pipeline of real chunks ([`CHUNKS`], zeros, each granted at once) sent
+//! back to back, each computed once it is in and returned once computed.
+//! Its steady state is what a run sees: the time between one chunk and
+//! the next arriving, computed and back (the slowest of the three, a
+//! unit) over the slowest phase's cost alone is the worker's factor, and
+//! its c, w and d are all scaled by it: the three phases share what slows
+//! them. The pipeline's fill and drain are left out: they would hide a
+//! node that falls 10% behind in its steady state, which is what a run
+//! of a hundred chunks on it pays.
 //!
-//! On the switched test bed with each worker's whole process capped
-//! (`DLS_TESTBED_CAP=process`), a node at 40% of a core received 1.22×,
-//! computed 1.54× and returned 1.12× slower in a run than its probes
-//! alone said, and the run ended 1.28× after its prediction.
-//!
-//! These probes scatter more than those of one phase alone: on the skewed
-//! test-bed star (fastest link on 20% of a core) two calibrations of two
-//! repetitions each put that node's send at 1.27, 1.42, 1.12, 1.49× and
-//! its computing at 2.1-3.8× (runs: 1.1-1.3× and about 1.5×). The
-//! faster of two is kept: interference from outside the node only adds
-//! time.
+//! Why real chunks: on the switched test bed with each worker's whole
+//! process capped (`DLS_TESTBED_CAP=process`), the fastest link's node on
+//! a fifth of a core ran a run's chunks 1.4-1.6× slower per product than
+//! its costs alone said, throttled by its quota in 95% of the quota's
+//! periods, while probes of raw bytes received, computed and returned at
+//! once measured 1.0-1.5× phase by phase: decoding a chunk, holding and
+//! writing its results and the messages around them cost the node
+//! processor time a probe of raw bytes does not.
 
-use super::{answer_of, unit_values, CalibrateOptions, AGREE};
+use super::{answer_of, CalibrateOptions};
 use crate::runtime::link::Link;
 use anyhow::{bail, Result};
-use dls_protocol::{FromWorker, ToWorker, Values};
+use dls_protocol::{ChunkId, FromWorker, JobId, ToWorker, Values};
 use std::time::Instant;
 
-/// Each probe takes about this long: long beside a processor quota's
-/// periods (10-100 ms), short beside the whole calibration.
-pub const SECONDS: f64 = 0.25;
+/// Most chunks in one pipeline: the mean spacing of their arrivals,
+/// computings and returns is its steady state. Chunk by chunk the spacing
+/// scatters (on the test bed, a node whose link takes 43 ms a chunk
+/// received them 7 to 91 ms apart); over 5 chunks the pipeline found no
+/// slowdown where runs of a hundred chunks paid 10%, over 16 it found it.
+pub const CHUNKS: u64 = 16;
 
-/// A factor within the noise of repeated probes counts as none.
-const NOISE: f64 = 1.0 + AGREE;
+/// Fewest chunks in one pipeline.
+pub const MIN_CHUNKS: u64 = 6;
+
+/// A pipeline takes about this long (its slowest phase's time), within
+/// [`MIN_CHUNKS`] and [`CHUNKS`] chunks: the slowest links' pipelines
+/// are shorter, and they carry the least of a run.
+pub const PIPELINE_SECONDS: f64 = 1.0;
+
+/// Each chunk takes about this long in its slowest phase: long beside a
+/// processor quota's periods (10-100 ms), short beside the pipeline.
+pub const SECONDS: f64 = 0.06;
+
+/// The job the probes' chunks belong to (no run's job is numbered so).
+const JOB: JobId = JobId(u64::MAX);
+
+/// A factor this close to 1 counts as none: a steady state measured
+/// over several chunks scatters less than one probe (repeated link
+/// probes agree within [`super::AGREE`]), and a node 5% slower in a run
+/// is a run 5% late.
+const NOISE: f64 = 1.04;
 
 /// A worker's costs a unit alone (from its fits), and its largest probe.
 #[derive(Debug, Clone, Copy)]
@@ -43,84 +68,153 @@ pub struct Alone {
     pub max_units: u64,
 }
 
-/// What one probe measured: seconds to the send's acknowledgement, to the
-/// return's last byte, and of computing (the worker's own timing).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Together {
+/// What one pipeline measured: `units` a chunk, and for each chunk when
+/// it was in (the worker's `Received`), computed (`Ready`) and back (its
+/// results read), in seconds from the pipeline's start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pipeline {
     pub units: u64,
-    pub send: f64,
-    pub ret: f64,
-    pub compute: f64,
+    pub received: Vec<f64>,
+    pub ready: Vec<f64>,
+    pub back: Vec<f64>,
 }
 
-/// The factors (send, compute, return) from the fastest of `probes`, each
-/// at least 1: 1 where a phase took no longer than the noise allows. A
-/// worker answers in order, so the send's acknowledgement waits behind a
-/// return still being written: a send that ended no later than just after
-/// the return (within the noise) measured nothing of its own, and keeps
-/// factor 1.
-pub fn factors(alone: &Alone, probes: &[Together]) -> [f64; 3] {
-    let best = |f: &dyn Fn(&Together) -> Option<f64>| probes.iter().filter_map(f).fold(f64::INFINITY, f64::min);
-    let ratio = |t: &Together, secs: f64, per_unit: f64| secs / (t.units as f64 * per_unit).max(1e-12);
-    let send = best(&|t| (t.send > NOISE * t.ret).then(|| ratio(t, t.send, alone.c)));
-    let compute = best(&|t| Some(ratio(t, t.compute, alone.w)));
-    let ret = best(&|t| Some(ratio(t, t.ret, alone.d)));
-    [send, compute, ret].map(|f| if f.is_finite() && f > NOISE { f } else { 1.0 })
+impl Pipeline {
+    /// Seconds a unit in the steady state: the mean spacing of the chunks
+    /// arriving, computed or back, whichever is slowest. `None` with fewer
+    /// than two chunks in any of the three.
+    pub fn cycle(&self) -> Option<f64> {
+        let spacing = |t: &[f64]| match t {
+            [first, .., last] => Some((last - first) / (t.len() - 1) as f64),
+            _ => None,
+        };
+        let s = [&self.received, &self.ready, &self.back].map(|t| spacing(t));
+        if self.units == 0 || s.iter().any(Option::is_none) {
+            return None;
+        }
+        let slowest = s.iter().flatten().copied().fold(0.0, f64::max);
+        Some(slowest / self.units as f64)
+    }
 }
 
-/// Units for one probe: about [`SECONDS`] of the slowest phase, within
-/// the worker's largest probe.
+/// The factor: the mean of `probes`' steady states over the slowest phase
+/// alone, 1 within the noise (or faster). The mean, not the fastest: what
+/// slows a node under load comes and goes (a quota's throttling, queues
+/// filling), and a run pays it on average. Two pipelines of 0.7 s, the
+/// faster kept, put the test bed's node at 40% of a core at 1.0 where its
+/// runs paid 1.1, and one at 20% at 1.0 and 1.2 where they paid 1.4.
+pub fn factor(alone: &Alone, probes: &[Pipeline]) -> f64 {
+    let cycles: Vec<f64> = probes.iter().filter_map(Pipeline::cycle).collect();
+    let f = cycles.iter().sum::<f64>() / cycles.len() as f64 / slowest(alone);
+    if f.is_finite() && f > NOISE {
+        f
+    } else {
+        1.0
+    }
+}
+
+/// Units a chunk: about [`SECONDS`] of the slowest phase, and the whole
+/// pipeline within the worker's largest probe (it may hold every chunk
+/// at once).
 pub fn units(alone: &Alone) -> u64 {
-    let per_unit = alone.c.max(alone.w).max(alone.d).max(1e-12);
-    ((SECONDS / per_unit).round() as u64).clamp(1, alone.max_units.max(1))
+    let most = (alone.max_units / CHUNKS).max(1);
+    ((SECONDS / slowest(alone)).round() as u64).clamp(1, most)
 }
 
-/// `reps` probes of one worker (the port is the caller's: nothing else
-/// may cross it meanwhile).
-pub async fn measure(link: &mut Link, alone: &Alone, reps: usize, opts: &CalibrateOptions) -> Result<Vec<Together>> {
-    let k = units(alone);
-    let (unit_in, unit_out) = unit_values(&opts.form);
-    let buf = Values::zeros(dls_protocol::DType::F64, (unit_in * k) as usize);
+/// Chunks of `units` in one pipeline: about [`PIPELINE_SECONDS`] of the
+/// slowest phase, within [`MIN_CHUNKS`] and [`CHUNKS`].
+pub fn chunks(alone: &Alone, units: u64) -> u64 {
+    let per_chunk = units.max(1) as f64 * slowest(alone);
+    ((PIPELINE_SECONDS / per_chunk).floor() as u64).clamp(MIN_CHUNKS, CHUNKS)
+}
+
+/// Seconds a unit of the slowest phase alone.
+fn slowest(alone: &Alone) -> f64 {
+    alone.c.max(alone.w).max(alone.d).max(1e-12)
+}
+
+/// `reps` pipelines through one worker (the port is the caller's: nothing
+/// else may cross it meanwhile).
+pub async fn measure(link: &mut Link, alone: &Alone, reps: usize, opts: &CalibrateOptions) -> Result<Vec<Pipeline>> {
+    let (k, form) = (units(alone), opts.form);
+    let n = chunks(alone, k);
+    let inputs = Values::zeros(form.dtype, form.in_len(k as u32) as usize);
+    let b = form
+        .shared_b
+        .then(|| Values::zeros(form.dtype, form.shape.b_len() as usize));
     let mut out = Vec::new();
     for _ in 0..reps.max(1) {
-        out.push(once(link, k, (unit_in * k, unit_out * k), &buf, opts).await?);
+        out.push(once(link, (k, n), &inputs, b.as_ref(), opts).await?);
     }
     Ok(out)
 }
 
-/// One probe of `k` units: `len` values out and back.
-async fn once(link: &mut Link, k: u64, len: (u64, u64), buf: &Values, opts: &CalibrateOptions) -> Result<Together> {
+/// One pipeline of `n` chunks of `k` products of zeros (`b`: the shared
+/// B, when the form has one), each granted as it is sent.
+async fn once(
+    link: &mut Link,
+    (k, n): (u64, u64),
+    inputs: &Values,
+    b: Option<&Values>,
+    opts: &CalibrateOptions,
+) -> Result<Pipeline> {
     let (name, form, timeout) = (link.name.clone(), opts.form, opts.timeout);
     let t0 = Instant::now();
     let mut lent = link.conn.lend();
     let (reader, writer) = (&mut lent.reading, &mut lent.writing);
     let write = async {
-        writer.send(&ToWorker::ComputeProbe { form, count: k as u32 }).await?;
-        writer.send(&ToWorker::Pull { len: len.1 }).await?;
-        writer.write_frame(&ToWorker::Echo { len: len.0 }, buf).await?;
+        if let Some(b) = b {
+            writer.write_frame(&ToWorker::ShareB { job: JOB, form }, b).await?;
+        }
+        for j in 0..n {
+            let chunk = ChunkId(j);
+            let assign = ToWorker::Assign {
+                job: JOB,
+                chunk,
+                form,
+                count: k as u32,
+            };
+            writer.write_frame(&assign, inputs).await?;
+            writer.send(&ToWorker::Grant { job: JOB, chunk }).await?;
+        }
         anyhow::Ok(())
     };
     let read = async {
-        // NaN until answered.
-        let mut t = Together {
+        let n = n as usize;
+        let mut t = Pipeline {
             units: k,
-            send: f64::NAN,
-            ret: f64::NAN,
-            compute: f64::NAN,
+            received: vec![f64::NAN; n],
+            ready: vec![f64::NAN; n],
+            back: vec![f64::NAN; n],
         };
-        while t.send.is_nan() || t.ret.is_nan() || t.compute.is_nan() {
-            match answer_of(reader, &name, timeout, "probe under load").await? {
-                FromWorker::EchoAck { len: l } if l == len.0 => t.send = t0.elapsed().as_secs_f64(),
-                FromWorker::PullData { len: l } if l == len.1 => t.ret = t0.elapsed().as_secs_f64(),
-                FromWorker::ComputeDone { secs, .. } => t.compute = secs,
-                other => bail!("worker {name:?}: unexpected answer during a probe under load: {other:?}"),
+        for _ in 0..3 * n {
+            let msg = answer_of(reader, &name, timeout, "pipeline probe").await?;
+            let now = t0.elapsed().as_secs_f64();
+            let (series, chunk) = match msg {
+                FromWorker::Received { job, chunk } if job == JOB => (&mut t.received, chunk),
+                FromWorker::Ready { job, chunk, .. } if job == JOB => (&mut t.ready, chunk),
+                FromWorker::Results { job, chunk, count, .. } if job == JOB && u64::from(count) == k => {
+                    (&mut t.back, chunk)
+                }
+                other => bail!("worker {name:?}: unexpected answer during a pipeline probe: {other:?}"),
+            };
+            match series.get_mut(chunk.0 as usize) {
+                Some(at) if at.is_nan() => *at = now,
+                _ => bail!(
+                    "worker {name:?}: a second or unknown chunk {} in a pipeline probe",
+                    chunk.0
+                ),
             }
         }
         anyhow::Ok(t)
     };
     let (w, r) = tokio::join!(write, read);
     w?;
-    r
+    let pipeline = r?;
+    drop(lent);
+    // The shared B, if any, is dropped; nothing else of the job is held.
+    link.conn.send(&ToWorker::Cancel { job: JOB }).await?;
+    Ok(pipeline)
 }
 
 #[cfg(test)]
@@ -131,61 +225,63 @@ mod tests {
         c: 0.04,
         w: 0.01,
         d: 0.02,
-        max_units: 32,
+        max_units: 64,
     };
 
-    #[test]
-    fn factors_are_each_phase_over_its_time_alone() {
-        // 6 units: alone 0.24 s out, 0.06 s computing, 0.12 s back.
-        let t = Together {
-            units: 6,
-            send: 0.30,
-            ret: 0.15,
-            compute: 0.09,
-        };
-        let f = factors(&ALONE, &[t]);
-        assert!(
-            (f[0] - 1.25).abs() < 1e-12 && (f[1] - 1.5).abs() < 1e-12 && (f[2] - 1.25).abs() < 1e-12,
-            "{f:?}"
-        );
-        // The fastest of two probes is kept, phase by phase.
-        let slower = Together {
-            send: 0.36,
-            ret: 0.13,
-            ..t
-        };
-        let f = factors(&ALONE, &[slower, t]);
-        assert!((f[0] - 1.25).abs() < 1e-12 && (f[2] - 0.13 / 0.12).abs() > 0.0, "{f:?}");
+    /// A pipeline of five 3-unit chunks that arrive, are computed and come
+    /// back every `recv`, `comp` and `ret` seconds, after a fill.
+    fn spaced(recv: f64, comp: f64, ret: f64) -> Pipeline {
+        let at = |first: f64, every: f64| (0..5).map(|j| first + j as f64 * every).collect();
+        Pipeline {
+            units: 3,
+            received: at(0.5, recv),
+            ready: at(0.6, comp),
+            back: at(0.9, ret),
+        }
     }
 
     #[test]
-    fn noise_and_a_send_held_behind_its_return_count_as_none() {
-        // Within the noise (or faster than alone): factor 1.
-        let t = Together {
-            units: 10,
-            send: 0.42,
-            ret: 0.19,
-            compute: 0.105,
+    fn the_steady_state_is_the_slowest_spacing_a_unit() {
+        // Arrivals every 0.15 s for 3 units: 0.05 s a unit; the fill (0.5 s
+        // before the first) does not count.
+        let c = spaced(0.15, 0.12, 0.06).cycle().expect("five chunks");
+        assert!((c - 0.05).abs() < 1e-12, "{c}");
+        // Results coming back slowest set it.
+        let c = spaced(0.12, 0.12, 0.3).cycle().expect("five chunks");
+        assert!((c - 0.1).abs() < 1e-12, "{c}");
+        let one = Pipeline {
+            units: 3,
+            received: vec![0.1],
+            ready: vec![0.2],
+            back: vec![0.3],
         };
-        assert_eq!(factors(&ALONE, &[t]), [1.0; 3]);
-        // The send's acknowledgement came after the return: it measured the
-        // return, not the send.
-        let held = Together {
-            units: 10,
-            send: 0.61,
-            ret: 0.60,
-            compute: 0.1,
-        };
-        let f = factors(&ALONE, &[held]);
-        assert_eq!(f[0], 1.0);
-        assert!((f[2] - 3.0).abs() < 1e-12, "{f:?}");
+        assert_eq!(one.cycle(), None);
     }
 
     #[test]
-    fn probes_take_about_their_target_within_the_largest() {
-        // The send is the slowest phase: 0.25 s / 0.04 s.
-        assert_eq!(units(&ALONE), 6);
-        assert_eq!(units(&Alone { max_units: 4, ..ALONE }), 4);
+    fn the_factor_is_the_mean_steady_state_over_the_slowest_phase_alone() {
+        // Slowest phase alone: the send, 0.04 s a unit (0.12 s a chunk).
+        let f = factor(&ALONE, &[spaced(0.18, 0.1, 0.1), spaced(0.168, 0.1, 0.1)]);
+        assert!((f - 1.45).abs() < 1e-9, "{f}");
+        // Within the noise, or faster than alone: none.
+        assert_eq!(factor(&ALONE, &[spaced(0.123, 0.1, 0.1)]), 1.0);
+        assert_eq!(factor(&ALONE, &[spaced(0.1, 0.1, 0.1)]), 1.0);
+        assert_eq!(factor(&ALONE, &[]), 1.0);
+    }
+
+    #[test]
+    fn chunks_take_about_their_target_and_all_fit_the_largest_probe() {
+        // The send is the slowest phase: 0.06 s / 0.02 s.
+        let fast = Alone { c: 0.02, ..ALONE };
+        assert_eq!(units(&fast), 3);
+        // Sixteen chunks held at once within 32 units: 2 each.
+        assert_eq!(units(&Alone { max_units: 32, ..fast }), 2);
+        assert_eq!(units(&Alone { max_units: 2, ..fast }), 1);
         assert_eq!(units(&Alone { c: 10.0, ..ALONE }), 1);
+        // A second of the slowest phase: 16 chunks of 0.06 s; of 0.12 s, 8;
+        // of 10 s, the fewest.
+        assert_eq!(chunks(&fast, 3), CHUNKS);
+        assert_eq!(chunks(&fast, 6), 8);
+        assert_eq!(chunks(&Alone { c: 10.0, ..ALONE }, 1), MIN_CHUNKS);
     }
 }

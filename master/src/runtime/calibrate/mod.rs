@@ -361,10 +361,10 @@ async fn under_load(
             d: w.ret.slope.max(MIN_COST),
             max_units: units,
         };
-        match coupled::measure(&mut links[link], &alone, opts.port_reps.min(2), opts).await {
+        match coupled::measure(&mut links[link], &alone, 1, opts).await {
             Ok(probes) => {
-                tracing::debug!(worker = %workers[j].name, ?alone, ?probes, "probes under load");
-                workers[j].under_load = Some(coupled::factors(&alone, &probes));
+                tracing::debug!(worker = %workers[j].name, ?alone, ?probes, "pipelines under load");
+                workers[j].under_load = Some([coupled::factor(&alone, &probes); 3]);
             }
             Err(e) => tracing::warn!(worker = %workers[j].name, "costs under load not measured: {e:#}"),
         }
@@ -505,8 +505,8 @@ impl Calibration {
         for w in &self.workers {
             if let Some([fc, fw, fd]) = w.under_load {
                 out.push_str(&format!(
-                    "# {}: receiving, computing and returning at once: send {fc:.2}x, compute {fw:.2}x, return {fd:.2}x\n\
-                     #   its costs one at a time (c, w, d below include these factors)\n",
+                    "# {}: receiving, computing and returning at once (the steady state of a pipeline of chunks):\n\
+                     #   send {fc:.2}x, compute {fw:.2}x, return {fd:.2}x its costs one at a time (c, w, d below include these)\n",
                     w.name
                 ));
             }
