@@ -52,6 +52,17 @@ def dask_time(client, a, b, per_task):
     return secs
 
 
+def wait_for_dask_to_leave(timeout=15.0):
+    """Until the Dask workers' processes are gone: they share the nodes'
+    CPU quotas, and one still closing slows what dls measures next."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if subprocess.run(["pgrep", "-f", "dask worker"], capture_output=True).returncode != 0:
+            return
+        time.sleep(0.2)
+    print(f"warning: Dask workers still running {timeout:.0f} s after the shutdown", file=sys.stderr)
+
+
 def dls_run(cluster, size, batch, platform, seed):
     """Wall seconds of one `dls run`, and its JSON summary."""
     cmd = [DLS, "run", "--cluster", cluster, "--size", str(size), "--batch", str(batch), "--seed", str(seed), "--json"]
@@ -97,6 +108,7 @@ def main():
         # worker's periodic work (heartbeats, monitors) takes a large part of
         # a node's quota of a tenth of a core, while an idle dls-worker sleeps.
         client.shutdown()
+    wait_for_dask_to_leave()
     platform = args.out + ".platform.toml"
     t0 = time.perf_counter()
     cal = subprocess.run([DLS, "calibrate", "--cluster", cluster, "--size", str(args.size), "-o", platform],
