@@ -36,10 +36,12 @@ async fn calibration_tells_the_port_models_apart() {
     let cal = measure(&common::start_behind(&LINKS, 40.0, false)).await;
     let p = cal.ports.as_ref().expect("measured");
     assert_eq!(p.model, "one port", "{p:?}");
-    // Below the classifier's boundary (`ports::DUPLEX`, 1.5): alone on
-    // this machine 1.00-1.03, 1.33 once while the rest of the test suite
-    // ran beside it.
-    assert!(p.overlap < 1.5 && p.send_gain < 1.15, "{p:?}");
+    // Below the classifier's boundaries (`ports::DUPLEX`, 1.5, and
+    // `ports::GAIN`, 1.4): alone on this machine overlaps of 1.00-1.03,
+    // 1.33 once while the rest of the test suite ran beside it; gains
+    // under 1.1, and 1.17-1.19 in about one run of ten (the emulated
+    // uplink's token bucket lets a burst through).
+    assert!(p.overlap < 1.5 && p.send_gain < 1.4, "{p:?}");
     assert_eq!(cal.platform().expect("platform").measured_ports(), dls_lp::Ports::One);
 
     // Two ports: full duplex at the fastest link's rate each way.
