@@ -122,11 +122,19 @@ pub fn units(alone: &Alone) -> u64 {
 }
 
 /// Chunks of `units` in one pipeline: about [`PIPELINE_SECONDS`] of the
-/// slowest phase, within [`MIN_CHUNKS`] and [`CHUNKS`].
-pub fn chunks(alone: &Alone, units: u64) -> u64 {
+/// slowest phase, within [`MIN_CHUNKS`] and [`CHUNKS`], and all of them
+/// within the worker's largest probe (sent back to back, they may all be
+/// held at once; a worker refuses a chunk its memory cannot hold). `None`
+/// when fewer than [`FEWEST`] fit: too few for a steady state.
+pub fn chunks(alone: &Alone, units: u64) -> Option<u64> {
     let per_chunk = units.max(1) as f64 * slowest(alone);
-    ((PIPELINE_SECONDS / per_chunk).floor() as u64).clamp(MIN_CHUNKS, CHUNKS)
+    let wanted = ((PIPELINE_SECONDS / per_chunk).floor() as u64).clamp(MIN_CHUNKS, CHUNKS);
+    let n = wanted.min(alone.max_units / units.max(1));
+    (n >= FEWEST).then_some(n)
 }
+
+/// Fewest chunks that say anything of a steady state (two spacings).
+pub const FEWEST: u64 = 3;
 
 /// Seconds a unit of the slowest phase alone.
 fn slowest(alone: &Alone) -> f64 {
@@ -134,10 +142,14 @@ fn slowest(alone: &Alone) -> f64 {
 }
 
 /// `reps` pipelines through one worker (the port is the caller's: nothing
-/// else may cross it meanwhile).
+/// else may cross it meanwhile); none when its memory holds too few
+/// chunks for one ([`chunks`]: its factor is then 1).
 pub async fn measure(link: &mut Link, alone: &Alone, reps: usize, opts: &CalibrateOptions) -> Result<Vec<Pipeline>> {
     let (k, form) = (units(alone), opts.form);
-    let n = chunks(alone, k);
+    let Some(n) = chunks(alone, k) else {
+        tracing::debug!(worker = %link.name, max_units = alone.max_units, "too little memory for a pipeline under load");
+        return Ok(Vec::new());
+    };
     let inputs = Values::zeros(form.dtype, form.in_len(k as u32) as usize);
     let b = form
         .shared_b
@@ -280,8 +292,12 @@ mod tests {
         assert_eq!(units(&Alone { c: 10.0, ..ALONE }), 1);
         // A second of the slowest phase: 16 chunks of 0.06 s; of 0.12 s, 8;
         // of 10 s, the fewest.
-        assert_eq!(chunks(&fast, 3), CHUNKS);
-        assert_eq!(chunks(&fast, 6), 8);
-        assert_eq!(chunks(&Alone { c: 10.0, ..ALONE }, 1), MIN_CHUNKS);
+        assert_eq!(chunks(&fast, 3), Some(CHUNKS));
+        assert_eq!(chunks(&fast, 6), Some(8));
+        assert_eq!(chunks(&Alone { c: 10.0, ..ALONE }, 1), Some(MIN_CHUNKS));
+        // All of them held at once within the largest probe: 16 chunks of
+        // 3 want 48 units; 20 hold 6 of them, 8 hold 2, too few.
+        assert_eq!(chunks(&Alone { max_units: 20, ..fast }, 3), Some(6));
+        assert_eq!(chunks(&Alone { max_units: 8, ..fast }, 3), None);
     }
 }
