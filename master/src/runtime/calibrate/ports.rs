@@ -267,12 +267,11 @@ async fn aggregate(
         tracing::debug!(sends, units = ?units, secs = t0.elapsed().as_secs_f64(), "port probes: transfers at once");
         // Clearly no sharing at the first: the rate would not be used (the
         // uplink is then the best link), so it needs no second look. Clearly
-        // sharing, in a quick calibration (a run's own, one measure a size:
-        // the run corrects as it goes): the model stands, and a second look
-        // would raise the uplink's rate by a few percent for 0.2 s more
-        // (on the test bed, 0.224 and 0.220 s for the same transfers).
-        let gain = rates[0] * per_unit(&links[0].1).min(alone);
-        if rep == 0 && (gain < GAIN - CLEAR || (opts.reps == 1 && gain >= GAIN + CLEAR)) {
+        // sharing, it does: the rate is the uplink's, and a first look can
+        // be far off (a run's own calibration on the emulated star, the
+        // first look only: the uplink 1.25× and 1.7× slower than `dls
+        // calibrate` measured, and the run took 18 s against 11).
+        if rep == 0 && rates[0] * per_unit(&links[0].1).min(alone) < GAIN - CLEAR {
             break;
         }
     }
