@@ -16,14 +16,19 @@
 //! node that falls 10% behind in its steady state, which is what a run
 //! of a hundred chunks on it pays.
 //!
-//! Why real chunks: on the switched test bed with each worker's whole
-//! process capped (`DLS_TESTBED_CAP=process`), the fastest link's node on
-//! a fifth of a core ran a run's chunks 1.4-1.6× slower per product than
-//! its costs alone said, throttled by its quota in 95% of the quota's
-//! periods, while probes of raw bytes received, computed and returned at
-//! once measured 1.0-1.5× phase by phase: decoding a chunk, holding and
-//! writing its results and the messages around them cost the node
-//! processor time a probe of raw bytes does not.
+//! Why real chunks in a pipeline: on the switched test bed with each
+//! worker's whole process capped (`DLS_TESTBED_CAP=process`), the
+//! fastest link's node on a fifth of a core ran a run's chunks 1.4-1.6×
+//! slower per product than its costs alone said, throttled by its quota
+//! in 95% of the quota's periods, while probes of raw bytes received,
+//! computed and returned at once measured 1.0-1.5× phase by phase; on
+//! two fifths, runs paid 1.08-1.1× where those probes found 1.0 and this
+//! pipeline 1.08. A pipeline runs what a run runs (a chunk decoded, its
+//! results held and written, the messages around them). It still finds
+//! less than runs pay on the node at a fifth of a core (1.0-1.23), whose
+//! slowdown seems to grow with the other workers' traffic, which the
+//! pipeline, alone on the port, does not carry; online correction covers
+//! the rest.
 
 use super::{answer_of, CalibrateOptions};
 use crate::runtime::link::Link;
