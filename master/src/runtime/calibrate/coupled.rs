@@ -146,24 +146,20 @@ fn slowest(alone: &Alone) -> f64 {
     alone.c.max(alone.w).max(alone.d).max(1e-12)
 }
 
-/// `reps` pipelines through one worker (the port is the caller's: nothing
-/// else may cross it meanwhile); none when its memory holds too few
-/// chunks for one ([`chunks`]: its factor is then 1).
-pub async fn measure(link: &mut Link, alone: &Alone, reps: usize, opts: &CalibrateOptions) -> Result<Vec<Pipeline>> {
+/// A pipeline through one worker (the port is the caller's: nothing else
+/// may cross it meanwhile); none when its memory holds too few chunks for
+/// one ([`chunks`]: its factor is then 1).
+pub async fn measure(link: &mut Link, alone: &Alone, opts: &CalibrateOptions) -> Result<Option<Pipeline>> {
     let (k, form) = (units(alone), opts.form);
     let Some(n) = chunks(alone, k) else {
         tracing::debug!(worker = %link.name, max_units = alone.max_units, "too little memory for a pipeline under load");
-        return Ok(Vec::new());
+        return Ok(None);
     };
     let inputs = Values::zeros(form.dtype, form.in_len(k as u32) as usize);
     let b = form
         .shared_b
         .then(|| Values::zeros(form.dtype, form.shape.b_len() as usize));
-    let mut out = Vec::new();
-    for _ in 0..reps.max(1) {
-        out.push(once(link, (k, n), &inputs, b.as_ref(), opts).await?);
-    }
-    Ok(out)
+    once(link, (k, n), &inputs, b.as_ref(), opts).await.map(Some)
 }
 
 /// One pipeline of `n` chunks of `k` products of zeros (`b`: the shared

@@ -361,10 +361,10 @@ async fn under_load(
             d: w.ret.slope.max(MIN_COST),
             max_units: units,
         };
-        match coupled::measure(&mut links[link], &alone, 1, opts).await {
-            Ok(probes) => {
-                tracing::debug!(worker = %workers[j].name, ?alone, ?probes, "pipelines under load");
-                workers[j].under_load = Some([coupled::factor(&alone, &probes); 3]);
+        match coupled::measure(&mut links[link], &alone, opts).await {
+            Ok(probe) => {
+                tracing::debug!(worker = %workers[j].name, ?alone, ?probe, "pipeline under load");
+                workers[j].under_load = Some([coupled::factor(&alone, probe.as_slice()); 3]);
             }
             Err(e) => tracing::warn!(worker = %workers[j].name, "costs under load not measured: {e:#}"),
         }
