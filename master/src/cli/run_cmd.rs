@@ -53,7 +53,9 @@ fn batch_of(args: &RunArgs) -> Result<Batch> {
                 "--size" => format!("--batch {m} --size {}", form.shape.n),
                 _ => format!("--batch {m} --shape {},{},{}", form.shape.n, form.shape.k, form.shape.m),
             };
-            crate::runtime::batch::check_fits(m, &form, false, crate::runtime::batch::available_memory(), &what)?;
+            // Random inputs are made as chunks are sent: the master holds a
+            // chunk's A and B at a time, and the C of each product it checks.
+            crate::runtime::batch::check_fits(1, &form, true, crate::runtime::batch::available_memory(), &what)?;
             Batch::random_form(form, m, args.seed)
         }
     }

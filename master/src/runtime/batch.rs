@@ -2,6 +2,7 @@
 
 use crate::runtime::check;
 use crate::runtime::data::{self, Slab, Source};
+use crate::runtime::random::RandomValues;
 use anyhow::{bail, Result};
 use dls_protocol::{DType, Form, Values};
 use dls_worker::kernel::{self, Dims};
@@ -104,10 +105,14 @@ pub fn check_fits(count: usize, form: &Form, with_c: bool, available: Option<u64
         bail!("{what}: {count} products of {form} are more values than can be counted");
     };
     let held = if with_c { "A, B and C" } else { "A and B" };
+    let (products, verb) = match count {
+        1 => ("one product".to_string(), "needs"),
+        _ => (format!("{count} products"), "need"),
+    };
     if let Some(avail) = available {
         if bytes > avail {
             bail!(
-                "{what}: {count} products of {form} need {} in the master ({held}), more than the {} this machine has available",
+                "{what}: {products} of {form} {verb} {} in the master ({held}), more than the {} this machine has available",
                 human_bytes(bytes),
                 human_bytes(avail)
             );
@@ -158,24 +163,30 @@ impl Batch {
     }
 
     /// `count` products of `form`, random in [-1, 1) from a seed (float32
-    /// values rounded from the same draws).
+    /// values rounded from the same draws), made as they are read
+    /// (`random.rs`): nothing is held. Refused only when the batch has
+    /// more values than can be counted.
     pub fn random_form(form: Form, count: usize, seed: u64) -> Result<Batch> {
-        let b_len = match form.shared_b {
-            true => form.shape.b_len(),
-            false => form.shape.b_len().saturating_mul(count as u64),
+        let b_products = if form.shared_b { 1 } else { count as u64 };
+        // Bytes of A, B and C are counted (the wire, the sinks, the
+        // reports): they must fit a u64 even if none is held.
+        let countable = master_bytes(count, &form).is_some();
+        let len = |per: u64, products: u64| {
+            per.checked_mul(products)
+                .and_then(|l| usize::try_from(l).ok())
+                .filter(|_| countable)
+                .ok_or_else(|| anyhow::anyhow!("{count} products of {form} are more values than can be counted"))
         };
-        let make = |len: u64, seed: u64| {
-            let mut v = Values::try_zeros(form.dtype, usize::try_from(len).unwrap_or(usize::MAX))
-                .ok_or_else(|| anyhow::anyhow!("no memory for {len} values of {}", form.dtype))?;
-            kernel::fill_random_values(&mut v, seed);
-            Ok::<_, anyhow::Error>(v)
-        };
-        let a = make(
-            form.shape.a_len().saturating_mul(count as u64),
+        let source = |len: usize, seed: u64| Source::External(Arc::new(RandomValues::new(form.dtype, len, seed)));
+        let a = source(
+            len(form.shape.a_len(), count as u64)?,
             seed.wrapping_mul(2).wrapping_add(1),
-        )?;
-        let b = make(b_len, seed.wrapping_mul(2).wrapping_add(2))?;
-        Batch::new(form, count, a, b)
+        );
+        let b = source(
+            len(form.shape.b_len(), b_products)?,
+            seed.wrapping_mul(2).wrapping_add(2),
+        );
+        Batch::from_sources(form, count, a, b)
     }
 
     pub fn dims(&self) -> Dims {
@@ -415,6 +426,40 @@ mod size_tests {
     }
 
     #[test]
+    fn a_random_batch_is_made_as_it_is_read() {
+        use crate::runtime::data::External;
+        let form = Form {
+            shared_b: false,
+            ..Form::square(5)
+        };
+        let batch = Batch::random_form(form, 7, 11).expect("countable");
+        // Product 3's A is values 75..100 of A's stream, its B those of
+        // B's own stream (seeds 2s+1 and 2s+2), read twice the same.
+        let (a, b) = (
+            RandomValues::new(DType::F64, 175, 23),
+            RandomValues::new(DType::F64, 175, 24),
+        );
+        let want_a: Vec<f64> = (75..100).map(|i| a.at(i)).collect();
+        let want_b: Vec<f64> = (75..100).map(|i| b.at(i)).collect();
+        assert_eq!(batch.a_of(3).expect("A"), want_a);
+        assert_eq!(batch.b_of(3).expect("B"), want_b);
+        assert_eq!(batch.a_of(3).expect("A"), batch.a_of(3).expect("A"));
+        assert_ne!(want_a, want_b);
+        assert_eq!(a.len(), batch.a.len());
+        // float32: the same draws, rounded.
+        let single = Form {
+            dtype: DType::F32,
+            ..form
+        };
+        let b32 = Batch::random_form(single, 7, 11).expect("countable");
+        let got = b32.a_of(3).expect("A");
+        assert!(got.iter().zip(&want_a).all(|(x, y)| *x == f64::from(*y as f32)));
+        // More values than can be counted: one clear error, nothing made.
+        let e = Batch::random_form(Form::square(1), usize::MAX, 0).expect_err("too many");
+        assert!(e.to_string().contains("more values than can be counted"), "{e}");
+    }
+
+    #[test]
     fn batches_the_master_cannot_hold_are_refused_by_name() {
         // 10 products of 100×100: 3 · 10 · 10⁴ · 8 = 2.4 MB.
         let f = Form::square(100);
@@ -433,7 +478,9 @@ mod size_tests {
             .expect_err("too big")
             .to_string();
         assert!(
-            e.starts_with("--batch 10 --size 100:") && e.contains("need 2.4 MB") && e.contains("the 2.4 MB"),
+            e.starts_with("--batch 10 --size 100:")
+                && e.contains("10 products of 100×100 float64 need 2.4 MB")
+                && e.contains("the 2.4 MB"),
             "{e}"
         );
         let e = check_fits(usize::MAX, &Form::square(1), true, None, "--batch")

@@ -16,4 +16,5 @@ pub mod log;
 mod pieces;
 pub mod pool;
 pub mod product;
+pub mod random;
 pub mod shell;
