@@ -185,12 +185,12 @@ impl RunReport {
         measured: &Measured,
         form: &dls_protocol::Form,
         verified: (usize, f64),
+        efficiency: Option<(f64, f64)>,
     ) -> RunReport {
         let names = |o: Vec<usize>| o.into_iter().map(|i| platform.workers()[i].name.clone()).collect();
         let predicted = plan.makespan();
         let bound = steady_state_bound(platform, plan);
-        let (efficiency, homogeneous_makespan) =
-            dls_lp::plan::efficiency(platform, plan).unwrap_or((f64::NAN, f64::NAN));
+        let (efficiency, homogeneous_makespan) = efficiency.unwrap_or((f64::NAN, f64::NAN));
         let busy = |w: usize, send: bool| -> f64 {
             measured
                 .transfers
@@ -285,8 +285,9 @@ impl RunReport {
         out: &Outcome,
         form: &dls_protocol::Form,
         verified: (usize, f64),
+        efficiency: Option<(f64, f64)>,
     ) -> RunReport {
-        RunReport::new(platform, plan, &out.measured, form, verified)
+        RunReport::new(platform, plan, &out.measured, form, verified, efficiency)
     }
 
     /// Fold in what a run's probes did before this report's plan (the

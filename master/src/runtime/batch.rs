@@ -276,12 +276,64 @@ pub fn picks(products: usize, count: usize, seed: u64) -> Vec<usize> {
     picks
 }
 
+/// What the master's naive kernel says a product must be: C (`want`) and
+/// |A|·|B| (`scale`, which bounds the rounding allowed), in float64.
+#[derive(Debug)]
+pub struct Reference {
+    want: Vec<f64>,
+    scale: Vec<f64>,
+}
+
+/// References worked out before a run ends hold at most this many bytes
+/// (the others are worked out when their products are checked).
+const AHEAD_BYTES: usize = 64 << 20;
+
+/// Product `i`'s reference: the naive triple loop, not the workers'
+/// kernel, an independent computation of the same product.
+fn reference(batch: &Batch, i: usize) -> Result<Reference> {
+    let (a, b) = (batch.a_of(i)?, batch.b_of(i)?);
+    let abs = |v: &[f64]| {
+        v.iter()
+            .map(|x| if x.is_finite() { x.abs() } else { 0.0 })
+            .collect::<Vec<_>>()
+    };
+    let d = batch.dims();
+    Ok(Reference {
+        want: kernel::naive_dims(&a, &b, d),
+        scale: kernel::naive_dims(&abs(&a), &abs(&b), d),
+    })
+}
+
+/// The references of the first of `picks` (within [`AHEAD_BYTES`]), worked
+/// out while the run goes on: a product whose inputs cannot be read is
+/// left to [`verify_with`], which reads them again and says why.
+pub fn references(batch: &Batch, picks: &[usize]) -> BTreeMap<usize, Reference> {
+    let each = 2 * 8 * batch.dims().n * batch.dims().m;
+    let ahead = AHEAD_BYTES / each.max(1);
+    picks
+        .iter()
+        .take(ahead)
+        .filter_map(|&i| Some((i, reference(batch, i).ok()?)))
+        .collect()
+}
+
 /// Recompute the products whose results were kept (`kept`: C of each, in
 /// f64) and compare. The master recomputes them with the naive kernel, in
 /// float64. Returns how many were checked and the largest absolute error;
 /// fails when an error exceeds what rounding in the batch's type can
 /// explain.
+#[cfg(test)]
 pub fn verify(batch: &Batch, kept: &BTreeMap<usize, Vec<f64>>) -> Result<(usize, f64)> {
+    verify_with(batch, kept, BTreeMap::new())
+}
+
+/// [`verify`], with the references already worked out (`ahead`, from
+/// [`references`]) taken as they are.
+pub fn verify_with(
+    batch: &Batch,
+    kept: &BTreeMap<usize, Vec<f64>>,
+    mut ahead: BTreeMap<usize, Reference>,
+) -> Result<(usize, f64)> {
     let d = batch.dims();
     let mut worst = 0.0f64;
     let eps = 4.0 * (d.k as f64 + 2.0) * batch.form.dtype.epsilon();
@@ -290,16 +342,10 @@ pub fn verify(batch: &Batch, kept: &BTreeMap<usize, Vec<f64>>) -> Result<(usize,
         DType::F64 => f64::MAX,
     };
     for (&i, c) in kept {
-        // The naive triple loop, not the workers' kernel: an independent
-        // computation of the same product.
-        let (a, b) = (batch.a_of(i)?, batch.b_of(i)?);
-        let want = kernel::naive_dims(&a, &b, d);
-        let abs = |v: &[f64]| {
-            v.iter()
-                .map(|x| if x.is_finite() { x.abs() } else { 0.0 })
-                .collect::<Vec<_>>()
+        let Reference { want, scale } = match ahead.remove(&i) {
+            Some(r) => r,
+            None => reference(batch, i)?,
         };
-        let scale = kernel::naive_dims(&abs(&a), &abs(&b), d);
         if c.len() != want.len() {
             bail!("product {i}: {} values kept, {} expected", c.len(), want.len());
         }
@@ -375,9 +421,24 @@ mod size_tests {
         let mut wrong = c.clone();
         wrong[n * n + 2] = 1.0; // product 1, column 2: finite and must stay so
         wrong[n * n + 1 + n] = 5.0; // product 1, column 1: must be non-finite
-        let k = kept(&batch, &Values::F64(wrong), &picks(m, m, 0));
+        let k = kept(&batch, &Values::F64(wrong.clone()), &picks(m, m, 0));
         let e = format!("{:#}", verify(&batch, &k).expect_err("wrong"));
         assert!(e.contains("product 1"), "{e}");
+        // References worked out ahead (all, or some: the others are worked
+        // out when checked) make the same check.
+        let all: Vec<usize> = (0..m).collect();
+        let k = kept(&batch, &right, &all);
+        let ahead = verify_with(&batch, &k, references(&batch, &all)).expect("right results pass");
+        assert_eq!(ahead.0, m);
+        assert_eq!(ahead.1.to_bits(), verify(&batch, &k).expect("pass").1.to_bits());
+        let k = kept(&batch, &Values::F64(wrong), &all);
+        for some in [&all[..0], &all[..1], &all[..]] {
+            let e = format!(
+                "{:#}",
+                verify_with(&batch, &k, references(&batch, some)).expect_err("wrong")
+            );
+            assert!(e.contains("product 1"), "{e}");
+        }
         // The picks are the seed's, sorted, within the batch.
         assert_eq!(picks(10, 3, 7), picks(10, 3, 7));
         assert!(picks(10, 30, 7).windows(2).all(|w| w[0] < w[1]) && picks(10, 30, 7).len() == 10);

@@ -21,6 +21,8 @@ use crate::runtime::{batch, log};
 use anyhow::{anyhow, bail, Result};
 use dls_lp::{Plan, Platform, Ports, Request, Rounding, Strategy, Worker};
 use dls_protocol::{Form, JobId};
+use std::collections::BTreeMap;
+use tokio::task::JoinHandle;
 
 mod cold;
 mod product;
@@ -233,14 +235,19 @@ async fn run_plan_into(
         &plan,
         crate::output::report::steady_state_bound(&platform, &plan),
     );
+    let beside = beside_the_run(&platform, &plan, batch, &results);
     let outcome = shell::execute(pool, &platform, &plan, batch, JobId(job), &cfg.options, results).await?;
     let form = batch.form;
     log::end(&platform, &plan, &outcome.measured, |n| {
         let n = u32::try_from(n).unwrap_or(u32::MAX);
         (form.in_bytes(n), form.out_bytes(n))
     });
-    let verified = batch::verify(batch, &outcome.kept).map_err(|e| e.context("verification failed"))?;
-    let report = RunReport::from_outcome(&platform, &plan, &outcome, &batch.form, verified);
+    let Beside { efficiency, references } = beside
+        .await
+        .map_err(|e| anyhow!("internal error: the work beside the run: {e}"))?;
+    let verified =
+        batch::verify_with(batch, &outcome.kept, references).map_err(|e| e.context("verification failed"))?;
+    let report = RunReport::from_outcome(&platform, &plan, &outcome, &batch.form, verified, efficiency);
     let names: Vec<String> = platform.workers().iter().map(|w| w.name.clone()).collect();
     let mut trace = Trace::new(&names, &plan, &outcome.measured);
     trace.title = Some(format!("{} products of {}, {}", batch.count, batch.form, plan.strategy));
@@ -251,6 +258,28 @@ async fn run_plan_into(
         report,
         trace,
     })
+}
+
+/// What a run's report needs that does not depend on its results, worked
+/// out off the async threads while the run goes on rather than after it
+/// (after it, they added 0.1-0.2 s to a run of 300 products of 256×256):
+/// the plan's efficiency against the equivalent homogeneous platform (a
+/// plan of its own), and the naive products the master checks results by.
+fn beside_the_run(platform: &Platform, plan: &Plan, batch: &Batch, results: &Results<'_>) -> JoinHandle<Beside> {
+    let (platform, plan, batch) = (platform.clone(), plan.clone(), batch.clone());
+    let picks: Vec<usize> = results.keep.iter().copied().collect();
+    tokio::task::spawn_blocking(move || Beside {
+        efficiency: dls_lp::plan::efficiency(&platform, &plan).ok(),
+        references: batch::references(&batch, &picks),
+    })
+}
+
+/// What [`beside_the_run`] worked out: the plan's efficiency and the
+/// homogeneous platform's makespan (`None` where that cannot be planned),
+/// and references of the products checked.
+struct Beside {
+    efficiency: Option<(f64, f64)>,
+    references: BTreeMap<usize, batch::Reference>,
 }
 
 /// The shared token: `flag` (a file), else `DLS_TOKEN`, else the cluster
