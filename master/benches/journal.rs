@@ -39,7 +39,10 @@ fn main() {
     let identity = Identity {
         form: form.to_string(),
         count,
-        inputs: Inputs::Random { seed: 1 },
+        inputs: Inputs::Random {
+            seed: 1,
+            generator: "splitmix64".into(),
+        },
     };
     let plain_run = || {
         let path = dir.join("plain.npy");

@@ -225,7 +225,10 @@ fn identity_of(args: &RunArgs, batch: &Batch) -> Result<Identity> {
             a: FileId::of(&files[0])?,
             b: FileId::of(&files[1])?,
         },
-        None => Inputs::Random { seed: args.seed },
+        None => Inputs::Random {
+            seed: args.seed,
+            generator: crate::runtime::random::GENERATOR.into(),
+        },
     };
     Ok(Identity {
         form: batch.form.to_string(),

@@ -43,10 +43,21 @@ pub struct Identity {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Inputs {
-    /// Drawn from this seed (`--batch --size`).
-    Random { seed: u64 },
+    /// Drawn from this seed (`--batch --size`) by `generator`: a build
+    /// that draws them otherwise must not fill in the rest of the batch.
+    Random {
+        seed: u64,
+        /// Journals written before it was recorded drew with xorshift64.
+        #[serde(default = "earlier_generator")]
+        generator: String,
+    },
     /// Read from two files.
     Files { a: FileId, b: FileId },
+}
+
+/// The generator of random inputs before SplitMix64 (journals that name none).
+fn earlier_generator() -> String {
+    "xorshift64".into()
 }
 
 /// A file as it was: path, size, modification time and a checksum of a
@@ -129,9 +140,12 @@ impl Identity {
             ));
         }
         match (&self.inputs, &other.inputs) {
-            (Inputs::Random { seed: a }, Inputs::Random { seed: b }) if a != b => {
+            (Inputs::Random { seed: a, .. }, Inputs::Random { seed: b, .. }) if a != b => {
                 Some(format!("it is for random inputs of seed {b}, this run's seed is {a}"))
             }
+            (Inputs::Random { generator: a, .. }, Inputs::Random { generator: b, .. }) if a != b => Some(format!(
+                "it is for random inputs drawn by {b} (an earlier build), this build draws them by {a}"
+            )),
             (Inputs::Files { a, b }, Inputs::Files { a: oa, b: ob }) => {
                 file_difference("A", a, oa).or_else(|| file_difference("B", b, ob))
             }

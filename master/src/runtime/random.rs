@@ -18,6 +18,10 @@ use dls_protocol::{DType, Values};
 use std::io;
 use std::ops::Range;
 
+/// The generator's name, as journals record it (`output/journal.rs`): a
+/// batch resumed must be drawn as it was begun.
+pub const GENERATOR: &str = "splitmix64";
+
 /// SplitMix64's increment: the golden ratio's fractional part, in 64 bits.
 const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
 

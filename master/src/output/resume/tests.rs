@@ -9,7 +9,10 @@ fn identity(count: usize) -> Identity {
     Identity {
         form: Form::square(2).to_string(),
         count,
-        inputs: Inputs::Random { seed: 1 },
+        inputs: Inputs::Random {
+            seed: 1,
+            generator: "splitmix64".into(),
+        },
     }
 }
 
