@@ -168,15 +168,11 @@ impl Batch {
     /// more values than can be counted.
     pub fn random_form(form: Form, count: usize, seed: u64) -> Result<Batch> {
         let b_products = if form.shared_b { 1 } else { count as u64 };
+        let too_many = || anyhow::anyhow!("{count} products of {form} are more values than can be counted");
         // Bytes of A, B and C are counted (the wire, the sinks, the
         // reports): they must fit a u64 even if none is held.
-        let countable = master_bytes(count, &form).is_some();
-        let len = |per: u64, products: u64| {
-            per.checked_mul(products)
-                .and_then(|l| usize::try_from(l).ok())
-                .filter(|_| countable)
-                .ok_or_else(|| anyhow::anyhow!("{count} products of {form} are more values than can be counted"))
-        };
+        master_bytes(count, &form).ok_or_else(too_many)?;
+        let len = |per: u64, products: u64| usize::try_from(per * products).map_err(|_| too_many());
         let source = |len: usize, seed: u64| Source::External(Arc::new(RandomValues::new(form.dtype, len, seed)));
         let a = source(
             len(form.shape.a_len(), count as u64)?,
