@@ -66,6 +66,12 @@ pub struct Observed {
     /// The factors the current chunk sizes were computed with.
     used: Vec<[f64; 3]>,
     span: f64,
+    /// Workers whose parts the last correction grew only as far as
+    /// [`GROWTH`] allows, and the predicted seconds of each worker's
+    /// observations since then: once those cover the span for all of them,
+    /// the products are shared again on what their larger parts showed.
+    watch: Vec<usize>,
+    since: Vec<f64>,
 }
 
 impl Observed {
@@ -74,6 +80,8 @@ impl Observed {
         Observed {
             seen: vec![Default::default(); p],
             used: vec![[1.0; 3]; p],
+            watch: Vec::new(),
+            since: vec![0.0; p],
             span: if makespan.is_finite() {
                 SPAN * makespan.max(0.0)
             } else {
@@ -89,6 +97,7 @@ impl Observed {
         if !(ok(measured) && ok(predicted)) || worker >= self.seen.len() {
             return;
         }
+        self.since[worker] += predicted;
         let q = &mut self.seen[worker][phase as usize];
         if !q.warmed {
             q.warmed = true;
@@ -119,13 +128,23 @@ impl Observed {
     }
 
     /// Whether any worker's estimate moved beyond the dead band since the
-    /// sizes were last computed.
+    /// sizes were last computed, or the workers a capped correction grew
+    /// have since been seen for the span ([`Observed::watch`]).
     pub fn changed(&self) -> bool {
-        (0..self.seen.len()).any(|w| {
-            [Phase::Send, Phase::Compute, Phase::Return]
-                .iter()
-                .any(|&ph| (self.factor(w, ph) / self.used[w][ph as usize] - 1.0).abs() > DEADBAND)
-        })
+        let grown = !self.watch.is_empty() && self.watch.iter().all(|&w| self.since[w] >= self.span);
+        grown
+            || (0..self.seen.len()).any(|w| {
+                [Phase::Send, Phase::Compute, Phase::Return]
+                    .iter()
+                    .any(|&ph| (self.factor(w, ph) / self.used[w][ph as usize] - 1.0).abs() > DEADBAND)
+            })
+    }
+
+    /// The last correction grew `workers`' parts only as far as
+    /// [`GROWTH`] allows: share again once they have been seen for the
+    /// span with their larger parts, whether or not their estimates move.
+    pub fn watch(&mut self, workers: &[usize]) {
+        self.watch = workers.iter().copied().filter(|&w| w < self.since.len()).collect();
     }
 
     /// The factors in use, per worker (send, compute, return).
@@ -136,6 +155,8 @@ impl Observed {
     /// The platform with every worker's costs scaled by its estimates
     /// (latencies as they were); marks the estimates as used.
     pub fn corrected(&mut self, base: &Platform) -> Platform {
+        self.watch.clear();
+        self.since.fill(0.0);
         let workers: Vec<Worker> = base
             .workers()
             .iter()
@@ -202,6 +223,28 @@ pub struct Slot {
     pub units: u64,
 }
 
+/// How far one correction may grow a worker's part: to this many times
+/// what its slots held, or by one product a slot if that is more. What a
+/// worker was seen doing, it did at the pace of its part; a node that
+/// received a product every few rounds shows its link's speed alone, and
+/// under a part several times as large its processor may not keep up (on
+/// the switched test bed, a link 4% faster than the busiest worker's,
+/// seen while it took a tenth of the products, drew all the busy one's
+/// products in one correction and ran them 1.7× slower than the busy one
+/// had: 11.7 s against 6.7-7.2 s). The products a grown part cannot take
+/// stay where they were, and the watch ([`Observed::watch`]) shares them
+/// again once the larger part has been seen.
+pub const GROWTH: f64 = 2.0;
+
+/// What [`reshare`] decided: the slots' new sizes, each newcomer's part,
+/// and the workers held at [`GROWTH`] (they would have taken more).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reshared {
+    pub sizes: Vec<u64>,
+    pub theirs: Vec<u64>,
+    pub grown: Vec<usize>,
+}
+
 /// New sizes for `slots` on the `corrected` platform: their products are
 /// shared over the workers that have slots and the `newcomers` so that they
 /// all finish together, each taking them at its steady-state rate
@@ -212,9 +255,11 @@ pub struct Slot {
 /// most one product and no worker loses or gains a product to rounding in
 /// every round. A worker that slowed down still holds chunks sized for its
 /// old pace: without `busy` the products it cannot reach in time would be
-/// shared as if it were free. Returns the slots' sizes and each
-/// newcomer's part (taken from the slots, for a round of its own); `None`
-/// when nothing would change or the caps cannot hold the products.
+/// shared as if it were free. No enrolled worker's part grows beyond
+/// [`GROWTH`]; what the others cannot take either stays in proportion to
+/// their parts. Returns the slots' sizes, each newcomer's part (taken
+/// from the slots, for a round of its own) and the workers held back;
+/// `None` when nothing would change or the caps cannot hold the products.
 pub fn reshare(
     corrected: &Platform,
     ports: Ports,
@@ -222,7 +267,7 @@ pub fn reshare(
     busy: &[f64],
     cap: impl Fn(usize) -> u64,
     newcomers: &[usize],
-) -> Option<(Vec<u64>, Vec<u64>)> {
+) -> Option<Reshared> {
     let wk = corrected.workers();
     let mut enrolled: Vec<usize> = slots.iter().map(|s| s.worker).collect();
     enrolled.sort_unstable();
@@ -246,12 +291,25 @@ pub fn reshare(
     // the enrolled workers' backlog would give it everything); its round
     // is planned for its memory.
     let sum: f64 = ss.alpha.iter().sum();
-    let caps: Vec<u64> = (enrolled.iter().zip(&of))
-        .map(|(&w, mine)| cap(w).saturating_mul(mine.len() as u64))
+    let old: Vec<u64> = (of.iter())
+        .map(|mine| mine.iter().map(|&k| slots[k].units).sum())
+        .chain(fresh.iter().map(|_| 0))
+        .collect();
+    let grow = |part: u64, n: usize| ((part as f64 * GROWTH) as u64).max(part.saturating_add(n as u64));
+    let caps: Vec<u64> = (enrolled.iter().zip(&of).zip(&old))
+        .map(|((&w, mine), &part)| cap(w).saturating_mul(mine.len() as u64).min(grow(part, mine.len())))
         .chain((0..fresh.len()).map(|i| (total as f64 * ss.alpha[enrolled.len() + i] / sum).floor() as u64))
         .collect();
     let held: Vec<f64> = everyone.iter().map(|&w| busy.get(w).copied().unwrap_or(0.0)).collect();
-    let parts = capped_split(total, &level(total as f64, &ss.alpha, &held), &caps)?;
+    let wanted = level(total as f64, &ss.alpha, &held);
+    let kept: Vec<f64> = old.iter().map(|&u| u as f64).collect();
+    let parts = capped_split(total, &wanted, &kept, &caps)?;
+    // Held back by the growth cap: given all it could take, short of its
+    // share of the products.
+    let grown: Vec<usize> = (0..enrolled.len())
+        .filter(|&i| parts[i] > old[i] && parts[i] == caps[i] && parts[i] as f64 + 0.5 < wanted[i])
+        .map(|i| enrolled[i])
+        .collect();
     let mut out = vec![0u64; slots.len()];
     for (mine, &part) in of.iter().zip(&parts) {
         for (&slot, units) in mine.iter().zip(spread(part, mine.len())) {
@@ -268,7 +326,11 @@ pub fn reshare(
         })
         .collect();
     let moved = out.iter().zip(slots).any(|(&u, s)| u != s.units);
-    moved.then_some((out, theirs))
+    moved.then_some(Reshared {
+        sizes: out,
+        theirs,
+        grown,
+    })
 }
 
 /// Parts of `total` for workers taking `rate[i]` units a second once free
@@ -295,16 +357,25 @@ pub fn level(total: f64, rate: &[f64], busy: &[f64]) -> Vec<f64> {
 
 /// `total` split in proportion to `weights` (whole units), none above its
 /// cap: capped entries are filled and the rest shared again among the
-/// others. `None` if the caps (or the positive weights) cannot hold it.
-fn capped_split(total: u64, weights: &[f64], caps: &[u64]) -> Option<Vec<u64>> {
+/// others; what those with positive weights cannot hold goes to the
+/// others in proportion to `then`. `None` if the caps (or the positive
+/// weights) cannot hold it.
+fn capped_split(total: u64, weights: &[f64], then: &[f64], caps: &[u64]) -> Option<Vec<u64>> {
     let mut out = vec![0u64; weights.len()];
+    let (mut by, mut fell_back) = (weights, false);
     let mut open: Vec<usize> = (0..weights.len()).filter(|&i| weights[i] > 0.0).collect();
     let mut left = total;
     while left > 0 {
+        if open.is_empty() && !fell_back {
+            (by, fell_back) = (then, true);
+            open = (0..weights.len())
+                .filter(|&i| then[i] > 0.0 && out[i] < caps[i])
+                .collect();
+        }
         if open.is_empty() {
             return None;
         }
-        let w: Vec<f64> = open.iter().map(|&i| weights[i]).collect();
+        let w: Vec<f64> = open.iter().map(|&i| by[i]).collect();
         let split = dls_lp::rounding::proportional(left, &w);
         let over: Vec<usize> = (0..open.len())
             .filter(|&k| out[open[k]] + split[k] > caps[open[k]])
@@ -332,242 +403,4 @@ fn capped_split(total: u64, weights: &[f64], caps: &[u64]) -> Option<Vec<u64>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn star(ws: &[f64]) -> Platform {
-        Platform::new(
-            ws.iter()
-                .enumerate()
-                .map(|(i, &w)| Worker::new(format!("w{i}"), 0.01, w, 0.01))
-                .collect(),
-        )
-        .expect("valid")
-    }
-
-    #[test]
-    fn estimates_cover_a_span_skip_the_warm_up_and_pass_a_dead_band() {
-        // A batch of 10 s: estimates cover at least 1 s predicted.
-        let mut o = Observed::new(2, 10.0);
-        assert_eq!(o.factor(0, Phase::Compute), 1.0);
-        // The first chunk, three times slower (cold caches): not used.
-        o.see(0, Phase::Compute, 1.5, 0.5);
-        for x in [1.05, 0.97, 1.02] {
-            o.see(0, Phase::Compute, x * 0.5, 0.5);
-        }
-        assert!(
-            (o.factor(0, Phase::Compute) - 3.04 / 3.0).abs() < 1e-12,
-            "ratio of the sums"
-        );
-        assert!(!o.changed(), "noise within the dead band");
-        // Fewer than three observations: no estimate yet.
-        o.see(1, Phase::Compute, 1.0, 1.0);
-        o.see(1, Phase::Compute, 1.3, 1.0);
-        o.see(1, Phase::Compute, 1.3, 1.0);
-        assert_eq!(o.factor(1, Phase::Compute), 1.0);
-        assert!(!o.changed(), "two observations move nothing");
-        o.see(1, Phase::Compute, 1.3, 1.0);
-        assert!((o.factor(1, Phase::Compute) - 1.3).abs() < 1e-12);
-        assert!(o.changed());
-        // Short transfers: no estimate until they cover the span.
-        o.see(1, Phase::Send, 0.125, 0.125);
-        for _ in 0..7 {
-            o.see(1, Phase::Send, 0.25, 0.125);
-        }
-        assert_eq!(o.factor(1, Phase::Send), 1.0, "0.875 s of 1 s covered");
-        o.see(1, Phase::Send, 0.25, 0.125);
-        assert!((o.factor(1, Phase::Send) - 2.0).abs() < 1e-12);
-        // A lasting slowdown: the oldest observations leave the window.
-        o.see(0, Phase::Return, 1.0, 1.0);
-        for _ in 0..5 {
-            o.see(0, Phase::Return, 1.0, 1.0);
-        }
-        for _ in 0..3 {
-            o.see(0, Phase::Return, 3.0, 1.0);
-        }
-        assert!((o.factor(0, Phase::Return) - 3.0).abs() < 1e-12);
-        // Bad observations are ignored (they do not even warm up).
-        for bad in [(f64::NAN, 1.0), (1.0, 0.0), (-1.0, 1.0), (1.0, f64::INFINITY)] {
-            o.see(1, Phase::Return, bad.0, bad.1);
-        }
-        for _ in 0..3 {
-            o.see(1, Phase::Return, 1.0, 1.0);
-        }
-        assert_eq!(o.factor(1, Phase::Return), 1.0, "the first good one warms up");
-        let p = o.corrected(&star(&[1.0, 2.0]));
-        assert!((p.workers()[1].w - 2.6).abs() < 1e-12);
-        assert!((p.workers()[0].d - 0.03).abs() < 1e-12);
-        assert!((p.workers()[1].c - 0.02).abs() < 1e-12);
-        assert!(!o.changed(), "the estimates in use");
-    }
-
-    #[test]
-    fn a_slower_worker_gets_less_and_totals_stay() {
-        // Two equal compute-bound workers, round of 20: 10 and 10. Worker 1
-        // becomes 3× slower: steady-state shares 1 : 1/3, so 15 and 5.
-        let slots = [
-            Slot {
-                worker: 0,
-                round: 4,
-                units: 10,
-            },
-            Slot {
-                worker: 1,
-                round: 4,
-                units: 10,
-            },
-        ];
-        let same = reshare(&star(&[1.0, 1.0]), Ports::One, &slots, &[], |_| u64::MAX, &[]);
-        assert_eq!(same, None, "nothing to change");
-        let got = reshare(&star(&[1.0, 3.0]), Ports::One, &slots, &[], |_| u64::MAX, &[])
-            .expect("changes")
-            .0;
-        assert_eq!(got, [15, 5]);
-        // With worker 0 capped at 12 products, the rest goes to worker 1.
-        let got = reshare(
-            &star(&[1.0, 3.0]),
-            Ports::One,
-            &slots,
-            &[],
-            |w| if w == 0 { 12 } else { 100 },
-            &[],
-        )
-        .expect("changes")
-        .0;
-        assert_eq!(got, [12, 8]);
-        // Caps that cannot hold the round: keep it as it was.
-        assert_eq!(reshare(&star(&[1.0, 3.0]), Ports::One, &slots, &[], |_| 9, &[]), None);
-    }
-
-    #[test]
-    fn behind_a_shared_uplink_products_go_only_where_the_port_can_carry_them() {
-        // The fastest link (d), slowed to 0.065 s a unit, takes 0.76 of the
-        // uplink (0.0496 s a unit), the next (c, 0.0816) 0.61: the port never
-        // sends to both at once, and d's sends fill the time. The bound's
-        // rates would give c the uplink's rest (1/0.0496 − 1/0.065 = 4.8 of
-        // 20.2 units a second, a quarter); the port can carry none of it.
-        let p = Platform::new(vec![
-            Worker::new("d", 0.065, 0.02, 0.03),
-            Worker::new("c", 0.0816, 0.02, 0.04),
-        ])
-        .expect("valid");
-        let u = dls_lp::Uplink {
-            send: 0.0496,
-            ret: 0.02,
-            duplex: true,
-        };
-        let slots = [(0, 100), (1, 7)].map(|(worker, units)| Slot {
-            worker,
-            round: 3,
-            units,
-        });
-        let got = reshare(&p, Ports::Shared(u), &slots, &[], |_| u64::MAX, &[]).expect("changes");
-        assert_eq!(got.0, [107, 0]);
-        // A processor that holds d to 10 units a second leaves the lane 35%
-        // of the time: c's link fills it (4.3 units a second). d comes
-        // first although c could take more alone (12.3): d uses the lane's
-        // time better.
-        let slow = Platform::new(vec![Worker::new("d", 0.065, 0.1, 0.03), p.workers()[1].clone()]).expect("valid");
-        let got = reshare(&slow, Ports::Shared(u), &slots, &[], |_| u64::MAX, &[]).expect("changes");
-        let c_rate: f64 = (1.0 - 10.0 * 0.065) / 0.0816;
-        assert_eq!(got.0[1], (107.0 * c_rate / (10.0 + c_rate)).round() as u64, "{got:?}");
-    }
-
-    #[test]
-    fn work_already_held_counts_before_the_share() {
-        let slots = [0, 1].map(|worker| Slot {
-            worker,
-            round: 4,
-            units: 10,
-        });
-        // Rates 1 and 1/3 a second; worker 1 still holds 8 s of work. All
-        // finish together at T = 17: worker 0 takes 17, worker 1
-        // (17 − 8)/3 = 3 (were it free: 15 and 5).
-        let got = reshare(&star(&[1.0, 3.0]), Ports::One, &slots, &[0.0, 8.0], |_| u64::MAX, &[]);
-        assert_eq!(got.expect("changes").0, [17, 3]);
-        // Holding more than all the rest takes: nothing more.
-        let got = reshare(&star(&[1.0, 3.0]), Ports::One, &slots, &[0.0, 100.0], |_| u64::MAX, &[]);
-        assert_eq!(got.expect("changes").0, [20, 0]);
-    }
-
-    #[test]
-    fn levels_finish_together() {
-        // Closed forms: equal rates, busy 0 and 2, 4 units: T = 3.
-        assert_eq!(level(4.0, &[1.0, 1.0], &[0.0, 2.0]), [3.0, 1.0]);
-        // Nobody busy: in proportion to the rates.
-        assert_eq!(level(6.0, &[2.0, 1.0], &[0.0, 0.0]), [4.0, 2.0]);
-        // A worker of rate 0 gets nothing; the third is too busy to start.
-        assert_eq!(level(3.0, &[1.0, 0.0, 1.0], &[1.0, 0.0, 9.0]), [3.0, 0.0, 0.0]);
-        // Against brute force: T found by bisection, on random cases.
-        let mut x = 0x9e3779b97f4a7c15u64;
-        let mut rnd = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % 1000) as f64 / 100.0
-        };
-        for _ in 0..200 {
-            let n = 1 + (rnd() as usize % 5);
-            let rate: Vec<f64> = (0..n).map(|_| rnd() + 0.01).collect();
-            let busy: Vec<f64> = (0..n).map(|_| rnd()).collect();
-            let total = rnd() * 10.0;
-            let sum = |t: f64| -> f64 { rate.iter().zip(&busy).map(|(r, b)| r * (t - b).max(0.0)).sum() };
-            let (mut lo, mut hi) = (0.0, 1e6);
-            for _ in 0..200 {
-                let mid = (lo + hi) / 2.0;
-                if sum(mid) < total {
-                    lo = mid
-                } else {
-                    hi = mid
-                }
-            }
-            let got = level(total, &rate, &busy);
-            for (i, g) in got.iter().enumerate() {
-                let want = rate[i] * (lo - busy[i]).max(0.0);
-                assert!(
-                    (g - want).abs() < 1e-6 * (1.0 + want),
-                    "{rate:?} {busy:?} {total}: {got:?}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn many_small_rounds_share_without_a_rounding_bias() {
-        // 40 rounds of 3 products over 4 compute-bound workers whose
-        // speeds are 6 : 3 : 2 : 1: 120 products, so 60, 30, 20 and 10.
-        // Shared round by round, 3 products would go 2 : 1 : 0 : 0 (or
-        // similar) every time, and the two slowest would get nothing.
-        let p = star(&[1.0, 2.0, 3.0, 6.0]);
-        let slots: Vec<Slot> = (0..40)
-            .flat_map(|round| {
-                (0..4).map(move |worker| Slot {
-                    worker,
-                    round,
-                    units: u64::from(worker != 3),
-                })
-            })
-            .collect();
-        let got = reshare(&p, Ports::One, &slots, &[], |_| u64::MAX, &[])
-            .expect("changes")
-            .0;
-        assert_eq!(got.iter().sum::<u64>(), 120, "every product kept");
-        for (w, want) in [60u64, 30, 20, 10].into_iter().enumerate() {
-            let mine: Vec<u64> = (0..slots.len())
-                .filter(|&k| slots[k].worker == w)
-                .map(|k| got[k])
-                .collect();
-            assert_eq!(mine.iter().sum::<u64>(), want, "worker {w}: {mine:?}");
-            let (lo, hi) = (mine.iter().min().copied(), mine.iter().max().copied());
-            assert!(hi.zip(lo).is_some_and(|(h, l)| h - l <= 1), "worker {w}: {mine:?}");
-            assert!(mine[0] >= mine[mine.len() - 1], "the larger chunks first: {mine:?}");
-        }
-    }
-
-    #[test]
-    fn capped_split_fills_and_shares_again() {
-        assert_eq!(capped_split(10, &[1.0, 1.0, 2.0], &[10, 1, 10]), Some(vec![3, 1, 6]));
-        assert_eq!(capped_split(5, &[1.0, 0.0], &[3, 10]), None);
-        assert_eq!(capped_split(0, &[1.0], &[0]), Some(vec![0]));
-    }
-}
+mod tests;

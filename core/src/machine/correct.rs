@@ -4,7 +4,7 @@
 //! workers it enrols a round of their own.
 
 use super::BatchMachine;
-use crate::adapt::{enrol, reshare, Slot, DEADBAND};
+use crate::adapt::{enrol, reshare, Reshared, Slot, DEADBAND};
 use crate::record::Adaptation;
 use crate::schedule::Schedule;
 use dls_protocol::ChunkId;
@@ -81,9 +81,10 @@ impl BatchMachine {
         } else {
             enrol(&corrected, ports, &enrolled, &free)
         };
-        let Some((sizes, theirs)) = reshare(&corrected, ports, &slots, &busy, cap, &newcomers) else {
+        let Some(Reshared { sizes, theirs, grown }) = reshare(&corrected, ports, &slots, &busy, cap, &newcomers) else {
             return;
         };
+        self.observed.watch(&grown);
         let mut gathered: Vec<usize> = Vec::new();
         for &j in &ids {
             for &q in &seq.planned()[j].pieces {

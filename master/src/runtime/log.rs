@@ -149,10 +149,17 @@ pub fn incidents(platform: &Platform, machine: &BatchMachine, seen: &mut Seen) {
         round(r.at, r.products, &r.workers, r.predicted, "recovery round");
     }
     for a in &adaptations[seen.adaptations.min(adaptations.len())..] {
+        // Each worker seen away from its costs: measured over predicted,
+        // send/compute/return.
+        let seen_as: Vec<String> = (a.factors.iter().enumerate())
+            .filter(|(_, f)| f.iter().any(|&x| x != 1.0))
+            .map(|(w, [c, m, d])| format!("{}:{c:.2}/{m:.2}/{d:.2}", name(w)))
+            .collect();
         info!(
             at = a.at,
             round = a.round,
             products_moved = a.products,
+            factors = %seen_as.join(","),
             "plan corrected from the speeds measured"
         );
     }
