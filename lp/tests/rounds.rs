@@ -483,3 +483,58 @@ fn preferring_slack_costs_at_most_a_percent_of_the_bound() {
         }
     }
 }
+
+/// Without per-message latencies, `rounds` takes the candidate with the
+/// fewest chunks among those predicted within `SLACK` of the earliest.
+/// The earliest is what the same search returns when a latency too small
+/// to matter turns the choice off: the plan has no more chunks than that
+/// one and predicts within SLACK of it, and, on the switched star below,
+/// far fewer.
+#[test]
+fn of_plans_within_the_slack_the_fewest_chunks() {
+    // The switched test bed's balanced star as calibrated (n = 256).
+    let star = || {
+        vec![
+            Worker::new("a", 0.0714, 0.0328, 0.0341),
+            Worker::new("b", 0.0423, 0.0187, 0.0216),
+            Worker::new("c", 0.0259, 0.0076, 0.0130),
+            Worker::new("d", 0.0212, 0.0072, 0.0097),
+        ]
+    };
+    let up = dls_lp::Uplink::new(0.01915, 0.00899, true).expect("valid");
+    let cases = [
+        (star(), Ports::Shared(up), 300),
+        (star(), Ports::One, 300),
+        (star(), Ports::Two, 120),
+    ];
+    let mut fewer = 0;
+    for (workers, ports, load) in cases {
+        let req = Request {
+            ports,
+            ..Request::new(load, Strategy::Rounds)
+        };
+        let slack = plan(&Platform::new(workers.clone()).expect("valid"), &req).expect("plans");
+        let tiny = Latency {
+            send: 1e-15,
+            compute: 0.0,
+            ret: 0.0,
+        };
+        let earliest: Vec<Worker> = workers.into_iter().map(|w| w.with_latency(tiny)).collect();
+        let earliest = plan(&Platform::new(earliest).expect("valid"), &req).expect("plans");
+        let (s, e) = (&slack.sequence, &earliest.sequence);
+        assert!(
+            s.chunks.len() <= e.chunks.len(),
+            "{ports:?}: {} vs {}",
+            s.chunks.len(),
+            e.chunks.len()
+        );
+        assert!(
+            slack.makespan() <= (1.0 + dls_lp::rounds::SLACK) * earliest.makespan() + 1e-9,
+            "{ports:?}: {} vs {}",
+            slack.makespan(),
+            earliest.makespan()
+        );
+        fewer += usize::from(2 * s.chunks.len() < e.chunks.len());
+    }
+    assert!(fewer >= 1, "the switched star's plan has half the chunks or fewer");
+}
