@@ -39,10 +39,14 @@ start_workers "$DIR" "${specs[@]}"
 for r in 1 2 3; do
   echo "calibrate $COUNT loopback workers, n=$SIZE: $(wall target/release/dls calibrate --workers "$WORKERS" --size "$SIZE" -o "$DIR/p.toml") s (run $r)"
 done
+# Wait for them to exit: a daemon still shutting down would write its
+# last lines into the log of the worker started under its name below.
 kill "${PIDS[@]}" 2>/dev/null || true
+wait "${PIDS[@]}" 2>/dev/null || true
 PIDS=()
+mkdir -p "$DIR/emulated"
 
-start_workers "$DIR" "--link-rate 60 --slowdown 4" "--link-rate 120 --slowdown 8" \
+start_workers "$DIR/emulated" "--link-rate 60 --slowdown 4" "--link-rate 120 --slowdown 8" \
   "--link-rate 30 --slowdown 2" "--link-rate 90 --slowdown 6"
 echo "calibrate 4 emulated workers, n=$SIZE: $(wall target/release/dls calibrate --workers "$WORKERS" --size "$SIZE" -o "$DIR/p.toml") s"
 for r in 1 2; do

@@ -18,7 +18,7 @@ start_workers() {
   for ((j = 0; j < i; j++)); do
     a=
     for _ in $(seq 100); do
-      a=$(grep -o 'listening on [0-9.:]*' "$dir/w$j.log" | awk '{print $3}' || true)
+      a=$(grep -ao 'listening on [0-9.:]*' "$dir/w$j.log" | awk '{print $3}' || true)
       [[ -n "$a" ]] && break
       sleep 0.1
     done
