@@ -12,7 +12,8 @@
 //! the next arriving, computed and back (the slowest of the three, a
 //! unit) over the slowest phase's cost alone is the worker's factor, and
 //! its c, w and d are all scaled by it: the three phases share what slows
-//! them. The pipeline's fill and drain are left out: they would hide a
+//! them. Computing is scaled further where the chunks took longer to
+//! compute than that ([`factors`]). The pipeline's fill and drain are left out: they would hide a
 //! node that falls 10% behind in its steady state, which is what a run
 //! of a hundred chunks on it pays.
 //!
@@ -100,6 +101,23 @@ impl Pipeline {
         let slowest = s.iter().flatten().copied().fold(0.0, f64::max);
         Some(slowest / self.units as f64)
     }
+
+    /// Seconds a unit the chunks spent computing: from when a chunk was in
+    /// and the one before was computed (a worker computes one at a time)
+    /// until it was computed; the mean over the chunks after the first
+    /// (which meets cold caches). `None` with fewer than two chunks or
+    /// times out of order.
+    pub fn computing(&self) -> Option<f64> {
+        let n = self.ready.len().min(self.received.len());
+        if n < 2 || self.units == 0 {
+            return None;
+        }
+        let busy: f64 = (1..n)
+            .map(|i| self.ready[i] - self.received[i].max(self.ready[i - 1]))
+            .sum();
+        let per = busy / ((n - 1) as f64 * self.units as f64);
+        (per.is_finite() && per >= 0.0).then_some(per)
+    }
 }
 
 /// The factor: the mean of `probes`' steady states over the slowest phase
@@ -116,6 +134,27 @@ pub fn factor(alone: &Alone, probes: &[Pipeline]) -> f64 {
     } else {
         1.0
     }
+}
+
+/// The factors (send, compute, return) of a worker's costs under load:
+/// each at least the steady state's ([`factor`]), and computing at least
+/// what the pipelines' chunks took to compute over their cost alone
+/// ([`Pipeline::computing`]), 1 within the noise. The steady state is
+/// what the slowest phase allows; a node short of processor also
+/// computes each chunk more slowly while the next arrives (its receiving
+/// takes the same processor), which its link hides in the pipeline's
+/// steady state but not in a plan: the plan times when each chunk is
+/// back, and sends wait for those returns (a worker holds at most lag + 1
+/// chunks). On the switched test bed, the node on two fifths of a core
+/// computed a run's 384×384 products in 1.5-2.2× their time alone while
+/// its link set the pace (factor 1.0); its plan left 0.73 s of gaps
+/// between its sends and ran 1.17-1.24× its prediction.
+pub fn factors(alone: &Alone, probes: &[Pipeline]) -> [f64; 3] {
+    let f = factor(alone, probes);
+    let spans: Vec<f64> = probes.iter().filter_map(Pipeline::computing).collect();
+    let m = spans.iter().sum::<f64>() / spans.len() as f64 / alone.w.max(1e-12);
+    let fw = if m.is_finite() && m > NOISE { m.max(f) } else { f };
+    [f, fw, f]
 }
 
 /// Units a chunk: about [`SECONDS`] of the slowest phase, and the whole
@@ -280,6 +319,37 @@ mod tests {
         assert_eq!(factor(&ALONE, &[spaced(0.123, 0.1, 0.1)]), 1.0);
         assert_eq!(factor(&ALONE, &[spaced(0.1, 0.1, 0.1)]), 1.0);
         assert_eq!(factor(&ALONE, &[]), 1.0);
+    }
+
+    #[test]
+    fn computing_slower_than_alone_raises_its_own_factor() {
+        // Chunks of 3 arrive every 0.12 s (the link: 0.04 s a unit, the
+        // steady state), each computed in 0.06 s once in: 0.02 a unit,
+        // twice its 0.01 alone.
+        let at = |first: f64| (0..6).map(|j| first + j as f64 * 0.12).collect::<Vec<f64>>();
+        let p = Pipeline {
+            units: 3,
+            received: at(0.5),
+            ready: at(0.56),
+            back: at(0.65),
+        };
+        assert!((p.computing().expect("six chunks") - 0.02).abs() < 1e-12);
+        let [fc, fw, fd] = factors(&ALONE, &[p.clone(), p.clone()]);
+        assert_eq!((fc, fd), (1.0, 1.0), "the steady state is the link's");
+        assert!((fw - 2.0).abs() < 1e-9, "{fw}");
+        // A chunk waits for the one before: computing from when that was
+        // done. All in at once, computed every 0.03 s: 0.01 a unit, its
+        // cost alone, so the steady state's factor throughout.
+        let queued = Pipeline {
+            received: vec![0.1; 6],
+            ready: (0..6).map(|j| 0.2 + j as f64 * 0.03).collect(),
+            back: (0..6).map(|j| 0.25 + j as f64 * 0.06).collect(),
+            ..p
+        };
+        assert!((queued.computing().expect("six chunks") - 0.01).abs() < 1e-12);
+        let f = factor(&ALONE, std::slice::from_ref(&queued));
+        assert_eq!(factors(&ALONE, &[queued]), [f; 3]);
+        assert_eq!(factors(&ALONE, &[]), [1.0; 3]);
     }
 
     #[test]

@@ -364,7 +364,7 @@ async fn under_load(
         match coupled::measure(&mut links[link], &alone, opts).await {
             Ok(probe) => {
                 tracing::debug!(worker = %workers[j].name, ?alone, ?probe, "pipeline under load");
-                workers[j].under_load = Some([coupled::factor(&alone, probe.as_slice()); 3]);
+                workers[j].under_load = Some(coupled::factors(&alone, probe.as_slice()));
             }
             Err(e) => tracing::warn!(worker = %workers[j].name, "costs under load not measured: {e:#}"),
         }
