@@ -203,38 +203,42 @@ pub fn plan_rounds(platform: &Platform, ports: Ports, load: u64, one_round: Opti
     // transfers earlier.
     let filled = |c: &Candidate| {
         let (times, makespan) = crate::sequence::execute(platform, &c.chunks, &c.ops, ports);
-        let seq = Sequence {
-            chunks: c.chunks.clone(),
-            ops: c.ops.clone(),
-            times,
-            count: c.count,
-            lag: c.lag,
-            fill_gaps: true,
-            makespan,
-        };
-        (regret(makespan, c), seq)
+        (regret(makespan, c), times, makespan)
     };
-    let mut best: Option<(f64, Sequence)> = None;
-    for c in weighed.iter().take(FILLED) {
-        let (score, seq) = filled(c);
-        if best.as_ref().is_none_or(|b| score < b.0) {
-            best = Some((score, seq));
+    // (index in `weighed`, score, times, makespan) of the choice so far.
+    let mut best: Option<(usize, f64, Vec<crate::sequence::ChunkTimes>, f64)> = None;
+    for (i, c) in weighed.iter().enumerate().take(FILLED) {
+        let (score, times, makespan) = filled(c);
+        if best.as_ref().is_none_or(|b| score < b.1) {
+            best = Some((i, score, times, makespan));
         }
     }
     // Where the platform knows no cost a message, of the candidates sure
     // to end within SLACK of it (taken strictly in order, which filling
     // only shortens), the fewest chunks. (Latencies that are known are
     // weighed, and hedged against, above.)
-    if let Some((score, seq)) = best.as_ref().filter(|_| bare.is_none()) {
-        let limit = score * (1.0 + SLACK);
-        let fewest = (weighed.iter())
-            .filter(|c| regret(c.strict, c) <= limit && c.chunks.len() < seq.chunks.len())
-            .min_by_key(|c| c.chunks.len());
-        if let Some(c) = fewest {
-            best = Some(filled(c));
+    if let Some((at, score, ..)) = best.as_ref().filter(|_| bare.is_none()) {
+        let (limit, most) = (score * (1.0 + SLACK), weighed[*at].chunks.len());
+        let fewest = (weighed.iter().enumerate())
+            .filter(|(_, c)| regret(c.strict, c) <= limit && c.chunks.len() < most)
+            .min_by_key(|(_, c)| c.chunks.len());
+        if let Some((i, c)) = fewest {
+            let (score, times, makespan) = filled(c);
+            best = Some((i, score, times, makespan));
         }
     }
-    let best = best.map(|b| b.1);
+    let best = best.map(|(i, _, times, makespan)| {
+        let c = weighed.swap_remove(i);
+        Sequence {
+            chunks: c.chunks,
+            ops: c.ops,
+            times,
+            count: c.count,
+            lag: c.lag,
+            fill_gaps: true,
+            makespan,
+        }
+    });
     best.ok_or_else(|| {
         Error::Solver(format!(
             "no multi-round schedule of {load} units fits the workers' memory (max_load)"
