@@ -32,6 +32,10 @@ use dls_protocol::{DType, Form, Shape};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+/// The largest factor under load a platform file may hold (calibration
+/// never writes more).
+pub const MAX_UNDER_LOAD: f64 = 1e6;
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerEntry {
@@ -260,7 +264,7 @@ impl PlatformFile {
     pub fn into_platform(self) -> Result<Platform> {
         for w in &self.worker {
             if let Some(f) = w.under_load {
-                if !f.iter().all(|x| x.is_finite() && (1.0..=1e6).contains(x)) {
+                if !f.iter().all(|x| x.is_finite() && (1.0..=MAX_UNDER_LOAD).contains(x)) {
                     bail!(
                         "worker {:?}: under_load must be three factors from 1 to 1e6 (send, compute, return), got {f:?}",
                         w.name

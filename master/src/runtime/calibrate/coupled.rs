@@ -153,7 +153,10 @@ pub fn factors(alone: &Alone, probes: &[Pipeline]) -> [f64; 3] {
     let f = factor(alone, probes);
     let spans: Vec<f64> = probes.iter().filter_map(Pipeline::computing).collect();
     let m = spans.iter().sum::<f64>() / spans.len() as f64 / alone.w.max(1e-12);
+    // A cost alone at calibration's floor would give a factor no platform
+    // file takes: held to the most one may hold.
     let fw = if m.is_finite() && m > NOISE { m.max(f) } else { f };
+    let fw = fw.min(crate::config::platform_file::MAX_UNDER_LOAD);
     [f, fw, f]
 }
 
@@ -350,6 +353,9 @@ mod tests {
         let f = factor(&ALONE, std::slice::from_ref(&queued));
         assert_eq!(factors(&ALONE, &[queued]), [f; 3]);
         assert_eq!(factors(&ALONE, &[]), [1.0; 3]);
+        // A cost alone at calibration's floor: a factor a file can hold.
+        let floor = Alone { w: 1e-12, ..ALONE };
+        assert_eq!(factors(&floor, &[p])[1], crate::config::platform_file::MAX_UNDER_LOAD);
     }
 
     #[test]
