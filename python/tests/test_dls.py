@@ -162,12 +162,12 @@ def test_plan_and_calibrate_return_what_the_cli_prints(cluster, tmp_path):
 
 
 def test_plan_paces_sends_behind_a_shared_uplink_unless_told_not_to(tmp_path):
-    # a's link carries 0.04/0.045 = 89% of the uplink: alone it leaves the
+    # a's link carries 0.04/0.0533 = 75% of the uplink: alone it leaves the
     # rest idle, and b's link (67% of it) never fits beside it at full
     # speed. Paced, b's sends fit in what a leaves.
     p = tmp_path / "p.toml"
     p.write_text(
-        '[[worker]]\nname = "a"\nc = 0.045\nw = 0.01\nd = 0.01\n'
+        '[[worker]]\nname = "a"\nc = 0.0533\nw = 0.01\nd = 0.01\n'
         '[[worker]]\nname = "b"\nc = 0.06\nw = 0.01\nd = 0.01\n'
         "[uplink]\nsend = 0.04\nret = 0.02\nduplex = true\n"
     )

@@ -152,10 +152,10 @@ fn with_two_lanes_a_worker_holds_no_more_than_its_memory() {
 
 #[test]
 fn paced_sends_fill_the_uplink_a_fast_link_leaves_and_run_as_predicted() {
-    // a's link is 90% of the uplink and b's, c's 60%: at full speed no
-    // two sends fit at once, and the uplink's last tenth is never used.
+    // a's link is 75% of the uplink and b's, c's 60%: at full speed no
+    // two sends fit at once, and the uplink's last quarter is never used.
     let p = Platform::new(vec![
-        Worker::new("a", 0.0111, 0.004, 0.004),
+        Worker::new("a", 0.0133, 0.004, 0.004),
         Worker::new("b", 0.0167, 0.004, 0.004),
         Worker::new("c", 0.0167, 0.004, 0.004),
     ])
