@@ -27,7 +27,7 @@ pub enum Strategy {
     IncC,
     /// The report's FIFO heuristic INC_W: order by non-decreasing `w`.
     IncW,
-    /// The better of `Fifo` and `Lifo` (for p ≤ 5 every pair of orders),
+    /// The better of `Fifo` and `Lifo` (for p ≤ 4 every pair of orders),
     /// or `Rounds` when it predicts an earlier end.
     Best,
     /// Several chunks per worker, sends and returns interleaved on the port

@@ -9,8 +9,16 @@ use crate::schedule::{Ports, Scenario, Timeline};
 use crate::tol::{LOAD_EPS, REL_TOL, STRICT_GAIN};
 use crate::{fast, lp};
 
-/// Exhaustive search over every pair of orders runs up to this many workers.
-pub const EXHAUSTIVE_MAX_WORKERS: usize = 5;
+/// Exhaustive search over every pair of orders runs up to this many
+/// workers. Its linear programs number (p!)² with one port and
+/// Σ C(p, k)·(k!)² with two lanes (every subset): 576 and 748 for four
+/// workers, 14,400 and 17,685 for five, which took 3.0-3.6 s to plan on
+/// the test machine against 0.15 s for four. A batch's plan is on its
+/// critical path (on the switched test bed, a five-worker star's runs of
+/// 11.4 s spent 1.4-2.8 s before the first send), and with more than one
+/// round in the running the single round it would prove optimal is
+/// rarely the one run.
+pub const EXHAUSTIVE_MAX_WORKERS: usize = 4;
 
 /// The FIFO local search (used when `d/c` differs between workers) stops
 /// after this many scenario evaluations.
