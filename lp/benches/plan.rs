@@ -1,5 +1,5 @@
 //! Plan time: the reference LP against the exact fast paths; `rounds`
-//! under each port model.
+//! under each port model; the default strategy on few workers.
 //!
 //! `cargo bench -p dls-lp --bench plan`
 
@@ -81,5 +81,30 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// The default strategy, `best`, on few workers: fifo, lifo, every pair
+/// of orders (up to `EXHAUSTIVE_MAX_WORKERS`) and `rounds`, with one port
+/// and behind a shared uplink (where every subset of workers is searched
+/// too). What a batch waits for before its first send.
+fn best(c: &mut Criterion) {
+    let mut g = c.benchmark_group("best");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_millis(500));
+    let up = dls_lp::Uplink::new(0.004, 0.002, true).expect("valid");
+    for p in [3usize, 4, 5, 6] {
+        let pf = platform(p);
+        for (name, ports) in [("best-one-port", Ports::One), ("best-uplink", Ports::Shared(up))] {
+            let req = Request {
+                ports,
+                ..Request::new(250, Strategy::Best)
+            };
+            g.bench_with_input(BenchmarkId::new(name, p), &p, |b, _| {
+                b.iter(|| plan(black_box(&pf), &req).expect("plans"))
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, best);
 criterion_main!(benches);
