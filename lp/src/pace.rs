@@ -44,7 +44,7 @@ const MIN_ROOM: f64 = 0.03;
 /// uplink that carries what one link does has no room beside that link
 /// but what its node, slowed by its own load, leaves, and paced sends did
 /// not get it. On the switched test bed, calibrations that found the
-/// uplink no faster than the fastest link (gains 0.81-1.15, "two
+/// uplink no faster than the fastest link (gains 0.79-1.15, "two
 /// ports") made paced plans that predicted 7-28% earlier than plain ones
 /// and ran 1.08-1.28× their predictions, no faster than the plain plans
 /// (skewed star, `a:60:40 b:120:10 c:240:30 d:480:20`, n = 384, runs in
