@@ -153,12 +153,28 @@ pub fn factors(alone: &Alone, probes: &[Pipeline]) -> [f64; 3] {
     let f = factor(alone, probes);
     let spans: Vec<f64> = probes.iter().filter_map(Pipeline::computing).collect();
     let m = spans.iter().sum::<f64>() / spans.len() as f64 / alone.w.max(1e-12);
-    // A cost alone at calibration's floor would give a factor no platform
-    // file takes: held to the most one may hold.
-    let fw = if m.is_finite() && m > NOISE { m.max(f) } else { f };
+    // Kept only where what it adds to a unit beyond the steady state's is
+    // worth timing ([`WORTH`]). A cost alone at calibration's floor would
+    // give a factor no platform file takes: held to the most one may hold.
+    let worth = (m - f) * alone.w >= WORTH * slowest(alone);
+    let fw = if m.is_finite() && m > NOISE && worth {
+        m.max(f)
+    } else {
+        f
+    };
     let fw = fw.min(crate::config::platform_file::MAX_UNDER_LOAD);
     [f, fw, f]
 }
+
+/// Computing's own factor counts only where the time it adds to a unit,
+/// beyond the steady state's factor, is at least this share of the
+/// slowest phase alone. Below, it cannot move a plan, and what it measures
+/// is the scheduler: products of 64×64 computed in tens of microseconds
+/// beside links of 1.6 ms a unit read 1.50-1.64× on loopback, on a
+/// processor that shares nothing with the emulated links; on the switched
+/// test bed, the factors that mattered added 15-80% of the slowest phase
+/// (1.99× on 0.15 of it, 2.30× on 0.6).
+const WORTH: f64 = 0.05;
 
 /// Units a chunk: about [`SECONDS`] of the slowest phase, and the whole
 /// pipeline within the worker's largest probe (it may hold every chunk
@@ -355,7 +371,28 @@ mod tests {
         assert_eq!(factors(&ALONE, &[]), [1.0; 3]);
         // A cost alone at calibration's floor: a factor a file can hold.
         let floor = Alone { w: 1e-12, ..ALONE };
-        assert_eq!(factors(&floor, &[p])[1], crate::config::platform_file::MAX_UNDER_LOAD);
+        assert_eq!(
+            factors(&floor, &[p.clone()])[1],
+            crate::config::platform_file::MAX_UNDER_LOAD
+        );
+        // Computing a fiftieth of the link's time alone (0.0008 s a unit
+        // against 0.04): 1.6× adds 0.00048 s a unit, 1.2% of the slowest
+        // phase, under WORTH: the steady state's factor throughout. At
+        // three times that cost, 1.6× adds 3.6%, still under; at ten
+        // times (0.008 s), 12%: kept.
+        let computed_in = |w: f64| Pipeline {
+            ready: (p.received.iter()).map(|r| r + 3.0 * 1.6 * w).collect(),
+            ..p.clone()
+        };
+        for (w, kept) in [(0.0008, false), (0.0024, false), (0.008, true)] {
+            let small = Alone { w, ..ALONE };
+            let q = computed_in(w);
+            assert!((q.computing().expect("six chunks") / w - 1.6).abs() < 1e-9);
+            let [fc, fw, fd] = factors(&small, &[q]);
+            assert_eq!((fc, fd), (1.0, 1.0));
+            let want = if kept { 1.6 } else { 1.0 };
+            assert!((fw - want).abs() < 1e-9, "w {w}: {fw}");
+        }
     }
 
     #[test]
