@@ -372,7 +372,7 @@ mod tests {
         // A cost alone at calibration's floor: a factor a file can hold.
         let floor = Alone { w: 1e-12, ..ALONE };
         assert_eq!(
-            factors(&floor, &[p.clone()])[1],
+            factors(&floor, std::slice::from_ref(&p))[1],
             crate::config::platform_file::MAX_UNDER_LOAD
         );
         // Computing a fiftieth of the link's time alone (0.0008 s a unit
