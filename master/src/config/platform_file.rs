@@ -266,7 +266,7 @@ impl PlatformFile {
             if let Some(f) = w.under_load {
                 if !f.iter().all(|x| x.is_finite() && (1.0..=MAX_UNDER_LOAD).contains(x)) {
                     bail!(
-                        "worker {:?}: under_load must be three factors from 1 to 1e6 (send, compute, return), got {f:?}",
+                        "worker {:?}: under_load must be three factors from 1 to {MAX_UNDER_LOAD:e} (send, compute, return), got {f:?}",
                         w.name
                     );
                 }

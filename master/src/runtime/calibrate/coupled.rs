@@ -13,9 +13,9 @@
 //! unit) over the slowest phase's cost alone is the worker's factor, and
 //! its c, w and d are all scaled by it: the three phases share what slows
 //! them. Computing is scaled further where the chunks took longer to
-//! compute than that ([`factors`]). The pipeline's fill and drain are left out: they would hide a
-//! node that falls 10% behind in its steady state, which is what a run
-//! of a hundred chunks on it pays.
+//! compute than that ([`factors`]). The pipeline's fill and drain are
+//! left out: they would hide a node that falls 10% behind in its steady
+//! state, which is what a run of a hundred chunks on it pays.
 //!
 //! Why real chunks in a pipeline: on the switched test bed with each
 //! worker's whole process capped (`DLS_TESTBED_CAP=process`), the
@@ -64,6 +64,16 @@ const JOB: JobId = JobId(u64::MAX);
 /// probes agree within [`super::AGREE`]), and a node 5% slower in a run
 /// is a run 5% late.
 const NOISE: f64 = 1.04;
+
+/// Computing's own factor counts only where the time it adds to a unit,
+/// beyond the steady state's factor, is at least this share of the
+/// slowest phase alone. Below, it cannot move a plan, and what it measures
+/// is the scheduler: products of 64×64 computed in tens of microseconds
+/// beside links of 1.6 ms a unit read 1.50-1.64× on loopback, on a
+/// processor that shares nothing with the emulated links; on the switched
+/// test bed, the factors that mattered added 15-80% of the slowest phase
+/// (1.99× on 0.15 of it, 2.30× on 0.6).
+const WORTH: f64 = 0.05;
 
 /// A worker's costs a unit alone (from its fits), and its largest probe.
 #[derive(Debug, Clone, Copy)]
@@ -165,16 +175,6 @@ pub fn factors(alone: &Alone, probes: &[Pipeline]) -> [f64; 3] {
     let fw = fw.min(crate::config::platform_file::MAX_UNDER_LOAD);
     [f, fw, f]
 }
-
-/// Computing's own factor counts only where the time it adds to a unit,
-/// beyond the steady state's factor, is at least this share of the
-/// slowest phase alone. Below, it cannot move a plan, and what it measures
-/// is the scheduler: products of 64×64 computed in tens of microseconds
-/// beside links of 1.6 ms a unit read 1.50-1.64× on loopback, on a
-/// processor that shares nothing with the emulated links; on the switched
-/// test bed, the factors that mattered added 15-80% of the slowest phase
-/// (1.99× on 0.15 of it, 2.30× on 0.6).
-const WORTH: f64 = 0.05;
 
 /// Units a chunk: about [`SECONDS`] of the slowest phase, and the whole
 /// pipeline within the worker's largest probe (it may hold every chunk

@@ -225,4 +225,12 @@ fn costs_under_load_scale_the_platform_and_are_written_down() {
     assert_ne!(bad, toml, "the file spells the factors as expected: {toml}");
     let e = crate::config::platform_file::PlatformFile::parse(&bad, "test").expect_err("refused");
     assert!(format!("{e:#}").contains("under_load"), "{e:#}");
+    // Above the most a file may hold (what calibration clamps to): refused,
+    // naming the bound.
+    let huge = toml.replace("under_load = [1.25, 1.5, 1.0]", "under_load = [1.25, 2e7, 1.0]");
+    let e = crate::config::platform_file::PlatformFile::parse(&huge, "test").expect_err("refused");
+    assert!(
+        format!("{e:#}").contains("under_load") && format!("{e:#}").contains("1e6"),
+        "{e:#}"
+    );
 }
