@@ -146,7 +146,7 @@ pub async fn execute(
     })
 }
 
-/// Hold the sends to each paced worker to its pace (`on`), or lift the
+/// Hold the sends to each paced worker near its pace (`Pace::socket_rate`), or lift the
 /// limits again, from every link the pool still has (a lost one may have
 /// shifted the others). A socket that cannot be paced is run at full
 /// speed: the run's corrections then see its transfers as they are.
@@ -162,8 +162,7 @@ fn pace_links(pool: &mut Pool, pace: &[Option<dls_lp::pace::Pace>], unit_bytes: 
     }
     for (link, p) in pool.links().iter().zip(pace) {
         let Some(p) = p else { continue };
-        let rate = (unit_bytes as f64 / p.secs).round() as u64;
-        if let Err(e) = dls_common::pace(link.conn.get_ref(), Some(rate)) {
+        if let Err(e) = dls_common::pace(link.conn.get_ref(), Some(p.socket_rate(unit_bytes))) {
             tracing::warn!(worker = %link.name, "cannot pace the sends to this worker ({e}): they run at full speed");
         }
     }
