@@ -72,8 +72,8 @@ pub const MIN_GAIN: f64 = 1.2;
 /// at the pace, 0.97-0.99× at 1.3× (6.2-6.4 s against 6.9-7.0).
 pub const CATCH_UP: f64 = 1.3;
 
-/// A paced worker's sends: held to `secs` a unit, where its link alone
-/// takes `link`.
+/// A paced worker's sends: planned at `secs` a unit (its socket held to
+/// [`CATCH_UP`] times that rate), where its link alone takes `link`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pace {
     pub secs: f64,

@@ -146,10 +146,11 @@ pub async fn execute(
     })
 }
 
-/// Hold the sends to each paced worker near its pace (`Pace::socket_rate`), or lift the
-/// limits again, from every link the pool still has (a lost one may have
-/// shifted the others). A socket that cannot be paced is run at full
-/// speed: the run's corrections then see its transfers as they are.
+/// Hold the sends to each paced worker near its pace
+/// (`Pace::socket_rate`), or lift the limits again, from every link the
+/// pool still has (a lost one may have shifted the others). A socket that
+/// cannot be paced is run at full speed: the run's corrections then see
+/// its transfers as they are.
 fn pace_links(pool: &mut Pool, pace: &[Option<dls_lp::pace::Pace>], unit_bytes: u64, on: bool) {
     if pace.is_empty() {
         return;
