@@ -2,8 +2,9 @@
 //! it and every schedule asks it before starting a transfer, so that
 //! rounds running at once still share one port and no more transfers
 //! cross it than the port model allows: one at a time (one port), one
-//! each way (two ports), or as many as a shared uplink's capacity holds,
-//! each worker's link carrying one transfer each way at a time.
+//! each way (two ports), or as many as a shared uplink's capacity holds
+//! (`dls_lp::lane`), each worker's link carrying one transfer each way at
+//! a time.
 
 use dls_lp::tol::SHARE_EPS;
 use dls_lp::{Ports, Worker};
@@ -73,18 +74,21 @@ impl Port {
     }
 
     /// Whether a send (or return) of `units` for `worker` may start now:
-    /// its worker's link is free that way and the port has room for it.
+    /// its worker's link is free that way and the port has room for it
+    /// ([`dls_lp::lane::admits`]: all of its share, or enough to start
+    /// with behind a shared uplink).
     pub fn admits(&self, worker: usize, send: bool, units: usize) -> bool {
         let lane = self.lane(send);
         let busy = self
             .flights
             .iter()
             .any(|f| f.worker == worker && self.lane(f.send) == lane);
-        !busy && self.used(send) + self.share(worker, send, units) <= 1.0 + SHARE_EPS
+        !busy && dls_lp::lane::admits(self.used(send), self.share(worker, send, units))
     }
 
-    /// Whether a send (or return) of `units` for `worker` would fit now
-    /// and still leave room for `other` more (a transfer waited for).
+    /// Whether a send (or return) of `units` for `worker` may start now
+    /// with all of its share and still leave room for `other` more (a
+    /// transfer waited for).
     pub fn admits_beside(&self, worker: usize, send: bool, units: usize, other: f64) -> bool {
         self.admits(worker, send, units) && self.used(send) + self.share(worker, send, units) + other <= 1.0 + SHARE_EPS
     }
@@ -166,17 +170,26 @@ mod tests {
         assert!(!port.admits(0, true, 1), "a's own link is busy");
         assert!(port.admits(1, true, 1));
         port.start(1, ChunkId(2), true, 1);
-        assert!(!port.admits(2, true, 1), "c needs all of the uplink");
+        // c needs all of the uplink, but a quarter is free: it may start,
+        // at a quarter of its rate, and not with all of its share.
+        assert!(port.admits(2, true, 1) && !port.admits_beside(2, true, 1, 0.0));
         assert!(port.admits(2, false, 1), "returns have their own direction");
         assert!(port.admits_beside(0, false, 1, 0.5) && !port.admits_beside(0, false, 1, 0.8));
+        port.start(2, ChunkId(3), true, 1);
+        // Nothing is free for a fourth send: a, b and c hold 1.75.
+        let mut more = star();
+        more.push(Worker::new("d", 1.0, 1.0, 1.0));
+        port.set_costs(&more);
+        assert!(!port.admits(3, true, 1), "no room left");
         port.end(1, ChunkId(2), true);
-        assert!(!port.admits(2, true, 1));
+        port.end(2, ChunkId(3), true);
+        assert!(port.admits(3, true, 1) && !port.admits_beside(2, true, 1, 0.0));
         port.end(0, ChunkId(1), true);
-        assert!(port.admits(2, true, 1));
+        assert!(port.admits_beside(2, true, 1, 0.0));
         let half = Uplink { duplex: false, ..u };
         let mut port = Port::new(Ports::Shared(half), &star());
         port.start(1, ChunkId(1), true, 1);
         assert!(!port.admits(1, false, 1), "half duplex: one lane for both ways");
-        assert!(port.admits(0, false, 1) && !port.admits(2, false, 1));
+        assert!(port.admits(0, false, 1) && !port.admits_beside(2, false, 1, 0.0));
     }
 }

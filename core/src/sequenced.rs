@@ -460,8 +460,10 @@ impl Sequenced {
             let send = matches!(op, PortOp::Send(_));
             let d = self.duration(send, q);
             let (worker, len) = (self.chunks[q].worker, self.chunks[q].len);
+            // A transfer ahead of the head runs at its full rate (its whole
+            // share fits), so that its time is its own.
             let harmless = d <= budget + GAP_FIT || port.admits_beside(worker, send, len, hshare);
-            if harmless && self.admitted(port, send, q) {
+            if harmless && port.admits_beside(worker, send, len, 0.0) {
                 return Ok((op, q));
             }
             shortest = shortest.min(d);

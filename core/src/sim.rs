@@ -124,6 +124,9 @@ struct Sim {
     /// When each chunk is computed (a return granted earlier waits for it).
     ready_at: HashMap<ChunkId, f64>,
     open: HashMap<(usize, ChunkId, bool), f64>,
+    /// Every transfer made: its lane (returns' own with two lanes), start,
+    /// end and whole share.
+    flights: Vec<(bool, f64, f64, f64)>,
     transfers: Vec<(f64, f64, bool, usize)>,
     stored: Vec<u32>,
     held: Vec<usize>,
@@ -133,6 +136,21 @@ struct Sim {
 const JOB: JobId = JobId(7);
 
 impl Sim {
+    /// When a transfer to (or from) `worker` of `len` products started at
+    /// `start` ends: its link's time, behind a shared uplink at the rate
+    /// the transfers before it on its lane leave ([`dls_lp::lane::end`]).
+    fn transfer(&mut self, worker: usize, send: bool, len: usize, start: f64) -> f64 {
+        let cost = self.ports.transfer(&self.truth[worker], send, len as f64);
+        let lane = send || self.ports.one_lane();
+        let before: Vec<(f64, f64)> = (self.flights.iter())
+            .filter(|f| f.0 == lane && f.1 <= start)
+            .map(|f| (f.2, f.3))
+            .collect();
+        let end = dls_lp::lane::end(start, cost.secs, cost.share, &before);
+        self.flights.push((lane, start, end, cost.share));
+        end
+    }
+
     fn push(&mut self, t: f64, worker: usize, ev: SimEv) {
         self.seq += 1;
         self.queue.push(Timed(t, self.seq, worker, ev));
@@ -174,8 +192,8 @@ impl Sim {
                 self.held[worker] += len;
                 self.max_held[worker] = self.max_held[worker].max(self.held[worker]);
                 self.open.insert((worker, chunk, true), now);
+                let got = self.transfer(worker, true, len, now);
                 let w = &self.truth[worker];
-                let got = now + self.ports.transfer(w, true, len as f64).secs;
                 let slower = self
                     .change
                     .filter(|c| c.worker == worker && self.started[worker] >= c.after)
@@ -192,11 +210,9 @@ impl Sim {
             }
             Command::Grant { worker, chunk } => {
                 wire(Frame::new(ToWorker::Grant { job: JOB, chunk }));
-                let span = (self.ports)
-                    .transfer(&self.truth[worker], false, self.lens[&chunk] as f64)
-                    .secs;
                 // Granted before it is computed: returned once it is.
                 let start = self.ready_at.get(&chunk).map_or(now, |&r| r.max(now));
+                let span = self.transfer(worker, false, self.lens[&chunk], start) - start;
                 self.open.insert((worker, chunk, false), start);
                 self.push(start + span, worker, SimEv::Results(chunk));
                 self.reach(worker, At::Returning, start, span);
@@ -260,8 +276,9 @@ impl Sim {
 /// Run `plan` (made for `platform`) through a [`BatchMachine`] on
 /// simulated workers whose true costs are `truth`, each transfer taking
 /// what the plan's port model says it takes (behind a shared uplink, the
-/// simulation trusts the machine to keep within its capacity: tests
-/// check that it does), with `faults`; the
+/// simulation trusts the machine to start transfers only as the uplink's
+/// lanes allow, tests check that it does, and runs them at the rates
+/// those under way leave), with `faults`; the
 /// machine is ticked every 50 simulated milliseconds and whenever it asks.
 ///
 /// # Panics
@@ -287,6 +304,7 @@ pub fn simulate(platform: &Platform, truth: &[Worker], plan: &Plan, cfg: Config,
         lens: HashMap::new(),
         ready_at: HashMap::new(),
         open: HashMap::new(),
+        flights: Vec::new(),
         transfers: Vec::new(),
         stored: vec![0; plan.load as usize],
         held: vec![0; p],

@@ -27,8 +27,8 @@
 //! LP for any pair of orders), [`search`] (the one-round solvers), [`fast`]
 //! (exact O(p)-per-pass FIFO and closed-form LIFO), [`rounding`] (whole
 //! units), [`plan`] (the strategies), [`rounds`] (multi-round sequences),
-//! [`bound`] (the steady-state bound), [`pace`] (paced sends behind a
-//! shared uplink), [`baseline`] (loads chosen
+//! [`bound`] (the steady-state bound), [`lane`] (how transfers share a
+//! shared uplink), [`pace`] (paced sends behind a shared uplink), [`baseline`] (loads chosen
 //! elsewhere, with their predicted sequence), [`partition`] (partitioning
 //! with speed functions), [`tol`] (every tolerance).
 
@@ -37,6 +37,7 @@ pub mod baseline;
 pub mod bound;
 pub mod error;
 pub mod fast;
+pub mod lane;
 pub mod lp;
 pub mod pace;
 pub mod partition;

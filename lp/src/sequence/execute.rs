@@ -157,7 +157,12 @@ impl Sim<'_> {
     /// `op` starts at `t` (a return's chunk computed by then); returns when
     /// it ends.
     fn run(&mut self, op: PortOp, t: f64) -> f64 {
-        let end = t + self.duration(op);
+        self.run_until(op, t, t + self.duration(op))
+    }
+
+    /// As [`Sim::run`], the transfer ending at `end` (behind a shared
+    /// uplink, later than its own time when it shares the lane).
+    fn run_until(&mut self, op: PortOp, t: f64, end: f64) -> f64 {
         match op {
             PortOp::Send(j) => {
                 let (w, n) = (self.chunks[j].worker, self.chunks[j].units as f64);

@@ -4,12 +4,14 @@
 //!
 //! Transfers start in lane order, each as soon as its worker's link is
 //! free (a worker's transfers on a lane never overlap), its chunk is
-//! computed (a return), and the uplink has room for its share; taken
-//! strictly, no transfer starts before the one ahead of it. With gaps
+//! computed (a return), and the uplink has room for it ([`lane::admits`]:
+//! all of its share, or [`lane::ROOM`] at least, at the rate that room
+//! allows until more frees, [`lane::end`]); taken strictly, no transfer starts before the one ahead of it. With gaps
 //! filled, while the head is a return whose chunk is still being
 //! computed, a later transfer (its worker's next) that can go now and
-//! fits now may go ahead if it cannot delay the head: it ends before the
-//! head's chunk is computed, or the uplink holds it and the head at once.
+//! whose whole share fits now may go ahead if it cannot delay the head: it ends before the
+//! head's chunk is computed, or the uplink holds all of its share and the
+//! head's at once.
 //! A head held back only by the uplink's room, or by its own link, is
 //! waited for. With every share 1 this is the one-port rule of the parent
 //! module. The runtime follows the same rule (`core/src/sequenced.rs`).
@@ -17,28 +19,31 @@
 //! [`Ports::Shared`]: crate::schedule::Ports::Shared
 
 use super::{Lane, Sim};
+use crate::lane;
 use crate::sequence::PortOp;
 use crate::tol::{GAP_FIT, SHARE_EPS};
 
-/// The transfers in flight on a lane: when each ends and its share.
+/// The transfers in flight on a lane: when each ends and its whole share.
 struct Flights(Vec<(f64, f64)>);
 
 impl Flights {
-    /// The share held just after `t` (a transfer ending at `t` holds none).
+    /// The whole shares held just after `t` (a transfer ending at `t`
+    /// holds none).
     fn used(&self, t: f64) -> f64 {
         self.0.iter().filter(|f| f.0 > t).map(|f| f.1).sum()
     }
 
-    /// The earliest instant from `from` on at which `share` more fits.
+    /// The earliest instant from `from` on at which a transfer of `share`
+    /// may start ([`lane::admits`]).
     fn admit(&self, from: f64, share: f64) -> f64 {
-        if self.used(from) + share <= 1.0 + SHARE_EPS {
+        if lane::admits(self.used(from), share) {
             return from;
         }
         let mut ends: Vec<f64> = self.0.iter().map(|f| f.0).filter(|&e| e > from).collect();
         ends.sort_by(f64::total_cmp);
         ends.iter()
             .copied()
-            .find(|&e| self.used(e) + share <= 1.0 + SHARE_EPS)
+            .find(|&e| lane::admits(self.used(e), share))
             .unwrap_or_else(|| ends.last().copied().unwrap_or(from))
     }
 
@@ -87,9 +92,9 @@ impl Sim<'_> {
                 },
             };
             let op = ops[pos];
-            let share = self.cost(op).share;
-            let end = self.run(op, at);
-            flights.0.push((end, share));
+            let cost = self.cost(op);
+            let end = self.run_until(op, at, lane::end(at, cost.secs, cost.share, &flights.0));
+            flights.0.push((end, cost.share));
             link_free[self.chunks[op.chunk()].worker] = end;
             lane.make(pos);
             t = at;
@@ -127,6 +132,7 @@ impl Sim<'_> {
                 return false;
             }
             let cost = self.cost(op);
+            // Ahead of the head only at its full rate: its whole share fits.
             let fits = used + cost.share <= 1.0 + SHARE_EPS;
             let harmless = t + cost.secs <= awaited + GAP_FIT || used + cost.share + hshare <= 1.0 + SHARE_EPS;
             if fits && harmless {
