@@ -18,7 +18,9 @@
 //! within the time of its lane that the workers already served whose
 //! transfers it does not fit beside leave free: a sure rate, since those
 //! cannot run beside it anyway, and the bound's own when every share fits
-//! beside every other.
+//! beside every other. Whole shares only: where a transfer starts in the
+//! room another leaves ([`crate::lane`]) the port carries more than this
+//! says, so online correction shares products out conservatively.
 
 use crate::bound::SteadyState;
 use crate::platform::{Platform, Worker};
