@@ -20,8 +20,8 @@ fn share(u: Uplink, w: &Worker, send: bool) -> f64 {
 
 /// No transfer starts on a direction of the uplink (both directions at
 /// once when it is half duplex) without room for it beside those under
-/// way (all of its share, or `lane::ROOM`), nor does a worker's link carry
-/// two transfers one way.
+/// way (all of its share, or `lane::ROOM` below `lane::FILL`), nor does a
+/// worker's link carry two transfers one way.
 fn check_capacity(platform: &Platform, u: Uplink, transfers: &[(f64, f64, bool, usize)], what: &str) {
     let wk = platform.workers();
     let lanes: Vec<Vec<bool>> = if u.duplex {
@@ -36,9 +36,10 @@ fn check_capacity(platform: &Platform, u: Uplink, transfers: &[(f64, f64, bool, 
                 .filter(|o| o.0 < t.0 && o.1 > t.0 + 1e-9)
                 .map(|o| share(u, &wk[o.3], o.2))
                 .sum();
-            let room = share(u, &wk[t.3], t.2).min(dls_lp::lane::ROOM);
+            let s = share(u, &wk[t.3], t.2);
+            let room = s.min(dls_lp::lane::ROOM);
             assert!(
-                under_way + room <= 1.0 + 1e-6,
+                under_way + s <= 1.0 + 1e-6 || under_way + room <= dls_lp::lane::FILL + 1e-6,
                 "{what}: a transfer started at {} beside {under_way:.3} of the uplink",
                 t.0
             );
@@ -167,12 +168,13 @@ fn a_fast_link_leaves_the_uplink_to_the_others_and_runs_as_predicted() {
         ports: Ports::Shared(u),
         ..Request::new(2000, Strategy::Best)
     };
-    // The uplink carries a unit every 10 ms at most: 20 s for 2000.
+    // The uplink carries a unit every 10 ms at most: 20 s for 2000; sends
+    // one at a time, 13.3 ms a unit at best: 26.6 s.
     let bound = dls_lp::steady_state(&p, req.ports).expect("bound").makespan_bound(2000);
     assert!((bound - 20.0).abs() < 1e-9, "{bound}");
     let (slow, pl) = dls_lp::plan_paced(&p, &req).expect("plans");
     assert!(
-        pl.makespan() >= bound && pl.makespan() <= 1.03 * bound,
+        pl.makespan() >= bound && pl.makespan() < 26.6 && pl.makespan() <= 1.05 * bound / dls_lp::lane::FILL,
         "{} vs bound {bound}",
         pl.makespan()
     );
