@@ -124,8 +124,8 @@ struct Sim {
     /// When each chunk is computed (a return granted earlier waits for it).
     ready_at: HashMap<ChunkId, f64>,
     open: HashMap<(usize, ChunkId, bool), f64>,
-    /// Every transfer made: its lane (returns' own with two lanes), start,
-    /// end and whole share.
+    /// The transfers made and not over yet: each its lane (returns' own
+    /// with two lanes), start, end and whole share.
     flights: Vec<(bool, f64, f64, f64)>,
     transfers: Vec<(f64, f64, bool, usize)>,
     stored: Vec<u32>,
@@ -172,6 +172,8 @@ impl Sim {
     }
 
     fn carry_out(&mut self, cmd: Command, now: f64) {
+        // Transfers over by now can be beside none that starts from now on.
+        self.flights.retain(|f| f.2 > now);
         match cmd {
             Command::Assign {
                 worker,

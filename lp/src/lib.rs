@@ -28,9 +28,10 @@
 //! (exact O(p)-per-pass FIFO and closed-form LIFO), [`rounding`] (whole
 //! units), [`plan`] (the strategies), [`rounds`] (multi-round sequences),
 //! [`bound`] (the steady-state bound), [`lane`] (how transfers share a
-//! shared uplink), [`pace`] (paced sends behind a shared uplink), [`baseline`] (loads chosen
-//! elsewhere, with their predicted sequence), [`partition`] (partitioning
-//! with speed functions), [`tol`] (every tolerance).
+//! shared uplink), [`pace`] (paced sends behind a shared uplink),
+//! [`baseline`] (loads chosen elsewhere, with their predicted sequence),
+//! [`partition`] (partitioning with speed functions), [`tol`] (every
+//! tolerance).
 
 pub mod admitted;
 pub mod baseline;

@@ -1,10 +1,10 @@
 //! Paced sends behind a shared uplink. A transfer whose link's full rate
 //! does not fit in what the uplink has left starts only in the room left
-//! ([`crate::lane`]), and where that is under [`crate::lane::ROOM`], a
-//! worker whose link nearly fills the uplink leaves the rest of it idle
-//! while it is served: no other worker's transfer fits beside it. (Since
-//! transfers start in the room left, plain plans fill the uplink too and a
-//! paced plan is seldom the earlier.) Holding another
+//! below [`crate::lane::FILL`] ([`crate::lane`]), so a worker whose link
+//! nearly fills the uplink leaves the rest of it idle while it is served
+//! when no other worker's transfer fits beside it. (Since transfers start
+//! in the room left, plain plans fill the uplink too and a paced plan is
+//! seldom the earlier.) Holding another
 //! worker's sends to a lower rate (the master paces its socket) makes them
 //! fit in that rest, and the uplink carries what the steady state says it
 //! can. A paced worker is planned as if its link were that slow: its `c`

@@ -4,14 +4,15 @@
 //!
 //! Transfers start in lane order, each as soon as its worker's link is
 //! free (a worker's transfers on a lane never overlap), its chunk is
-//! computed (a return), and the uplink has room for it ([`lane::admits`]:
-//! all of its share, or [`lane::ROOM`] at least, at the rate that room
-//! allows until more frees, [`lane::end`]); taken strictly, no transfer starts before the one ahead of it. With gaps
-//! filled, while the head is a return whose chunk is still being
-//! computed, a later transfer (its worker's next) that can go now and
-//! whose whole share fits now may go ahead if it cannot delay the head: it ends before the
-//! head's chunk is computed, or the uplink holds all of its share and the
-//! head's at once.
+//! computed (a return), and the uplink has room for it
+//! ([`lane::admits`]: all of its share, or [`lane::ROOM`] below
+//! [`lane::FILL`], at the rate that leaves until more frees,
+//! [`lane::end`]); taken strictly, no transfer starts before the one
+//! ahead of it. With gaps filled, while the head is a return whose chunk
+//! is still being computed, a later transfer (its worker's next) that can
+//! go now and whose whole share fits now may go ahead if it cannot delay
+//! the head: it ends before the head's chunk is computed, or the uplink
+//! holds all of its share and the head's at once.
 //! A head held back only by the uplink's room, or by its own link, is
 //! waited for. With every share 1 this is the one-port rule of the parent
 //! module. The runtime follows the same rule (`core/src/sequenced.rs`).
