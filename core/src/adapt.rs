@@ -157,13 +157,21 @@ impl Observed {
     pub fn corrected(&mut self, base: &Platform) -> Platform {
         self.watch.clear();
         self.since.fill(0.0);
+        self.used = (0..self.used.len())
+            .map(|i| [Phase::Send, Phase::Compute, Phase::Return].map(|ph| self.factor(i, ph)))
+            .collect();
+        self.peek(base)
+    }
+
+    /// The platform [`Observed::corrected`] gives, the estimates left as
+    /// they were.
+    pub fn peek(&self, base: &Platform) -> Platform {
         let workers: Vec<Worker> = base
             .workers()
             .iter()
             .enumerate()
             .map(|(i, w)| {
                 let f = [Phase::Send, Phase::Compute, Phase::Return].map(|ph| self.factor(i, ph));
-                self.used[i] = f;
                 Worker {
                     c: w.c * f[0],
                     w: w.w * f[1],

@@ -356,6 +356,7 @@ impl BatchMachine {
                     .see(worker, Phase::Return, took.unwrap_or(f64::NAN), predicted);
                 out.push(self.store(worker, chunk));
                 self.try_recover(now);
+                self.share_tail(now);
             }
             Input::Lost(_) => {}
         }
@@ -395,6 +396,7 @@ impl BatchMachine {
             return out;
         }
         self.try_recover(now);
+        self.share_tail(now);
         out.extend(self.poll(now));
         out
     }

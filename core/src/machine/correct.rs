@@ -20,9 +20,7 @@ impl BatchMachine {
         if !self.cfg.adapt || !self.observed.changed() {
             return;
         }
-        let ports = self.port.ports();
-        let round = &mut self.rounds[k];
-        let Schedule::Planned(seq) = &mut round.sched else {
+        let Schedule::Planned(seq) = &self.rounds[k].sched else {
             return;
         };
         if !seq.fills_gaps() {
@@ -34,6 +32,75 @@ impl BatchMachine {
         if next <= done || ids.is_empty() {
             return;
         }
+        // Only workers the plan left out, once, and only when the enrolled
+        // fall behind: on one port, when they compute slower than planned
+        // (a slower link is the port's business, which another worker
+        // would only take time from); behind a shared uplink, also when
+        // their links are slower, which leaves the uplink idle for
+        // another. `enrol` then weighs whether the newcomers pay.
+        let free: Vec<usize> = (0..self.alive.len())
+            .filter(|&w| self.alive[w] && self.left_out[w] && self.committed[w] == 0)
+            .collect();
+        let phases = if matches!(self.port.ports(), dls_lp::Ports::Shared(_)) {
+            0..3
+        } else {
+            1..2
+        };
+        let behind = (ids.iter()).any(|&j| {
+            let w = seq.planned()[j].worker;
+            self.observed.used()[w][phases.clone()]
+                .iter()
+                .any(|&f| f > 1.0 + DEADBAND)
+        });
+        let free = if behind { free } else { Vec::new() };
+        self.reshare_round(k, &ids, &free, false, next, now);
+    }
+
+    /// The tail of the batch: workers that did their part are idle while a
+    /// round past its predicted end still has chunks unsent (its workers
+    /// fell behind, or it was planned for fewer products than it got). Its
+    /// unsent products are shared again over its workers and the idle
+    /// ones worth enrolling (`enrol`), which take theirs in a round of
+    /// their own. A round on its plan never meets this: its chunks are all
+    /// sent before its workers' predicted compute ends.
+    pub(super) fn share_tail(&mut self, now: f64) {
+        if !self.cfg.adapt || self.failed.is_some() {
+            return;
+        }
+        let idle: Vec<usize> = (0..self.alive.len())
+            .filter(|&w| self.alive[w] && !self.left_out[w] && self.committed[w] == 0)
+            .collect();
+        if idle.is_empty() {
+            return;
+        }
+        // The round past its end with the most products unsent.
+        let late = (0..self.rounds.len())
+            .filter_map(|k| {
+                let Schedule::Planned(seq) = &self.rounds[k].sched else {
+                    return None;
+                };
+                let (next, ids) = seq.resizable().filter(|_| seq.fills_gaps())?;
+                let workers = ids.iter().map(|&j| seq.planned()[j].worker);
+                let due = workers.map(|w| self.due[w]).fold(0.0, f64::max);
+                let units: usize = ids.iter().map(|&j| seq.units(j)).sum();
+                (now > due && units > 0).then_some((k, next, ids, units))
+            })
+            .max_by_key(|r| r.3);
+        if let Some((k, next, ids, _)) = late {
+            self.reshare_round(k, &ids, &idle, true, next, now);
+        }
+    }
+
+    /// Share the products of round `k`'s unsent planned chunks `ids` (of
+    /// its round `next` and later) again on the corrected platform, over
+    /// their workers and those of `free` worth enrolling; with `enrolling`,
+    /// only if some of those take products.
+    fn reshare_round(&mut self, k: usize, ids: &[usize], free: &[usize], enrolling: bool, next: usize, now: f64) {
+        let ports = self.port.ports();
+        let round = &mut self.rounds[k];
+        let Schedule::Planned(seq) = &mut round.sched else {
+            return;
+        };
         let planned = seq.planned();
         let slots: Vec<Slot> = ids
             .iter()
@@ -46,9 +113,7 @@ impl BatchMachine {
         let wk = self.platform.workers();
         let per = seq.lag() as u64 + 1;
         let cap = |w: usize| wk[w].max_load.map_or(u64::MAX, |b| (b / per).max(1));
-        let corrected = self.observed.corrected(&self.platform);
-        // The uplink's shares follow the links' measured speeds.
-        self.port.set_costs(corrected.workers());
+        let corrected = self.observed.peek(&self.platform);
         // Work each worker holds, at its corrected pace: it takes new
         // products only after that.
         let busy: Vec<f64> = (seq.in_hand(wk.len()).iter().zip(corrected.workers()))
@@ -57,36 +122,26 @@ impl BatchMachine {
         let mut enrolled: Vec<usize> = slots.iter().map(|s| s.worker).collect();
         enrolled.sort_unstable();
         enrolled.dedup();
-        // Only workers the plan left out, once, and only when the enrolled
-        // fall behind: on one port, when they compute slower than planned
-        // (a slower link is the port's business, which another worker
-        // would only take time from); behind a shared uplink, also when
-        // their links are slower, which leaves the uplink idle for
-        // another. `enrol` then weighs whether the newcomers pay.
-        let free: Vec<usize> = (0..wk.len())
-            .filter(|&w| self.alive[w] && self.left_out[w] && self.committed[w] == 0)
-            .collect();
-        let phases = if matches!(ports, dls_lp::Ports::Shared(_)) {
-            0..3
-        } else {
-            1..2
-        };
-        let behind = (enrolled.iter()).any(|&w| {
-            self.observed.used()[w][phases.clone()]
-                .iter()
-                .any(|&f| f > 1.0 + DEADBAND)
-        });
-        let newcomers = if free.is_empty() || !behind {
+        let free: Vec<usize> = free.iter().copied().filter(|w| !enrolled.contains(w)).collect();
+        let newcomers = if free.is_empty() {
             Vec::new()
         } else {
             enrol(&corrected, ports, &enrolled, &free)
         };
-        let Some(Reshared { sizes, theirs, grown }) = reshare(&corrected, ports, &slots, &busy, cap, &newcomers) else {
+        let reshared = reshare(&corrected, ports, &slots, &busy, cap, &newcomers);
+        let enrols = (reshared.as_ref()).is_some_and(|r| r.theirs.iter().any(|&n| n > 0));
+        if enrolling && !enrols {
+            return; // the tail: nothing changes unless someone joins
+        }
+        self.observed.corrected(&self.platform);
+        // The uplink's shares follow the links' measured speeds.
+        self.port.set_costs(corrected.workers());
+        let Some(Reshared { sizes, theirs, grown }) = reshared else {
             return;
         };
         self.observed.watch(&grown);
         let mut gathered: Vec<usize> = Vec::new();
-        for &j in &ids {
+        for &j in ids {
             for &q in &seq.planned()[j].pieces {
                 gathered.extend(round.jobs[&seq.pieces()[q].id].iter());
             }

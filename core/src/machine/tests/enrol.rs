@@ -168,3 +168,44 @@ fn on_one_port_a_slower_link_enrols_nobody() {
     check_complete(&run, "one port");
     assert!(run.measured.enrolments.is_empty(), "{:?}", run.measured.enrolments);
 }
+
+/// The newcomer's round falls behind too (`x` computes 8× slower than
+/// the platform says): once `a` and `b` are through their part and that
+/// round is past its predicted end, they take the products `x` has not
+/// been sent, and the batch no longer waits for `x` to compute them all.
+#[test]
+fn workers_done_with_their_part_take_over_a_late_round() {
+    let p = star();
+    let m = 3000u64;
+    let pl = plan(&p, &Request::new(m, Strategy::Rounds)).expect("plans");
+    let truth = {
+        let s = slowed(3.0);
+        let mut ws = s.workers().to_vec();
+        ws[2].w *= 8.0;
+        Platform::new(ws).expect("valid")
+    };
+    let run = simulate_changing(&p, truth.workers(), &pl, adaptive(), &[], None);
+    check_complete(&run, "late round");
+    let x = run.measured.enrolments.first().expect("x enrolled");
+    assert_eq!(x.workers, [2]);
+    // Alone, x computes its part in products × 0.4 s from its enrolment at
+    // the earliest: the run would end no sooner.
+    let alone = x.at + x.products as f64 * truth.workers()[2].w;
+    let helpers = (run.measured.enrolments.iter().skip(1))
+        .find(|e| e.workers.iter().all(|&w| w < 2))
+        .expect("a or b take over x's products");
+    assert!(helpers.at > x.at + x.predicted, "only past x's predicted end");
+    let got: usize = run.measured.products[2] as usize;
+    assert!(got < x.products, "x computed {got} of its {}", x.products);
+    // x still computes what it holds when a and b are done (its chunks
+    // are large): 107 s against 197 s.
+    assert!(
+        run.end < 0.6 * alone,
+        "{} s, x alone {alone} s: {:?}",
+        run.end,
+        run.measured.enrolments
+    );
+    // Never below the bound of the three as they are.
+    let all = dls_lp::bound::steady_state(&truth, Ports::One).expect("bound");
+    assert!(all.makespan_bound(m) < run.end);
+}
