@@ -1,10 +1,12 @@
 //! Online correction inside the batch machine: the decision is
 //! `core/src/adapt.rs`'s; this applies it to the running round (resizing its
 //! unsent chunks and moving their products), and gives the share of free
-//! workers it enrols a round of their own.
+//! workers it enrols a round of their own. Free are the workers the plan
+//! left out (when the enrolled fall behind), and at the tail of a batch
+//! those done with their part (when a round is past its predicted end).
 
 use super::BatchMachine;
-use crate::adapt::{enrol, reshare, Reshared, Slot, DEADBAND};
+use crate::adapt::{enrol, reshare, Phase, Reshared, Slot, DEADBAND};
 use crate::record::Adaptation;
 use crate::schedule::Schedule;
 use dls_protocol::ChunkId;
@@ -41,16 +43,15 @@ impl BatchMachine {
         let free: Vec<usize> = (0..self.alive.len())
             .filter(|&w| self.alive[w] && self.left_out[w] && self.committed[w] == 0)
             .collect();
-        let phases = if matches!(self.port.ports(), dls_lp::Ports::Shared(_)) {
-            0..3
+        let phases: &[Phase] = if matches!(self.port.ports(), dls_lp::Ports::Shared(_)) {
+            &[Phase::Send, Phase::Compute, Phase::Return]
         } else {
-            1..2
+            &[Phase::Compute]
         };
+        // As this correction will see them.
         let behind = (ids.iter()).any(|&j| {
             let w = seq.planned()[j].worker;
-            self.observed.used()[w][phases.clone()]
-                .iter()
-                .any(|&f| f > 1.0 + DEADBAND)
+            (phases.iter()).any(|&ph| self.observed.factor(w, ph) > 1.0 + DEADBAND)
         });
         let free = if behind { free } else { Vec::new() };
         self.reshare_round(k, &ids, &free, false, next, now);
