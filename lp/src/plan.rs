@@ -241,7 +241,7 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
 
 /// A plan shorter by less than this share is not worth pacing for. Both
 /// the paced plan and the plain one may have given up to
-/// [`crate::rounds::SLACK`] of their predictions for fewer chunks; the
+/// [`crate::rounds::slack`] of their predictions for fewer chunks; the
 /// paced one must win by both: it leans on the model harder (sends held
 /// to fit beside each other, every worker enrolled), and on the switched
 /// test bed one predicted 1.6% earlier than the plain one ran 5% later.
@@ -262,7 +262,7 @@ pub fn plan_paced(platform: &Platform, req: &Request) -> Result<(Platform, Plan)
     };
     let slow = crate::pace::paced(platform, &pace);
     match plan(&slow, req) {
-        Ok(mut p) if p.makespan() < (1.0 - PACE_GAIN - crate::rounds::SLACK) * plain.makespan() => {
+        Ok(mut p) if p.makespan() < (1.0 - PACE_GAIN - crate::rounds::slack(req.ports)) * plain.makespan() => {
             let names: Vec<&str> = (pace.iter().zip(platform.workers()))
                 .filter_map(|(x, w)| x.map(|_| w.name.as_str()))
                 .collect();
