@@ -155,12 +155,18 @@ impl Observed {
     /// The platform with every worker's costs scaled by its estimates
     /// (latencies as they were); marks the estimates as used.
     pub fn corrected(&mut self, base: &Platform) -> Platform {
+        self.mark_used();
+        self.peek(base)
+    }
+
+    /// Marks the current estimates as those the chunk sizes are computed
+    /// with (what [`Observed::corrected`] does besides the platform).
+    pub fn mark_used(&mut self) {
         self.watch.clear();
         self.since.fill(0.0);
         self.used = (0..self.used.len())
             .map(|i| [Phase::Send, Phase::Compute, Phase::Return].map(|ph| self.factor(i, ph)))
             .collect();
-        self.peek(base)
     }
 
     /// The platform [`Observed::corrected`] gives, the estimates left as

@@ -134,7 +134,7 @@ impl BatchMachine {
         if enrolling && !enrols {
             return; // the tail: nothing changes unless someone joins
         }
-        self.observed.corrected(&self.platform);
+        self.observed.mark_used();
         // The uplink's shares follow the links' measured speeds.
         self.port.set_costs(corrected.workers());
         let Some(Reshared { sizes, theirs, grown }) = reshared else {
