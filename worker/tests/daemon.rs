@@ -421,10 +421,17 @@ async fn probe_min(c: &mut Master, n: u32, count: u32) -> f64 {
     best
 }
 
+/// Held by the tests that time computing, one at a time: two of them side
+/// by side each probe while the other's daemons compute, and on two
+/// hyperthreads a probe beside another's ran 2× slower (a work factor of 4
+/// read as 1.94× in CI).
+static TIMING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A daemon started with `flags` and a plain one: the emulated one's
 /// connection and both compute probe times, each the best of fifteen
 /// taken in turns with the other's (a loaded moment falls on both).
 async fn against_plain(flags: &[&str]) -> (Daemon, Master, f64, f64) {
+    let _alone = TIMING.lock().await;
     let emulated = Daemon::start(flags, None);
     let plain = Daemon::start(&[], None);
     let mut e = master(&emulated.addr, None).await.expect("handshake");
@@ -449,7 +456,11 @@ async fn slowdown_makes_computing_slower() {
 #[tokio::test]
 async fn work_factor_repeats_real_work_and_keeps_results_right() {
     let (_heavy, mut h, th, tp) = against_plain(&["--work-factor", "4"]).await;
-    assert!(th > 2.0 * tp, "work factor 4: {th} s against {tp} s");
+    // The repeats run with the product's data in cache, faster than the
+    // first pass, so 4× the work reads 2.1-2.8× (best of fifteen probes of
+    // 16 products at n = 200, here; 1.94× in CI while another test's
+    // daemons computed); the same work reads 1× ± 15%.
+    assert!(th > 1.6 * tp, "work factor 4: {th} s against {tp} s");
     // Results are still A·B (checked against a naive product).
     good_chunk(&mut h, 3, 24, 3).await;
 }
