@@ -421,10 +421,9 @@ async fn probe_min(c: &mut Master, n: u32, count: u32) -> f64 {
     best
 }
 
-/// Held by the tests that time computing, one at a time: two of them side
-/// by side each probe while the other's daemons compute, and on two
-/// hyperthreads a probe beside another's ran 2× slower (a work factor of 4
-/// read as 1.94× in CI).
+/// Held by the tests that time computing, one at a time: side by side,
+/// each would probe while the other's daemons compute (a work factor of 4
+/// once read 1.94× in CI).
 static TIMING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A daemon started with `flags` and a plain one: the emulated one's
