@@ -99,6 +99,13 @@ async fn scenario(pool: &mut dls_master::session::Pool, opts: &CalibrateOptions)
         ));
     }
     let x = done.report.workers.iter().find(|r| r.name == "w2").expect("x reported");
-    assert!(x.compute_secs > 0.0, "x computed products: {x:?}");
+    assert!(x.compute_secs > 0.0 && x.products > 0, "x computed products: {x:?}");
+    // The table says what x computed, not what the plan gave it.
+    let table = done.report.table();
+    let row = (table.lines())
+        .find(|l| l.starts_with("w2 "))
+        .unwrap_or_else(|| panic!("a row for x: {table}"));
+    assert!(row.contains(&format!(" {}* ", x.products)), "{table}");
+    assert!(table.contains("the plan gave") && table.contains("w2 0"), "{table}");
     Ok(())
 }

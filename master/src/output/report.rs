@@ -363,14 +363,21 @@ impl RunReport {
         );
         let _ = writeln!(
             s,
-            "{:<14} {:>6}  {:>19}  {:>19}  {:>19}  {:>8}",
-            "worker", "load", "send (pred/meas)", "compute (pred/meas)", "return (pred/meas)", "idle"
+            "{:<14} {:>8}  {:>19}  {:>19}  {:>19}  {:>8}",
+            "worker", "products", "send (pred/meas)", "compute (pred/meas)", "return (pred/meas)", "idle"
         );
         for w in &self.workers {
-            if w.load == 0 {
-                let _ = writeln!(s, "{:<14} {:>6}  (not enrolled)", w.name, 0);
+            if w.load == 0 && w.products == 0 {
+                let _ = writeln!(s, "{:<14} {:>8}  (not enrolled)", w.name, 0);
                 continue;
             }
+            // What it computed; a mark when online correction moved
+            // products to or from it (the plan's loads follow the table).
+            let load = if w.products == w.load {
+                w.load.to_string()
+            } else {
+                format!("{}*", w.products)
+            };
             let (p, m) = (&w.predicted, &w.measured);
             let lost = self.failures.iter().any(|f| f.worker == w.name);
             let name = if lost {
@@ -380,9 +387,9 @@ impl RunReport {
             };
             let _ = writeln!(
                 s,
-                "{:<14} {:>6}  {:>9.4}/{:<9}  {:>9.4}/{:<9}  {:>9.4}/{:<9}  {:>8.4}",
+                "{:<14} {:>8}  {:>9.4}/{:<9}  {:>9.4}/{:<9}  {:>9.4}/{:<9}  {:>8.4}",
                 name,
-                w.load,
+                load,
                 p.send_end - p.send_start,
                 span(m.send_start, m.send_end),
                 p.compute_end - p.send_end,
@@ -390,6 +397,17 @@ impl RunReport {
                 p.return_end - p.return_start,
                 span(m.return_start, m.return_end),
                 m.idle
+            );
+        }
+        let moved: Vec<String> = (self.workers.iter())
+            .filter(|w| w.products != w.load)
+            .map(|w| format!("{} {}", w.name, w.load))
+            .collect();
+        if !moved.is_empty() {
+            let _ = writeln!(
+                s,
+                "* products moved by online correction or recovery; the plan gave {}",
+                moved.join(", ")
             );
         }
         for f in &self.failures {

@@ -182,14 +182,16 @@ pub fn end(platform: &Platform, plan: &Plan, measured: &Measured, bytes: impl Fn
     let predicted = plan.worker_times();
     for (i, w) in platform.workers().iter().enumerate() {
         let load = plan.loads.get(i).copied().unwrap_or(0);
+        let done = measured.products.get(i).copied().unwrap_or(0);
         let lost = measured.failures.iter().any(|f| f.worker == i);
-        if load == 0 && !lost {
+        if load == 0 && done == 0 && !lost {
             continue;
         }
-        let (sent, returned) = bytes(load);
+        let (sent, returned) = bytes(done);
         info!(
             worker = %w.name,
-            products = load,
+            products = done,
+            planned = load,
             bytes_sent = sent,
             bytes_returned = returned,
             predicted_end = predicted.get(i).map_or(0.0, |t| t.return_end),
