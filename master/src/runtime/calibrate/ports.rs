@@ -152,7 +152,7 @@ pub(super) async fn measure(links: Vec<(&mut Link, Measured)>, opts: &CalibrateO
     links.sort_by(|a, b| a.1.c.total_cmp(&b.1.c));
     let secs = target_seconds(opts);
     let t0 = Instant::now();
-    let (unit_in, _) = unit_values(&opts.form);
+    let (unit_in, unit_out) = unit_values(&opts.form);
     let largest = links.iter().map(|l| l.1.max_units).max().unwrap_or(1);
     let buf = Values::zeros(DType::F64, (unit_in * largest) as usize);
 
@@ -172,12 +172,13 @@ pub(super) async fn measure(links: Vec<(&mut Link, Measured)>, opts: &CalibrateO
     // packet only ever adds time (a retransmission timeout of 200 ms
     // and more), which a median of two or three can still hold. Alone,
     // each is timed once, and what the link probes say is taken if less.
-    let alone_a = send(a.0, ka, &buf, opts).await?.min(ka as f64 * a.1.c);
-    let alone_b = pull(b.0, kb, opts).await?.min(kb as f64 * b.1.d);
+    let (len_a, len_b) = (ka * unit_in, kb * unit_out);
+    let alone_a = send(a.0, len_a, &buf, opts).await?.min(ka as f64 * a.1.c);
+    let alone_b = pull(b.0, len_b, opts).await?.min(kb as f64 * b.1.d);
     let mut together = f64::INFINITY;
     for _ in 0..opts.port_reps.max(1) {
         let t0 = Instant::now();
-        let (x, y) = tokio::join!(send(a.0, ka, &buf, opts), pull(b.0, kb, opts));
+        let (x, y) = tokio::join!(send(a.0, len_a, &buf, opts), pull(b.0, len_b, opts));
         x?;
         y?;
         together = together.min(t0.elapsed().as_secs_f64());
@@ -228,9 +229,14 @@ pub(super) async fn measure(links: Vec<(&mut Link, Measured)>, opts: &CalibrateO
 }
 
 /// Units a second that the first `group` links carry together, sends or
-/// returns, each sized to take about `secs` alone, and the seconds a unit
-/// the first link takes alone (`known` if the overlap just timed it, else
-/// timed here; the link probes' measure if smaller).
+/// returns, each carrying what takes it about `secs` alone (a part of a
+/// unit on a slow link, so that none holds the probe beyond `secs`: on
+/// the switched test bed, `a:60:40 b:120:10 c:240:30 d:480:20` behind 500
+/// Mbit/s at n = 384, one whole unit to `a` took 0.32 s, the sends at once
+/// read 18-21 units/s where the uplink carries 26, and a cold run's port
+/// probes took 1.57-1.68 s; with parts, 24 units/s in 1.15-1.26 s), and
+/// the seconds a unit the first link takes alone (`known` if the overlap
+/// just timed it, else timed here; the link probes' measure if smaller).
 async fn aggregate(
     links: &mut [(&mut Link, Measured)],
     group: usize,
@@ -241,19 +247,21 @@ async fn aggregate(
     opts: &CalibrateOptions,
 ) -> Result<(f64, f64)> {
     let per_unit = |m: &Measured| if sends { m.c } else { m.d };
+    let (unit_in, unit_out) = unit_values(&opts.form);
+    let unit = if sends { unit_in } else { unit_out };
     // The same duration for every one, within the largest probe of each,
     // so that they end together and none runs alone at the end.
     let secs = (links.iter().take(group))
         .map(|(_, m)| cap(m, opts) as f64 * per_unit(m))
         .fold(secs, f64::min);
-    let units: Vec<u64> = (links.iter().take(group))
-        .map(|(_, m)| units_for(secs, per_unit(m), cap(m, opts)))
+    let lens: Vec<u64> = (links.iter().take(group))
+        .map(|(_, m)| values_for(secs, per_unit(m), unit, cap(m, opts)))
         .collect();
-    let transfer = async |link: &mut Link, k: u64| {
+    let transfer = async |link: &mut Link, len: u64| {
         if sends {
-            send(link, k, buf, opts).await
+            send(link, len, buf, opts).await
         } else {
-            pull(link, k, opts).await
+            pull(link, len, opts).await
         }
     };
     // The fastest alone, once (the link probes measured it already). A
@@ -264,20 +272,22 @@ async fn aggregate(
     // overlap's own transfers alone, just before, are such a measure.
     let alone = match known {
         Some(secs) => secs,
-        None => transfer(links[0].0, units[0]).await? / units[0] as f64,
+        None => transfer(links[0].0, lens[0]).await? * unit as f64 / lens[0] as f64,
     };
+    let units = lens.iter().sum::<u64>() as f64 / unit as f64;
     let mut rates = Vec::new();
     for rep in 0..opts.port_reps.max(1) {
         if rep == 2 && agree(&rates) {
             break;
         }
         let t0 = Instant::now();
-        let transfers = (links.iter_mut().zip(&units)).map(|((link, _), &k)| transfer(link, k));
+        let transfers = (links.iter_mut().zip(&lens)).map(|((link, _), &len)| transfer(link, len));
         for r in super::compute::join_all(transfers.collect()).await {
             r?;
         }
-        rates.push(units.iter().sum::<u64>() as f64 / t0.elapsed().as_secs_f64());
-        tracing::debug!(sends, units = ?units, secs = t0.elapsed().as_secs_f64(), "port probes: transfers at once");
+        rates.push(units / t0.elapsed().as_secs_f64());
+        tracing::debug!(sends, units = ?lens.iter().map(|&l| l as f64 / unit as f64).collect::<Vec<_>>(),
+            secs = t0.elapsed().as_secs_f64(), "port probes: transfers at once");
         // Clearly slower than the fastest link at the first: the rate would
         // not be used (the uplink is then the best link), so it needs no
         // second look. Otherwise it does: the rate is the uplink's, and a
@@ -299,9 +309,17 @@ async fn aggregate(
     Ok((rate, alone.min(best)))
 }
 
-/// Seconds to send `k` units to a worker (until it acknowledges them).
-async fn send(link: &mut Link, k: u64, buf: &Values, opts: &CalibrateOptions) -> Result<f64> {
-    let len = unit_values(&opts.form).0 * k;
+/// Values (of `unit` a unit) that take about `secs` at `per_unit` seconds
+/// a unit, within `max_units` units: a part of a unit where one unit takes
+/// longer; at least one value.
+fn values_for(secs: f64, per_unit: f64, unit: u64, max_units: u64) -> u64 {
+    let units = (secs / per_unit.max(1e-12)).min(max_units.max(1) as f64);
+    ((units * unit as f64).ceil() as u64).clamp(1, max_units.max(1) * unit)
+}
+
+/// Seconds to send `len` values of `buf` to a worker (until it
+/// acknowledges them).
+async fn send(link: &mut Link, len: u64, buf: &Values, opts: &CalibrateOptions) -> Result<f64> {
     let t0 = Instant::now();
     link.conn
         .write_frame(&ToWorker::Echo { len }, &buf.slice(0..len as usize))
@@ -313,9 +331,8 @@ async fn send(link: &mut Link, k: u64, buf: &Values, opts: &CalibrateOptions) ->
     }
 }
 
-/// Seconds to have `k` units of results returned by a worker.
-async fn pull(link: &mut Link, k: u64, opts: &CalibrateOptions) -> Result<f64> {
-    let len = unit_values(&opts.form).1 * k;
+/// Seconds to have `len` values of results returned by a worker.
+async fn pull(link: &mut Link, len: u64, opts: &CalibrateOptions) -> Result<f64> {
     let t0 = Instant::now();
     link.conn.send(&ToWorker::Pull { len }).await?;
     let f = answer(link, opts.timeout, "return probe").await?;
@@ -368,6 +385,17 @@ mod tests {
         let h = classify(1.1, 3000.0, c, 2000.0, d).expect("shared");
         assert!((h.send - 1.0 / 3000.0).abs() < 1e-12 && h.ret == d && !h.duplex);
         assert_eq!(describe(Some(h), 3.0, 1.0), "shared uplink (half duplex)");
+    }
+
+    #[test]
+    fn a_slow_link_carries_a_part_of_a_unit_at_once() {
+        // 1000 values a unit; target 0.1 s.
+        assert_eq!(values_for(0.1, 0.025, 1000, 64), 4000);
+        // A unit takes 0.32 s: under a third of one, not one whole.
+        assert_eq!(values_for(0.1, 0.32, 1000, 64), 313);
+        // Never beyond the largest probe, never empty.
+        assert_eq!(values_for(0.1, 1e-4, 1000, 8), 8000);
+        assert_eq!(values_for(0.1, 1e9, 1000, 8), 1);
     }
 
     #[test]
