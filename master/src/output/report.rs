@@ -373,8 +373,8 @@ impl RunReport {
             }
             // What it computed; a mark when online correction moved
             // products to or from it (the plan's loads follow the table).
-            let load = if w.products == w.load {
-                w.load.to_string()
+            let products = if w.products == w.load {
+                w.products.to_string()
             } else {
                 format!("{}*", w.products)
             };
@@ -389,7 +389,7 @@ impl RunReport {
                 s,
                 "{:<14} {:>8}  {:>9.4}/{:<9}  {:>9.4}/{:<9}  {:>9.4}/{:<9}  {:>8.4}",
                 name,
-                load,
+                products,
                 p.send_end - p.send_start,
                 span(m.send_start, m.send_end),
                 p.compute_end - p.send_end,
