@@ -199,6 +199,19 @@ pub fn chunks(alone: &Alone, units: u64) -> Option<u64> {
 /// Fewest chunks that say anything of a steady state (two spacings).
 pub const FEWEST: u64 = 3;
 
+/// Units a pipeline may hold on a worker whose largest probe is `largest`
+/// units and whose memory holds `max_load`: that probe, or [`MIN_CHUNKS`]
+/// chunks of one unit where half its memory holds them. The largest probe
+/// carries at most 16 MiB, one product of 768×768 (9.4 MB of inputs):
+/// with that alone there was no pipeline, and the platform said nothing
+/// of the slowdown under load its runs then paid (on the switched test
+/// bed, `a:240:10 b:480:20 c:720:30 d:960:40`, the node at two fifths of
+/// a core computed 1.5-1.9× slower in runs and the plans leaning on it ran
+/// 1.18-1.20× their predictions).
+pub fn room(largest: u64, max_load: u64) -> u64 {
+    largest.max(MIN_CHUNKS.min(max_load / 2))
+}
+
 /// Seconds a unit of the slowest phase alone.
 fn slowest(alone: &Alone) -> f64 {
     alone.c.max(alone.w).max(alone.d).max(1e-12)
@@ -413,5 +426,36 @@ mod tests {
         // 3 want 48 units; 20 hold 6 of them, 8 hold 2, too few.
         assert_eq!(chunks(&Alone { max_units: 20, ..fast }, 3), Some(6));
         assert_eq!(chunks(&Alone { max_units: 8, ..fast }, 3), None);
+    }
+
+    #[test]
+    fn a_product_larger_than_the_largest_probe_still_gets_a_pipeline() {
+        // 768×768 on the test bed: the largest probe one unit, memory for
+        // 892. A pipeline of the fewest chunks of one unit each fits.
+        let large = Alone {
+            c: 0.166,
+            w: 0.12,
+            d: 0.078,
+            max_units: room(1, 892),
+        };
+        assert_eq!(large.max_units, MIN_CHUNKS);
+        assert_eq!(units(&large), 1);
+        assert_eq!(chunks(&large, 1), Some(MIN_CHUNKS));
+        // With the largest probe alone it had none.
+        assert_eq!(chunks(&Alone { max_units: 1, ..large }, 1), None);
+        // Where the largest probe holds more, it is the room, as before.
+        assert_eq!(room(16, 8035), 16);
+        // Memory for four products: two of them, too few for a pipeline.
+        assert_eq!(room(1, 4), 2);
+        assert_eq!(
+            chunks(
+                &Alone {
+                    max_units: room(1, 4),
+                    ..large
+                },
+                1
+            ),
+            None
+        );
     }
 }

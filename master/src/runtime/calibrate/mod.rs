@@ -325,13 +325,15 @@ async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_fir
     let t0 = std::time::Instant::now();
     let ports = measure_ports(links, &probed, opts).await;
     tracing::debug!(secs = t0.elapsed().as_secs_f64(), "port model measured");
-    let max_units: Vec<(usize, u64)> = probed.iter().map(|(i, p)| (*i, p.max_units)).collect();
+    let room: Vec<(usize, u64)> = (probed.iter())
+        .map(|(i, p)| (*i, coupled::room(p.max_units, p.max_load)))
+        .collect();
     let mut workers: Vec<WorkerCalibration> = (probed.into_iter())
         .map(|(i, p)| finish(&links[i].name, p.samples, p.scatter, p.max_load))
         .collect();
     if ports.as_ref().and_then(|p| p.uplink).is_some_and(|u| u.duplex) {
         let t0 = std::time::Instant::now();
-        under_load(links, &max_units, &mut workers, opts).await;
+        under_load(links, &room, &mut workers, opts).await;
         tracing::debug!(secs = t0.elapsed().as_secs_f64(), "costs under load measured");
     }
     (workers, ports, failed)
@@ -340,20 +342,21 @@ async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_fir
 /// With two lanes, the costs of the workers with the fastest links (the
 /// ones the uplink's share goes to; as many as the port model's group)
 /// while they receive, compute and return at once (`coupled.rs`), one
-/// worker at a time on the port. `max_units` pairs each calibrated worker
-/// (in `workers`' order) with its link's index and largest probe. A probe
-/// that fails leaves its worker's costs as they were (the failure shows
-/// again in the run).
+/// worker at a time on the port. `room` pairs each calibrated worker (in
+/// `workers`' order) with its link's index and the units a pipeline may
+/// hold. A probe that fails, or a worker whose memory holds too few chunks
+/// for a pipeline, leaves its worker's costs as they were and not measured
+/// under load (the failure shows again in the run).
 async fn under_load(
     links: &mut [Link],
-    max_units: &[(usize, u64)],
+    room: &[(usize, u64)],
     workers: &mut [WorkerCalibration],
     opts: &CalibrateOptions,
 ) {
     let mut order: Vec<usize> = (0..workers.len()).collect();
     order.sort_by(|&a, &b| workers[a].send.slope.total_cmp(&workers[b].send.slope));
     for &j in order.iter().take(ports::GROUP) {
-        let (link, units) = max_units[j];
+        let (link, units) = room[j];
         let w = &workers[j];
         let alone = coupled::Alone {
             c: w.send.slope.max(MIN_COST),
@@ -362,10 +365,11 @@ async fn under_load(
             max_units: units,
         };
         match coupled::measure(&mut links[link], &alone, opts).await {
-            Ok(probe) => {
+            Ok(Some(probe)) => {
                 tracing::debug!(worker = %workers[j].name, ?alone, ?probe, "pipeline under load");
-                workers[j].under_load = Some(coupled::factors(&alone, probe.as_slice()));
+                workers[j].under_load = Some(coupled::factors(&alone, std::slice::from_ref(&probe)));
             }
+            Ok(None) => {}
             Err(e) => tracing::warn!(worker = %workers[j].name, "costs under load not measured: {e:#}"),
         }
     }
