@@ -274,18 +274,21 @@ async fn aggregate(
         Some(secs) => secs,
         None => transfer(links[0].0, lens[0]).await? * unit as f64 / lens[0] as f64,
     };
-    let units = lens.iter().sum::<u64>() as f64 / unit as f64;
+    let full = lens;
+    let mut lens = looks(&full, None, secs);
     let mut rates = Vec::new();
     for rep in 0..opts.port_reps.max(1) {
         if rep == 2 && agree(&rates) {
             break;
         }
+        let units = lens.iter().sum::<u64>() as f64 / unit as f64;
         let t0 = Instant::now();
         let transfers = (links.iter_mut().zip(&lens)).map(|((link, _), &len)| transfer(link, len));
         for r in super::compute::join_all(transfers.collect()).await {
             r?;
         }
-        rates.push(units / t0.elapsed().as_secs_f64());
+        let took = t0.elapsed().as_secs_f64();
+        rates.push(units / took);
         tracing::debug!(sends, units = ?lens.iter().map(|&l| l as f64 / unit as f64).collect::<Vec<_>>(),
             secs = t0.elapsed().as_secs_f64(), "port probes: transfers at once");
         // Clearly slower than the fastest link at the first: the rate would
@@ -298,6 +301,7 @@ async fn aggregate(
         if rep == 0 && rates[0] * per_unit(&links[0].1).min(alone) < 1.0 - CLEAR {
             break;
         }
+        lens = looks(&full, Some((&lens, took)), secs);
     }
     // The faster of the link probes' measure and this one's: a link slowed
     // down by chance while timed alone would make a gain out of nothing.
@@ -307,6 +311,27 @@ async fn aggregate(
     // adds time.
     let rate = rates.iter().copied().fold(0.0, f64::max);
     Ok((rate, alone.min(best)))
+}
+
+/// The lengths of the next look at transfers at once, within `full` (each
+/// about `secs` alone), from the look before (its lengths, and what it
+/// took at once; `None`: this is the first). The first look carries half
+/// of `full`: it warms the connections up and gives a rough rate; each
+/// next one is sized to take about `secs` at once at the rate the one
+/// before read, rather than `secs` for each link alone (behind an uplink
+/// that carries a few links' worth at a time, that was several times
+/// `secs`: on the switched test bed, `a:120:10 b:240:20 c:360:30
+/// d:480:40` behind 500 Mbit/s at n = 256, 0.23-0.25 s a look, four
+/// looks, a cold run's port probes 1.41 s). Every length at least one
+/// value.
+fn looks(full: &[u64], before: Option<(&[u64], f64)>, secs: f64) -> Vec<u64> {
+    let Some((lens, took)) = before else {
+        return full.iter().map(|&l| l.div_ceil(2).max(1)).collect();
+    };
+    let scale = if took > 0.0 { secs / took } else { 1.0 };
+    (full.iter().zip(lens))
+        .map(|(&f, &l)| ((l as f64 * scale).ceil() as u64).clamp(1, f.max(1)))
+        .collect()
 }
 
 /// Values (of `unit` a unit) that take about `secs` at `per_unit` seconds
@@ -396,6 +421,19 @@ mod tests {
         // Never beyond the largest probe, never empty.
         assert_eq!(values_for(0.1, 1e-4, 1000, 8), 8000);
         assert_eq!(values_for(0.1, 1e9, 1000, 8), 1);
+    }
+
+    #[test]
+    fn looks_at_once_take_about_the_target_together() {
+        let full = [4000u64, 3000, 2000, 1];
+        // The first: half of each, at least one value.
+        assert_eq!(looks(&full, None, 0.1), vec![2000, 1500, 1000, 1]);
+        // It took 0.125 s at once: the next, 0.8 of it, takes 0.1 s.
+        let half = looks(&full, None, 0.1);
+        assert_eq!(looks(&full, Some((&half, 0.125)), 0.1), vec![1600, 1200, 800, 1]);
+        // At once as fast as alone (private links): never beyond `full`.
+        assert_eq!(looks(&full, Some((&half, 0.05)), 0.1), full.to_vec());
+        assert_eq!(looks(&full, Some((&half, 0.0)), 0.1), half);
     }
 
     #[test]
