@@ -234,9 +234,11 @@ pub(super) async fn measure(links: Vec<(&mut Link, Measured)>, opts: &CalibrateO
 /// the switched test bed, `a:60:40 b:120:10 c:240:30 d:480:20` behind 500
 /// Mbit/s at n = 384, one whole unit to `a` took 0.32 s, the sends at once
 /// read 18-21 units/s where the uplink carries 26, and a cold run's port
-/// probes took 1.57-1.68 s; with parts, 24 units/s in 1.15-1.26 s), and
-/// the seconds a unit the first link takes alone (`known` if the overlap
-/// just timed it, else timed here; the link probes' measure if smaller).
+/// probes took 1.57-1.68 s; with parts, 24 units/s in 1.15-1.26 s), half
+/// of that at the first look and about `secs` together at the next ones
+/// ([`looks`]), and the seconds a unit the first link takes alone
+/// (`known` if the overlap just timed it, else timed here; the link
+/// probes' measure if smaller).
 async fn aggregate(
     links: &mut [(&mut Link, Measured)],
     group: usize,
@@ -290,7 +292,7 @@ async fn aggregate(
         let took = t0.elapsed().as_secs_f64();
         rates.push(units / took);
         tracing::debug!(sends, units = ?lens.iter().map(|&l| l as f64 / unit as f64).collect::<Vec<_>>(),
-            secs = t0.elapsed().as_secs_f64(), "port probes: transfers at once");
+            secs = took, "port probes: transfers at once");
         // Clearly slower than the fastest link at the first: the rate would
         // not be used (the uplink is then the best link), so it needs no
         // second look. Otherwise it does: the rate is the uplink's, and a
