@@ -9,6 +9,9 @@ runs first, then is shut down (scheduler and workers), then dls runs:
       scripts/testbed.sh a:240:10 b:480:20 c:720:30 d:960:40 -- \\
       python3 scripts/peer-dask.py --size 384 --batch 400 --out docs/experiments/peer-dask/balanced-384
 
+`--shape n,k,m` instead of `--size n` gives products of an n×k by a k×m
+matrix (the same shape to Dask, `dls calibrate` and `dls run`).
+
 Dask (`pip install distributed numpy`: optional dependencies of this script
 only) gets the batch in the client's memory and runs `client.map` over
 tasks of 1 and of 8 products with its default settings; its time runs
@@ -63,9 +66,9 @@ def wait_for_dask_to_leave(timeout=15.0):
     print(f"warning: Dask workers still running {timeout:.0f} s after the shutdown", file=sys.stderr)
 
 
-def dls_run(cluster, size, batch, platform, seed):
+def dls_run(cluster, form, batch, platform, seed):
     """Wall seconds of one `dls run`, and its JSON summary."""
-    cmd = [DLS, "run", "--cluster", cluster, "--size", str(size), "--batch", str(batch), "--seed", str(seed), "--json"]
+    cmd = [DLS, "run", "--cluster", cluster, *form, "--batch", str(batch), "--seed", str(seed), "--json"]
     if platform:
         cmd += ["--platform", platform]
     t0 = time.perf_counter()
@@ -76,16 +79,31 @@ def dls_run(cluster, size, batch, platform, seed):
     return secs, json.loads(out.stdout)
 
 
+def shape_of(args):
+    """(n, k, m) from --size or --shape; exits with the problem named."""
+    if args.size is not None:
+        return args.size, args.size, args.size
+    try:
+        n, k, m = (int(x) for x in args.shape.split(","))
+    except ValueError:
+        sys.exit(f"--shape takes three whole numbers n,k,m, not {args.shape!r}")
+    return n, k, m
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size", type=int, required=True, help="n: products of n x n matrices")
+    which = ap.add_mutually_exclusive_group(required=True)
+    which.add_argument("--size", type=int, help="n: products of n x n matrices")
+    which.add_argument("--shape", help="n,k,m: products of an n x k by a k x m matrix")
     ap.add_argument("--batch", type=int, required=True, help="products in the batch")
     ap.add_argument("--reps", type=int, default=3, help="runs of each setting (median reported)")
     ap.add_argument("--out", required=True, help="path prefix of OUT.json and OUT.md")
     args = ap.parse_args()
-    for what, v in (("--size", args.size), ("--batch", args.batch), ("--reps", args.reps)):
+    n, k, m = shape_of(args)
+    for what, v in (("n", n), ("k", k), ("m", m), ("--batch", args.batch), ("--reps", args.reps)):
         if v < 1:
             sys.exit(f"{what} must be at least 1, not {v}")
+    form = ["--size", str(n)] if args.size else ["--shape", f"{n},{k},{m}"]
     cluster = os.environ.get("DLS_TESTBED_CLUSTER")
     scheduler = os.environ.get("DLS_TESTBED_SCHEDULER")
     if not cluster or not scheduler:
@@ -97,8 +115,8 @@ def main():
         sys.exit("Dask or numpy is missing: pip install distributed numpy")
 
     rng = np.random.default_rng(1)
-    a = [rng.standard_normal((args.size, args.size)) for _ in range(args.batch)]
-    b = [rng.standard_normal((args.size, args.size)) for _ in range(args.batch)]
+    a = [rng.standard_normal((n, k)) for _ in range(args.batch)]
+    b = [rng.standard_normal((k, m)) for _ in range(args.batch)]
     rows = {}
     with Client(scheduler) as client:
         client.wait_for_workers(len(open(cluster).read().split("[[worker]]")) - 1, timeout=60)
@@ -111,7 +129,7 @@ def main():
     wait_for_dask_to_leave()
     platform = args.out + ".platform.toml"
     t0 = time.perf_counter()
-    cal = subprocess.run([DLS, "calibrate", "--cluster", cluster, "--size", str(args.size), "-o", platform],
+    cal = subprocess.run([DLS, "calibrate", "--cluster", cluster, *form, "-o", platform],
                          capture_output=True, text=True, timeout=600)
     if cal.returncode != 0:
         sys.exit(f"dls calibrate failed: {cal.stderr[-2000:]}")
@@ -119,15 +137,16 @@ def main():
     ports = next((l for l in cal.stdout.splitlines() + cal.stderr.splitlines() if "ports:" in l), "")
     warm, cold, ratios = [], [], []
     for r in range(args.reps):
-        secs, summary = dls_run(cluster, args.size, args.batch, platform, r + 1)
+        secs, summary = dls_run(cluster, form, args.batch, platform, r + 1)
         warm.append(secs)
         ratios.append(summary["ratio"])
-        cold.append(dls_run(cluster, args.size, args.batch, None, r + 1)[0])
+        cold.append(dls_run(cluster, form, args.batch, None, r + 1)[0])
     rows["dls run, warm (platform from dls calibrate)"] = warm
     rows["dls run, cold (no platform)"] = cold
     best_dask = min(statistics.median(v) for k, v in rows.items() if k.startswith("dask"))
     result = {
         "size": args.size,
+        "shape": [n, k, m],
         "batch": args.batch,
         "cluster": open(cluster).read(),
         "calibrate_seconds": calibrate,
@@ -139,7 +158,8 @@ def main():
     with open(args.out + ".json", "w") as f:
         json.dump(result, f, indent=1)
     with open(args.out + ".md", "w") as f:
-        f.write(f"Batch of {args.batch} products of {args.size}x{args.size} (float64), {args.reps} runs each.\n\n")
+        what = f"{n}x{n}" if args.size else f"a {n}x{k} by a {k}x{m}"
+        f.write(f"Batch of {args.batch} products of {what} (float64), {args.reps} runs each.\n\n")
         f.write("| setting | median s | runs (s) | / best Dask |\n| --- | --- | --- | --- |\n")
         for k, v in rows.items():
             med = statistics.median(v)
