@@ -509,3 +509,42 @@ fn a_second_learn_run_of_the_same_products_does_not_calibrate() {
     let (ok, _, err) = run(args("16"));
     assert!(!ok && err.contains("holds costs for products 8, not 16"), "{err}");
 }
+
+/// Which workers `dls calibrate` measured under load and by what factors,
+/// on stderr as in the platform file it wrote. Behind an emulated
+/// full-duplex uplink (two lanes) the fastest links' workers are measured
+/// under load; one calibration in a few on this machine reads the network
+/// otherwise (see `ports.rs`), so a second is made when the first
+/// measured none under load.
+#[test]
+fn calibrate_says_which_workers_it_measured_under_load() {
+    let mut measured = 0;
+    for attempt in 0..2 {
+        let w = common::start_behind(&[(Some(40.0), 1.0), (Some(40.0), 1.0), (Some(20.0), 1.0)], 40.0, true);
+        let platform = tmp(&format!("under-load-{attempt}.toml"));
+        let (ok, _, err) = dls(
+            &["calibrate", "--workers", &w.list(), "--size", "64", "-o", s(&platform)],
+            None,
+        );
+        assert!(ok, "{err}");
+        let file = std::fs::read_to_string(&platform).expect("platform written");
+        let table: toml::Table = toml::from_str(&file).expect("platform is TOML");
+        for w in table["worker"].as_array().expect("workers") {
+            let name = w["name"].as_str().expect("name");
+            let said = err.lines().find(|l| l.starts_with(&format!("{name}: under load")));
+            match w.get("under_load").and_then(|u| u.as_array()) {
+                Some(f) => {
+                    let f: Vec<f64> = f.iter().map(|x| x.as_float().expect("a factor")).collect();
+                    let want = format!("send {:.2}x, compute {:.2}x, return {:.2}x", f[0], f[1], f[2]);
+                    assert!(said.is_some_and(|l| l.contains(&want)), "{name}: {want} in {err}");
+                    measured += 1;
+                }
+                None => assert!(said.is_none(), "{name} not measured under load: {err}"),
+            }
+        }
+        if measured > 0 {
+            return;
+        }
+    }
+    panic!("no worker measured under load in two calibrations behind a full-duplex uplink");
+}

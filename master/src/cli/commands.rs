@@ -82,6 +82,14 @@ pub fn calibrate(
             ),
             None => eprintln!("ports: one port (not measured: it takes two workers)"),
         }
+        for w in &cal.workers {
+            if let Some([fc, fw, fd]) = w.under_load {
+                eprintln!(
+                    "{}: under load (receiving, computing and returning at once): send {fc:.2}x, compute {fw:.2}x, return {fd:.2}x its costs alone",
+                    w.name
+                );
+            }
+        }
         eprintln!("wrote {}", output.display());
         if json {
             println!("{}", serde_json::to_string_pretty(&cal)?);
