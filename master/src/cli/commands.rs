@@ -83,10 +83,11 @@ pub fn calibrate(
             None => eprintln!("ports: one port (not measured: it takes two workers)"),
         }
         for w in &cal.workers {
-            if let Some([fc, fw, fd]) = w.under_load {
+            if let Some(f) = w.under_load {
                 eprintln!(
-                    "{}: under load (receiving, computing and returning at once): send {fc:.2}x, compute {fw:.2}x, return {fd:.2}x its costs alone",
-                    w.name
+                    "{}: under load (receiving, computing and returning at once): {} its costs alone",
+                    w.name,
+                    calibrate::factors_under_load(f)
                 );
             }
         }

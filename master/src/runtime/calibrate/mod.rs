@@ -126,6 +126,13 @@ impl CalibrateOptions {
     }
 }
 
+/// A worker's factors under load for people, as the platform file and
+/// `dls calibrate` both say them: "send 1.20x, compute 1.75x, return
+/// 1.20x".
+pub fn factors_under_load([fc, fw, fd]: [f64; 3]) -> String {
+    format!("send {fc:.2}x, compute {fw:.2}x, return {fd:.2}x")
+}
+
 /// Two repeated probes agree when they differ by at most this fraction.
 pub const AGREE: f64 = 0.10;
 
@@ -507,11 +514,12 @@ impl Calibration {
             ));
         }
         for w in &self.workers {
-            if let Some([fc, fw, fd]) = w.under_load {
+            if let Some(f) = w.under_load {
                 out.push_str(&format!(
                     "# {}: receiving, computing and returning at once (the steady state of a pipeline of chunks):\n\
-                     #   send {fc:.2}x, compute {fw:.2}x, return {fd:.2}x its costs one at a time (c, w, d below include these)\n",
-                    w.name
+                     #   {} its costs one at a time (c, w, d below include these)\n",
+                    w.name,
+                    factors_under_load(f)
                 ));
             }
         }
