@@ -179,8 +179,13 @@ async fn learning_from_runs_shrinks_the_prediction_error() {
         }
         assert_eq!(model.batches, 5);
         assert!(errors[0] > 1.0, "{strategy}: the guess should be far off: {errors:?}");
+        // The last three batches' median: one batch timed while this
+        // two-core machine was busy elsewhere can be off by a quarter on
+        // its own (0.048, 0.094, then 0.27 in one CI run).
+        let mut last = errors[2..].to_vec();
+        last.sort_by(f64::total_cmp);
         assert!(
-            errors[4] < 0.25 && errors[4] < errors[0] / 4.0,
+            last[1] < 0.25 && last[1] < errors[0] / 4.0,
             "{strategy}: learning did not help: {errors:?}"
         );
     }
