@@ -11,11 +11,21 @@
 //! Its steady state is what a run sees: the time between one chunk and
 //! the next arriving, computed and back (the slowest of the three, a
 //! unit) over the slowest phase's cost alone is the worker's factor, and
-//! its c, w and d are all scaled by it: the three phases share what slows
-//! them. Computing is scaled further where the chunks took longer to
-//! compute than that ([`factors`]). The pipeline's fill and drain are
-//! left out: they would hide a node that falls 10% behind in its steady
-//! state, which is what a run of a hundred chunks on it pays.
+//! its c and w are scaled by it: the phases share what slows them.
+//! Computing is scaled further where the worker timed its chunks longer
+//! than that, and returning by its own time, from when each result could
+//! leave until it was back ([`factors`]). The pipeline's fill and drain
+//! are left out: they would hide a node that falls 10% behind in its
+//! steady state, which is what a run of a hundred chunks on it pays.
+//!
+//! Each phase by its own time where the master can see it: a worker's
+//! `Received` and `Ready` travel behind the results it is writing, so
+//! where returns are the slowest phase (results larger than inputs) every
+//! spacing the master sees is the return's, and a single factor put it on
+//! the sends and computing too. On the switched test bed, products of
+//! 512×128 by 128×512 (2 MiB back for 1 MiB out), the balanced star's
+//! plan on one factor ran 0.89-0.93× its prediction, on each phase's own
+//! 1.04-1.05× (three runs each).
 //!
 //! Why real chunks in a pipeline: on the switched test bed with each
 //! worker's whole process capped (`DLS_TESTBED_CAP=process`), the
@@ -86,13 +96,15 @@ pub struct Alone {
 
 /// What one pipeline measured: `units` a chunk, and for each chunk when
 /// it was in (the worker's `Received`), computed (`Ready`) and back (its
-/// results read), in seconds from the pipeline's start.
+/// results read), in seconds from the pipeline's start, and the seconds
+/// the worker timed computing it (`Ready`'s `compute_secs`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pipeline {
     pub units: u64,
     pub received: Vec<f64>,
     pub ready: Vec<f64>,
     pub back: Vec<f64>,
+    pub computed: Vec<f64>,
 }
 
 impl Pipeline {
@@ -112,19 +124,40 @@ impl Pipeline {
         Some(slowest / self.units as f64)
     }
 
-    /// Seconds a unit the chunks spent computing: from when a chunk was in
-    /// and the one before was computed (a worker computes one at a time)
-    /// until it was computed; the mean over the chunks after the first
-    /// (which meets cold caches). `None` with fewer than two chunks or
-    /// times out of order.
+    /// Seconds a unit the chunks spent computing, as the worker timed it:
+    /// the mean over the chunks after the first (which meets cold caches).
+    /// Not from when the master heard of them: a worker's `Received` and
+    /// `Ready` queue behind the results it is writing, so on the switched
+    /// test bed, with results twice the inputs, chunks seemed to compute
+    /// for as long as a return took (3.3× their cost alone; the runs'
+    /// corrections then found computing at 0.2-0.8× the platform's), and at
+    /// n = 256 4.2× where the worker timed 2.5×, as in the runs. `None`
+    /// with fewer than two chunks.
     pub fn computing(&self) -> Option<f64> {
-        let n = self.ready.len().min(self.received.len());
+        let n = self.computed.len();
         if n < 2 || self.units == 0 {
             return None;
         }
-        let busy: f64 = (1..n)
-            .map(|i| self.ready[i] - self.received[i].max(self.ready[i - 1]))
-            .sum();
+        let per = self.computed[1..].iter().sum::<f64>() / ((n - 1) as f64 * self.units as f64);
+        (per.is_finite() && per >= 0.0).then_some(per)
+    }
+
+    /// Seconds a unit the chunks' results took to come back: from when a
+    /// chunk was computed and the one before was back (a worker returns
+    /// one at a time) until it was back; the mean over the chunks after
+    /// the first. Unlike the spacing of the returns, it leaves out the
+    /// pipeline's fill: on the switched test bed, with results twice the
+    /// inputs (512×128 by 128×512), a worker's returns came back every
+    /// 36 ms, its cost alone, after a first gap of 91 ms while the third
+    /// chunk was still arriving; over the 16 chunks their spacing read
+    /// 1.15× its cost alone. `None` with fewer than two chunks or times out
+    /// of order.
+    pub fn returning(&self) -> Option<f64> {
+        let n = self.back.len().min(self.ready.len());
+        if n < 2 || self.units == 0 {
+            return None;
+        }
+        let busy: f64 = (1..n).map(|i| self.back[i] - self.ready[i].max(self.back[i - 1])).sum();
         let per = busy / ((n - 1) as f64 * self.units as f64);
         (per.is_finite() && per >= 0.0).then_some(per)
     }
@@ -137,8 +170,7 @@ impl Pipeline {
 /// faster kept, put the test bed's node at 40% of a core at 1.0 where its
 /// runs paid 1.1, and one at 20% at 1.0 and 1.2 where they paid 1.4.
 pub fn factor(alone: &Alone, probes: &[Pipeline]) -> f64 {
-    let cycles: Vec<f64> = probes.iter().filter_map(Pipeline::cycle).collect();
-    let f = cycles.iter().sum::<f64>() / cycles.len() as f64 / slowest(alone);
+    let f = mean(probes, Pipeline::cycle) / slowest(alone);
     if f.is_finite() && f > NOISE {
         f
     } else {
@@ -147,9 +179,13 @@ pub fn factor(alone: &Alone, probes: &[Pipeline]) -> f64 {
 }
 
 /// The factors (send, compute, return) of a worker's costs under load:
-/// each at least the steady state's ([`factor`]), and computing at least
-/// what the pipelines' chunks took to compute over their cost alone
-/// ([`Pipeline::computing`]), 1 within the noise. The steady state is
+/// sending the steady state's ([`factor`]), computing at least that and
+/// at least what the worker timed its chunks against their cost alone
+/// ([`Pipeline::computing`]), returning its own time against its cost
+/// alone ([`Pipeline::returning`]), each 1 within the noise. On square
+/// products the returns are not the bottleneck, and their own factor
+/// changed no plan (same calibration, either factor: predictions within
+/// 0.1%). The steady state is
 /// what the slowest phase allows; a node short of processor also
 /// computes each chunk more slowly while the next arrives (its receiving
 /// takes the same processor), which its link hides in the pipeline's
@@ -161,8 +197,7 @@ pub fn factor(alone: &Alone, probes: &[Pipeline]) -> f64 {
 /// between its sends and ran 1.17-1.24× its prediction.
 pub fn factors(alone: &Alone, probes: &[Pipeline]) -> [f64; 3] {
     let f = factor(alone, probes);
-    let spans: Vec<f64> = probes.iter().filter_map(Pipeline::computing).collect();
-    let m = spans.iter().sum::<f64>() / spans.len() as f64 / alone.w.max(1e-12);
+    let m = mean(probes, Pipeline::computing) / alone.w.max(1e-12);
     // Kept only where what it adds to a unit beyond the steady state's is
     // worth timing ([`WORTH`]). A cost alone at calibration's floor would
     // give a factor no platform file takes: held to the most one may hold.
@@ -173,7 +208,25 @@ pub fn factors(alone: &Alone, probes: &[Pipeline]) -> [f64; 3] {
         f
     };
     let fw = fw.min(crate::config::platform_file::MAX_UNDER_LOAD);
-    [f, fw, f]
+    [f, fw, own_factor(probes, Pipeline::returning, alone.d)]
+}
+
+/// The mean of `phase`'s seconds a unit over `probes` against its cost
+/// `alone`, 1 within the noise (or faster), and held to what a platform
+/// file may hold.
+fn own_factor(probes: &[Pipeline], phase: fn(&Pipeline) -> Option<f64>, alone: f64) -> f64 {
+    let f = mean(probes, phase) / alone.max(1e-12);
+    if f.is_finite() && f > NOISE {
+        f.min(crate::config::platform_file::MAX_UNDER_LOAD)
+    } else {
+        1.0
+    }
+}
+
+/// The mean of `phase` over the probes that measured it (NaN: none).
+fn mean(probes: &[Pipeline], phase: fn(&Pipeline) -> Option<f64>) -> f64 {
+    let times: Vec<f64> = probes.iter().filter_map(phase).collect();
+    times.iter().sum::<f64>() / times.len() as f64
 }
 
 /// Units a chunk: about [`SECONDS`] of the slowest phase, and the whole
@@ -270,13 +323,23 @@ async fn once(
             received: vec![f64::NAN; n],
             ready: vec![f64::NAN; n],
             back: vec![f64::NAN; n],
+            computed: vec![f64::NAN; n],
         };
         for _ in 0..3 * n {
             let msg = answer_of(reader, &name, timeout, "pipeline probe").await?;
             let now = t0.elapsed().as_secs_f64();
             let (series, chunk) = match msg {
                 FromWorker::Received { job, chunk } if job == JOB => (&mut t.received, chunk),
-                FromWorker::Ready { job, chunk, .. } if job == JOB => (&mut t.ready, chunk),
+                FromWorker::Ready {
+                    job,
+                    chunk,
+                    compute_secs,
+                } if job == JOB => {
+                    if let Some(at) = t.computed.get_mut(chunk.0 as usize) {
+                        *at = compute_secs;
+                    }
+                    (&mut t.ready, chunk)
+                }
                 FromWorker::Results { job, chunk, count, .. } if job == JOB && u64::from(count) == k => {
                     (&mut t.back, chunk)
                 }
@@ -313,7 +376,8 @@ mod tests {
     };
 
     /// A pipeline of five 3-unit chunks that arrive, are computed and come
-    /// back every `recv`, `comp` and `ret` seconds, after a fill.
+    /// back every `recv`, `comp` and `ret` seconds, after a fill; each
+    /// computed in 0.03 s as the worker timed it (its cost alone).
     fn spaced(recv: f64, comp: f64, ret: f64) -> Pipeline {
         let at = |first: f64, every: f64| (0..5).map(|j| first + j as f64 * every).collect();
         Pipeline {
@@ -321,6 +385,7 @@ mod tests {
             received: at(0.5, recv),
             ready: at(0.6, comp),
             back: at(0.9, ret),
+            computed: vec![0.03; 5],
         }
     }
 
@@ -338,8 +403,11 @@ mod tests {
             received: vec![0.1],
             ready: vec![0.2],
             back: vec![0.3],
+            computed: vec![0.03],
         };
         assert_eq!(one.cycle(), None);
+        assert_eq!(one.computing(), None);
+        assert_eq!(one.returning(), None);
     }
 
     #[test]
@@ -353,34 +421,43 @@ mod tests {
         assert_eq!(factor(&ALONE, &[]), 1.0);
     }
 
-    #[test]
-    fn computing_slower_than_alone_raises_its_own_factor() {
-        // Chunks of 3 arrive every 0.12 s (the link: 0.04 s a unit, the
-        // steady state), each computed in 0.06 s once in: 0.02 a unit,
-        // twice its 0.01 alone.
+    /// Six chunks of 3 arriving every 0.12 s (the link: 0.04 s a unit, the
+    /// steady state), each computed in `comp` s as the worker timed it (the
+    /// first, on cold caches, 0.2 s) and back 0.06 s after it was ready
+    /// (0.02 s a unit: the return's cost alone).
+    fn timed(comp: f64) -> Pipeline {
         let at = |first: f64| (0..6).map(|j| first + j as f64 * 0.12).collect::<Vec<f64>>();
-        let p = Pipeline {
+        let mut computed = vec![comp; 6];
+        computed[0] = 0.2;
+        Pipeline {
             units: 3,
             received: at(0.5),
-            ready: at(0.56),
-            back: at(0.65),
-        };
+            ready: at(0.5 + comp),
+            back: at(0.56 + comp),
+            computed,
+        }
+    }
+
+    #[test]
+    fn computing_slower_than_alone_raises_its_own_factor() {
+        // Computed in 0.06 s a chunk: 0.02 a unit, twice its 0.01 alone.
+        let p = timed(0.06);
         assert!((p.computing().expect("six chunks") - 0.02).abs() < 1e-12);
         let [fc, fw, fd] = factors(&ALONE, &[p.clone(), p.clone()]);
         assert_eq!((fc, fd), (1.0, 1.0), "the steady state is the link's");
         assert!((fw - 2.0).abs() < 1e-9, "{fw}");
-        // A chunk waits for the one before: computing from when that was
-        // done. All in at once, computed every 0.03 s: 0.01 a unit, its
-        // cost alone, so the steady state's factor throughout.
+        // The master hears a chunk is computed only once the results before
+        // it are written: `Ready` every 0.12 s, just as the return before
+        // it is back, though the worker timed 0.03 s a chunk (its cost
+        // alone): no factor of its own.
         let queued = Pipeline {
-            received: vec![0.1; 6],
-            ready: (0..6).map(|j| 0.2 + j as f64 * 0.03).collect(),
-            back: (0..6).map(|j| 0.25 + j as f64 * 0.06).collect(),
-            ..p
+            ready: p.back.iter().map(|b| b + 1e-4).collect(),
+            back: p.back.iter().map(|b| b + 0.06).collect(),
+            computed: vec![0.03; 6],
+            ..p.clone()
         };
         assert!((queued.computing().expect("six chunks") - 0.01).abs() < 1e-12);
-        let f = factor(&ALONE, std::slice::from_ref(&queued));
-        assert_eq!(factors(&ALONE, &[queued]), [f; 3]);
+        assert_eq!(factors(&ALONE, &[queued]), [1.0; 3]);
         assert_eq!(factors(&ALONE, &[]), [1.0; 3]);
         // A cost alone at calibration's floor: a factor a file can hold.
         let floor = Alone { w: 1e-12, ..ALONE };
@@ -393,19 +470,52 @@ mod tests {
         // phase, under WORTH: the steady state's factor throughout. At
         // three times that cost, 1.6× adds 3.6%, still under; at ten
         // times (0.008 s), 12%: kept.
-        let computed_in = |w: f64| Pipeline {
-            ready: (p.received.iter()).map(|r| r + 3.0 * 1.6 * w).collect(),
-            ..p.clone()
-        };
         for (w, kept) in [(0.0008, false), (0.0024, false), (0.008, true)] {
             let small = Alone { w, ..ALONE };
-            let q = computed_in(w);
+            let q = timed(3.0 * 1.6 * w);
             assert!((q.computing().expect("six chunks") / w - 1.6).abs() < 1e-9);
             let [fc, fw, fd] = factors(&small, &[q]);
             assert_eq!((fc, fd), (1.0, 1.0));
             let want = if kept { 1.6 } else { 1.0 };
             assert!((fw - want).abs() < 1e-9, "w {w}: {fw}");
         }
+    }
+
+    #[test]
+    fn a_return_counts_from_when_it_could_leave() {
+        // Chunks of 3, each return 0.06 s (0.02 a unit, its cost alone),
+        // back to back but for a fill: the third chunk was computed late
+        // (0.46 s) and its return waited for it. Spaced by 0.08 s on
+        // average over the six, 1.33× alone; timed from when each could
+        // leave, 0.02 a unit: no factor.
+        let p = Pipeline {
+            units: 3,
+            received: vec![0.1, 0.15, 0.4, 0.41, 0.42, 0.43],
+            ready: vec![0.25, 0.3, 0.46, 0.47, 0.5, 0.55],
+            back: vec![0.3, 0.36, 0.52, 0.58, 0.64, 0.7],
+            computed: vec![0.03; 6],
+        };
+        let spacing = (p.back[5] - p.back[0]) / 5.0 / 3.0;
+        assert!((spacing / ALONE.d - 4.0 / 3.0).abs() < 1e-9);
+        assert!((p.returning().expect("six chunks") - 0.02).abs() < 1e-12);
+        assert_eq!(factors(&ALONE, std::slice::from_ref(&p))[2], 1.0);
+        // Each return taking 0.09 s once it may leave: 1.5× alone, whatever
+        // the steady state's factor (the sends' here, 1.0).
+        let slow = Pipeline {
+            back: p
+                .ready
+                .iter()
+                .scan(0.0_f64, |last, &r| {
+                    *last = last.max(r) + 0.09;
+                    Some(*last)
+                })
+                .collect(),
+            ..p
+        };
+        assert!((slow.returning().expect("six chunks") - 0.03).abs() < 1e-12);
+        let [fc, _, fd] = factors(&ALONE, &[slow]);
+        assert_eq!(fc, 1.0);
+        assert!((fd - 1.5).abs() < 1e-9, "{fd}");
     }
 
     #[test]
