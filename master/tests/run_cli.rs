@@ -529,17 +529,30 @@ fn calibrate_says_which_workers_it_measured_under_load() {
         assert!(ok, "{err}");
         let file = std::fs::read_to_string(&platform).expect("platform written");
         let table: toml::Table = toml::from_str(&file).expect("platform is TOML");
+        // Each step said as it ends, in the order they run.
+        let at = |what: &str| err.lines().position(|l| l.starts_with(what));
+        let links = at("links and computing measured (").expect("links step said");
+        let port = at("port model measured (").expect("port step said");
+        assert!(links < port, "{err}");
         for w in table["worker"].as_array().expect("workers") {
             let name = w["name"].as_str().expect("name");
             let said = err.lines().find(|l| l.starts_with(&format!("{name}: under load")));
+            let step = at(&format!("{name}: costs under load measured ("));
             match w.get("under_load").and_then(|u| u.as_array()) {
                 Some(f) => {
                     let f: Vec<f64> = f.iter().map(|x| x.as_float().expect("a factor")).collect();
                     let want = format!("send {:.2}x, compute {:.2}x, return {:.2}x", f[0], f[1], f[2]);
                     assert!(said.is_some_and(|l| l.contains(&want)), "{name}: {want} in {err}");
+                    assert!(
+                        step.is_some_and(|i| i > port),
+                        "{name}: its step said after the port's: {err}"
+                    );
                     measured += 1;
                 }
-                None => assert!(said.is_none(), "{name} not measured under load: {err}"),
+                None => {
+                    assert!(said.is_none(), "{name} not measured under load: {err}");
+                    assert!(step.is_none(), "{name} not measured under load: {err}");
+                }
             }
         }
         if measured > 0 {

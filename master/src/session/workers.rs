@@ -87,7 +87,10 @@ impl Workers {
     ) -> Result<(Calibration, Vec<LeftOut>)> {
         let opts = match within_run {
             true => CalibrateOptions::within_run(form),
-            false => CalibrateOptions::for_form(form),
+            false => CalibrateOptions {
+                progress: self.notes,
+                ..CalibrateOptions::for_form(form)
+            },
         };
         let (cal, left) = if self.require_all {
             (calibrate::calibrate(pool.links_mut(), &opts).await?, Vec::new())

@@ -87,6 +87,9 @@ pub struct CalibrateOptions {
     pub ports: bool,
     /// Repetitions of each port probe (the shortest is kept).
     pub port_reps: usize,
+    /// Told each step as it ends, for people waiting (`dls calibrate`
+    /// at n = 768 takes 15-20 s); by default nobody.
+    pub progress: fn(&str),
 }
 
 impl CalibrateOptions {
@@ -111,6 +114,7 @@ impl CalibrateOptions {
             keep_alive: Duration::from_secs(5),
             ports: true,
             port_reps: 3,
+            progress: |_| {},
         }
     }
 
@@ -318,7 +322,9 @@ async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_fir
     }
     let t0 = std::time::Instant::now();
     let found = compute::under_load(links.iter_mut().collect(), opts).await;
-    tracing::debug!(secs = t0.elapsed().as_secs_f64(), "links and computing measured");
+    let secs = t0.elapsed().as_secs_f64();
+    tracing::debug!(secs, "links and computing measured");
+    (opts.progress)(&format!("links and computing measured ({secs:.1} s)"));
     let (mut probed, mut failed) = (Vec::new(), Vec::new());
     for (i, r) in found.into_iter().enumerate() {
         match r {
@@ -331,7 +337,11 @@ async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_fir
     }
     let t0 = std::time::Instant::now();
     let ports = measure_ports(links, &probed, opts).await;
-    tracing::debug!(secs = t0.elapsed().as_secs_f64(), "port model measured");
+    let secs = t0.elapsed().as_secs_f64();
+    tracing::debug!(secs, "port model measured");
+    if probed.len() > 1 {
+        (opts.progress)(&format!("port model measured ({secs:.1} s)"));
+    }
     let room: Vec<(usize, u64)> = (probed.iter())
         .map(|(i, p)| (*i, coupled::room(p.max_units, p.max_load)))
         .collect();
@@ -363,6 +373,7 @@ async fn under_load(
     let mut order: Vec<usize> = (0..workers.len()).collect();
     order.sort_by(|&a, &b| workers[a].send.slope.total_cmp(&workers[b].send.slope));
     for &j in order.iter().take(ports::GROUP) {
+        let t0 = std::time::Instant::now();
         let (link, units) = room[j];
         let w = &workers[j];
         let alone = coupled::Alone {
@@ -376,9 +387,17 @@ async fn under_load(
                 tracing::debug!(worker = %workers[j].name, ?alone, ?probe, "pipeline under load");
                 workers[j].under_load = Some(coupled::factors(&alone, std::slice::from_ref(&probe)));
             }
-            Ok(None) => {}
-            Err(e) => tracing::warn!(worker = %workers[j].name, "costs under load not measured: {e:#}"),
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!(worker = %workers[j].name, "costs under load not measured: {e:#}");
+                continue;
+            }
         }
+        (opts.progress)(&format!(
+            "{}: costs under load measured ({:.1} s)",
+            workers[j].name,
+            t0.elapsed().as_secs_f64()
+        ));
     }
 }
 
