@@ -18,14 +18,16 @@
 //! are left out: they would hide a node that falls 10% behind in its
 //! steady state, which is what a run of a hundred chunks on it pays.
 //!
-//! Each phase by its own time where the master can see it: a worker's
-//! `Received` and `Ready` travel behind the results it is writing, so
-//! where returns are the slowest phase (results larger than inputs) every
-//! spacing the master sees is the return's, and a single factor put it on
-//! the sends and computing too. On the switched test bed, products of
-//! 512×128 by 128×512 (2 MiB back for 1 MiB out), the balanced star's
-//! plan on one factor ran 0.89-0.93× its prediction, on each phase's own
-//! 1.04-1.05× (three runs each).
+//! Computing and returning by their own times, not by what the master
+//! hears: a worker's `Received` and `Ready` travel behind the results it
+//! is writing, so where returns are the slowest phase (results larger
+//! than inputs) every spacing the master sees is the return's, fill
+//! included, and one factor from it put that on all three phases (the
+//! sends keep the steady state's factor). On the switched test bed,
+//! products of 512×128 by 128×512 (2 MiB back for 1 MiB out), the
+//! balanced star's plan on one factor ran 0.89-0.93× its prediction, with
+//! computing and returning by their own times 1.04-1.05× (three runs
+//! each).
 //!
 //! Why real chunks in a pipeline: on the switched test bed with each
 //! worker's whole process capped (`DLS_TESTBED_CAP=process`), the
