@@ -339,7 +339,7 @@ async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_fir
     let ports = measure_ports(links, &probed, opts).await;
     let secs = t0.elapsed().as_secs_f64();
     tracing::debug!(secs, "port model measured");
-    if probed.len() > 1 {
+    if opts.ports && probed.len() > 1 {
         (opts.progress)(&format!("port model measured ({secs:.1} s)"));
     }
     let room: Vec<(usize, u64)> = (probed.iter())
