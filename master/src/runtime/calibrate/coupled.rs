@@ -140,8 +140,7 @@ impl Pipeline {
         if n < 2 || self.units == 0 {
             return None;
         }
-        let per = self.computed[1..].iter().sum::<f64>() / ((n - 1) as f64 * self.units as f64);
-        (per.is_finite() && per >= 0.0).then_some(per)
+        self.per_unit(self.computed[1..].iter().sum(), n)
     }
 
     /// Seconds a unit the chunks' results took to come back: from when a
@@ -160,6 +159,12 @@ impl Pipeline {
             return None;
         }
         let busy: f64 = (1..n).map(|i| self.back[i] - self.ready[i].max(self.back[i - 1])).sum();
+        self.per_unit(busy, n)
+    }
+
+    /// `busy` seconds over the `n - 1` chunks after the first, a unit;
+    /// `None` when times out of order make it negative or not a number.
+    fn per_unit(&self, busy: f64, n: usize) -> Option<f64> {
         let per = busy / ((n - 1) as f64 * self.units as f64);
         (per.is_finite() && per >= 0.0).then_some(per)
     }
@@ -172,7 +177,12 @@ impl Pipeline {
 /// faster kept, put the test bed's node at 40% of a core at 1.0 where its
 /// runs paid 1.1, and one at 20% at 1.0 and 1.2 where they paid 1.4.
 pub fn factor(alone: &Alone, probes: &[Pipeline]) -> f64 {
-    let f = mean(probes, Pipeline::cycle) / slowest(alone);
+    past_noise(mean(probes, Pipeline::cycle) / slowest(alone))
+}
+
+/// A factor, or 1 where it is within the noise (or faster, or not a
+/// number: nothing measured).
+fn past_noise(f: f64) -> f64 {
     if f.is_finite() && f > NOISE {
         f
     } else {
@@ -217,12 +227,7 @@ pub fn factors(alone: &Alone, probes: &[Pipeline]) -> [f64; 3] {
 /// `alone`, 1 within the noise (or faster), and held to what a platform
 /// file may hold.
 fn own_factor(probes: &[Pipeline], phase: fn(&Pipeline) -> Option<f64>, alone: f64) -> f64 {
-    let f = mean(probes, phase) / alone.max(1e-12);
-    if f.is_finite() && f > NOISE {
-        f.min(crate::config::platform_file::MAX_UNDER_LOAD)
-    } else {
-        1.0
-    }
+    past_noise(mean(probes, phase) / alone.max(1e-12)).min(crate::config::platform_file::MAX_UNDER_LOAD)
 }
 
 /// The mean of `phase` over the probes that measured it (NaN: none).
