@@ -93,6 +93,9 @@ pub struct Alone {
     pub c: f64,
     pub w: f64,
     pub d: f64,
+    /// Seconds a return takes beyond `d` a unit (its latency), which a
+    /// plan adds once a chunk.
+    pub ret_latency: f64,
     pub max_units: u64,
 }
 
@@ -220,19 +223,23 @@ pub fn factors(alone: &Alone, probes: &[Pipeline]) -> [f64; 3] {
         f
     };
     let fw = fw.min(crate::config::platform_file::MAX_UNDER_LOAD);
-    [f, fw, own_factor(probes, Pipeline::returning, alone.d)]
+    // A return's own time less its latency, which a plan adds a chunk
+    // apart from `d`: emulated links on loopback, small chunks, read
+    // 1.4-1.6× with it in.
+    let returning = |p: &Pipeline| Some(p.returning()? - alone.ret_latency / p.units.max(1) as f64);
+    [f, fw, own_factor(probes, returning, alone.d)]
 }
 
 /// The mean of `phase`'s seconds a unit over `probes` against its cost
 /// `alone`, 1 within the noise (or faster), and held to what a platform
 /// file may hold.
-fn own_factor(probes: &[Pipeline], phase: fn(&Pipeline) -> Option<f64>, alone: f64) -> f64 {
+fn own_factor(probes: &[Pipeline], phase: impl Fn(&Pipeline) -> Option<f64>, alone: f64) -> f64 {
     past_noise(mean(probes, phase) / alone.max(1e-12)).min(crate::config::platform_file::MAX_UNDER_LOAD)
 }
 
 /// The mean of `phase` over the probes that measured it (NaN: none).
-fn mean(probes: &[Pipeline], phase: fn(&Pipeline) -> Option<f64>) -> f64 {
-    let times: Vec<f64> = probes.iter().filter_map(phase).collect();
+fn mean(probes: &[Pipeline], phase: impl Fn(&Pipeline) -> Option<f64>) -> f64 {
+    let times: Vec<f64> = probes.iter().filter_map(&phase).collect();
     times.iter().sum::<f64>() / times.len() as f64
 }
 
@@ -379,6 +386,7 @@ mod tests {
         c: 0.04,
         w: 0.01,
         d: 0.02,
+        ret_latency: 0.0,
         max_units: 64,
     };
 
@@ -553,6 +561,7 @@ mod tests {
             c: 0.166,
             w: 0.12,
             d: 0.078,
+            ret_latency: 0.0,
             max_units: room(1, 892),
         };
         assert_eq!(large.max_units, MIN_CHUNKS);

@@ -380,6 +380,7 @@ async fn under_load(
             c: w.send.slope.max(MIN_COST),
             w: w.compute.slope.max(MIN_COST),
             d: w.ret.slope.max(MIN_COST),
+            ret_latency: w.ret.intercept.max(0.0),
             max_units: units,
         };
         match coupled::measure(&mut links[link], &alone, opts).await {
