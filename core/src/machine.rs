@@ -325,7 +325,8 @@ impl BatchMachine {
             return out;
         }
         let k = self.owner[&chunk];
-        let len = self.rounds[k].sched.chunk(chunk).map_or(0, |c| c.len) as f64;
+        let units = self.rounds[k].sched.chunk(chunk).map_or(0, |c| c.len);
+        let len = units as f64;
         let (wk, lat) = (
             &self.platform.workers()[worker],
             self.platform.workers()[worker].latency,
@@ -336,7 +337,7 @@ impl BatchMachine {
         match input {
             Input::Received(_) => {
                 self.port.end(worker, chunk, true);
-                let took = self.rec.end(worker, chunk, true, now);
+                let took = self.rec.end(worker, chunk, true, units, now);
                 let predicted = transfer(true);
                 self.observed
                     .see(worker, Phase::Send, took.unwrap_or(f64::NAN), predicted);
@@ -350,7 +351,7 @@ impl BatchMachine {
             }
             Input::Results(_) => {
                 self.port.end(worker, chunk, false);
-                let took = self.rec.end(worker, chunk, false, now);
+                let took = self.rec.end(worker, chunk, false, units, now);
                 let predicted = transfer(false);
                 self.observed
                     .see(worker, Phase::Return, took.unwrap_or(f64::NAN), predicted);

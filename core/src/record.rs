@@ -12,6 +12,8 @@ use std::collections::HashMap;
 pub struct Transfer {
     pub worker: usize,
     pub send: bool,
+    /// Units (products) it carried.
+    pub units: usize,
     pub start: f64,
     pub end: f64,
 }
@@ -158,8 +160,9 @@ impl Recorder {
         }
     }
 
-    /// The transfer is over; how long it took, if its start was seen.
-    pub(crate) fn end(&mut self, worker: usize, chunk: ChunkId, send: bool, now: f64) -> Option<f64> {
+    /// The transfer of `units` is over; how long it took, if its start was
+    /// seen.
+    pub(crate) fn end(&mut self, worker: usize, chunk: ChunkId, send: bool, units: usize, now: f64) -> Option<f64> {
         let s = &mut self.stamps[worker];
         if send {
             s.send_end = Some(now);
@@ -171,6 +174,7 @@ impl Recorder {
         self.transfers.push(Transfer {
             worker,
             send,
+            units,
             start,
             end: now,
         });

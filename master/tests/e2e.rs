@@ -31,6 +31,18 @@ fn port_spans(trace: &Value) -> Vec<(f64, f64, bool, String)> {
     v
 }
 
+/// Products the master's measured sends (or returns) carried, by worker.
+fn carried(trace: &Value, send: bool) -> std::collections::BTreeMap<String, u64> {
+    let mut by = std::collections::BTreeMap::new();
+    for e in trace["traceEvents"].as_array().expect("events") {
+        if e["ph"] == "X" && e["pid"] == 1 && e["tid"] == 0 && (e["cat"] == "send") == send {
+            let w = e["args"]["worker"].as_str().expect("worker").to_string();
+            *by.entry(w).or_insert(0) += e["args"]["load"].as_u64().expect("load");
+        }
+    }
+    by
+}
+
 fn order(spans: &[(f64, f64, bool, String)], send: bool) -> Vec<String> {
     let mut o: Vec<String> = spans.iter().filter(|s| s.2 == send).map(|s| s.3.clone()).collect();
     o.dedup();
@@ -79,6 +91,13 @@ async fn every_strategy_computes_every_product_under_one_port() {
                 pair[1]
             );
         }
+        // Each worker's sends and returns carried the products it computed.
+        let computed: std::collections::BTreeMap<String, u64> = (done.report.workers.iter())
+            .filter(|w| w.products > 0)
+            .map(|w| (w.name.clone(), w.products))
+            .collect();
+        assert_eq!(carried(&trace, true), computed, "{strategy}: sends");
+        assert_eq!(carried(&trace, false), computed, "{strategy}: returns");
         // `best` may choose several rounds (its calibration decides), whose
         // sends and returns interleave by design: the one-round checks below
         // hold for one round.

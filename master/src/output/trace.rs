@@ -2,7 +2,8 @@
 //! Perfetto and chrome://tracing): complete events (`"ph": "X"`) with `ts`
 //! and `dur` in microseconds. Process 1 holds what was measured, process 2
 //! what the plan predicted (`"args": {"predicted": true}`); in each, thread
-//! 0 is the master's port and thread i+1 is worker i.
+//! 0 is the master's port and thread i+1 is worker i. Sends and returns
+//! say the products they carried (`"load"`), measured and predicted.
 
 use anyhow::{Context, Result};
 use dls_core::record::Measured;
@@ -78,6 +79,7 @@ fn chunk_spans(names: &[String], plan: &Plan, measured: &Measured) -> Vec<Span> 
     let no = json!({ "predicted": false });
     for t in &measured.transfers {
         let cat = if t.send { "send" } else { "return" };
+        let x = json!({ "predicted": false, "load": t.units });
         out.push(span(
             MEASURED_PID,
             t.worker as u32 + 1,
@@ -85,9 +87,9 @@ fn chunk_spans(names: &[String], plan: &Plan, measured: &Measured) -> Vec<Span> 
             &names[t.worker],
             t.start,
             t.end,
-            no.clone(),
+            x.clone(),
         ));
-        out.push(span(MEASURED_PID, 0, cat, &names[t.worker], t.start, t.end, no.clone()));
+        out.push(span(MEASURED_PID, 0, cat, &names[t.worker], t.start, t.end, x));
     }
     for c in &measured.computes {
         out.push(span(
@@ -100,7 +102,6 @@ fn chunk_spans(names: &[String], plan: &Plan, measured: &Measured) -> Vec<Span> 
             no.clone(),
         ));
     }
-    let yes = json!({ "predicted": true });
     let mut busy = vec![0.0f64; plan.loads.len()];
     for op in &r.ops {
         let PortOp::Send(j) = *op else { continue };
@@ -131,16 +132,17 @@ fn chunk_spans(names: &[String], plan: &Plan, measured: &Measured) -> Vec<Span> 
             ));
         }
         out.push(span(PREDICTED_PID, tid, "return", w, t.return_start, t.return_end, x));
-        out.push(span(PREDICTED_PID, 0, "send", w, t.send_start, t.send_end, yes.clone()));
+        let port = json!({ "predicted": true, "load": c.units });
         out.push(span(
             PREDICTED_PID,
             0,
-            "return",
+            "send",
             w,
-            t.return_start,
-            t.return_end,
-            yes.clone(),
+            t.send_start,
+            t.send_end,
+            port.clone(),
         ));
+        out.push(span(PREDICTED_PID, 0, "return", w, t.return_start, t.return_end, port));
     }
     out
 }
