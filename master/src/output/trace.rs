@@ -131,8 +131,16 @@ fn chunk_spans(names: &[String], plan: &Plan, measured: &Measured) -> Vec<Span> 
                 x.clone(),
             ));
         }
-        out.push(span(PREDICTED_PID, tid, "return", w, t.return_start, t.return_end, x));
-        let port = json!({ "predicted": true, "load": c.units });
+        out.push(span(
+            PREDICTED_PID,
+            tid,
+            "return",
+            w,
+            t.return_start,
+            t.return_end,
+            x.clone(),
+        ));
+        let port = x;
         out.push(span(
             PREDICTED_PID,
             0,
