@@ -220,8 +220,8 @@ pub fn enrol(corrected: &Platform, ports: Ports, enrolled: &[usize], free: &[usi
 
 /// The workers' steady-state rates as the port will carry them: behind a
 /// shared uplink, as it admits transfers (`dls_lp::admitted`: a worker
-/// whose transfers do not fit beside another's gets only the time it
-/// leaves), elsewhere the bound's.
+/// whose transfers do not fit beside another's gets the time it leaves
+/// and the room beside it), elsewhere the bound's.
 fn rates(platform: &Platform, ports: Ports) -> Option<SteadyState> {
     match ports {
         Ports::Shared(u) => Some(steady_state_admitted(platform, u)),

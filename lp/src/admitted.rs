@@ -16,11 +16,22 @@
 //! Here each worker, the fastest links first, gets what its processor and
 //! links allow, within what the uplink has left (as in the bound), and
 //! within the time of its lane that the workers already served whose
-//! transfers it does not fit beside leave free: a sure rate, since those
-//! cannot run beside it anyway, and the bound's own when every share fits
-//! beside every other. Whole shares only: where a transfer starts in the
-//! room another leaves ([`crate::lane`]) the port carries more than this
-//! says, so online correction shares products out conservatively.
+//! transfers it does not fit beside leave it: all of the time they do not
+//! use, and of the time they do, what their transfers leave below
+//! [`crate::lane::FILL`] (a transfer started in the room another leaves,
+//! at that rate: [`crate::lane::rate`]). It is the bound's own when every
+//! share fits beside every other.
+//!
+//! Why the room counts: without it, a worker's rate fell from all of it
+//! to nothing as its share and another's crossed 1 between them, and
+//! measured speeds cross it by chance. On the switched test bed (`a:250:15
+//! b:400:10 c:150:35 d:300:25`, n = 512, 120 products, one platform file,
+//! runs in turn), a first correction read `b`'s and `d`'s sends 1.24 and
+//! 1.17 times their planned time (shares 0.49 and 0.53 of the uplink),
+//! the next one shared `b`'s products out to `d` (14 and 91, against 45
+//! and 75 planned), and `d`, receiving while it computed on a quarter of
+//! a core, fell behind: 12.2-12.4 s in three such runs, against 10.0-10.6
+//! s in seven where the first reading had the shares fit (0.97-0.99).
 
 use crate::bound::SteadyState;
 use crate::platform::{Platform, Worker};
@@ -44,6 +55,85 @@ fn way(w: &Worker, uplink: Uplink, send: bool) -> Way {
     Way {
         secs,
         share: if secs > 0.0 { up / secs } else { 0.0 },
+    }
+}
+
+/// The rate, as a share of its full rate, of a transfer of `share` beside
+/// one of `other` started before it: all of it if both fit, what the port
+/// lets it start with in the room left ([`crate::lane`]), or nothing.
+fn room(share: f64, other: f64) -> f64 {
+    if share + other <= 1.0 + FIT {
+        1.0
+    } else if crate::lane::admits(other, share) {
+        crate::lane::rate(share, other)
+    } else {
+        0.0
+    }
+}
+
+/// What one lane offers worker `i` beside the workers served before it.
+struct Lane {
+    /// Seconds of the lane a unit of `i`'s takes (its send, return or both).
+    need: f64,
+    /// The share of each second no transfer `i`'s do not fit beside holds.
+    free: f64,
+    /// The transfers `i`'s do not fit beside (worker, send or return): the
+    /// time of theirs that hosts no room transfer yet, and the rate `i`'s
+    /// run at in their room.
+    rooms: Vec<(usize, usize, f64, f64)>,
+}
+
+impl Lane {
+    fn of(
+        i: usize,
+        lane: &[usize],
+        served: &[usize],
+        alpha: &[f64],
+        ways: &[[Way; 2]],
+        used: [&[[f64; 2]]; 2],
+    ) -> Lane {
+        let need = lane.iter().map(|&k| ways[i][k].secs).sum();
+        let mut free = 1.0;
+        let mut rooms = Vec::new();
+        for &j in served {
+            for &k in lane {
+                // `i`'s sends and returns alike: the slower of them.
+                let rate = (lane.iter())
+                    .map(|&m| room(ways[i][m].share, ways[j][k].share))
+                    .fold(1.0, f64::min);
+                if rate < 1.0 {
+                    let busy = alpha[j] * ways[j][k].secs;
+                    free -= busy;
+                    let lent = used[0][j][k] + used[1][j][k];
+                    rooms.push((j, k, (busy - lent).max(0.0), rate));
+                }
+            }
+        }
+        rooms.sort_by(|a, b| b.3.total_cmp(&a.3));
+        Lane { need, free, rooms }
+    }
+
+    /// Seconds of its lane's time `i`'s units may take a second.
+    fn capacity(&self) -> f64 {
+        self.free.max(0.0) + self.rooms.iter().map(|r| r.2 * r.3).sum::<f64>()
+    }
+
+    /// `i` takes `a` units a second: the free time first, then the rooms
+    /// it runs fastest in, which then host it. Returns the seconds of its
+    /// lane's time (at full rate) carried in rooms.
+    fn host(&self, a: f64, hosted: &mut [[f64; 2]]) -> f64 {
+        let mut over = a * self.need - self.free.max(0.0);
+        let mut carried_all = 0.0;
+        for &(j, k, time, rate) in &self.rooms {
+            if over <= 0.0 || rate <= 0.0 {
+                break;
+            }
+            let carried = over.min(time * rate);
+            hosted[j][k] += carried / rate;
+            over -= carried;
+            carried_all += carried;
+        }
+        carried_all
     }
 }
 
@@ -83,23 +173,28 @@ pub fn steady_state_admitted(platform: &Platform, uplink: Uplink) -> SteadyState
         1.0 / (uplink.send + uplink.ret)
     };
     let mut alpha = vec![0.0; wk.len()];
+    // Of each worker's sends and returns, the time that carries another's
+    // transfer in its room already (one at a time), and the time they run
+    // in another's room themselves (which has no room to lend).
+    let mut hosted = vec![[0.0f64; 2]; wk.len()];
+    let mut roomed = vec![[0.0f64; 2]; wk.len()];
     let mut served: Vec<usize> = Vec::new();
     for i in order {
         let mut a = cap[i].min(left);
         for lane in lanes {
-            let need: f64 = lane.iter().map(|&k| ways[i][k].secs).sum();
-            // The time of this lane taken by transfers `i`'s do not fit beside.
-            let apart = |j: usize, k: usize| lane.iter().any(|&m| ways[i][m].share + ways[j][k].share > 1.0 + FIT);
-            let busy: f64 = (served.iter())
-                .flat_map(|&j| lane.iter().map(move |&k| (j, k)))
-                .filter(|&(j, k)| apart(j, k))
-                .map(|(j, k)| alpha[j] * ways[j][k].secs)
-                .sum();
-            if need > 0.0 {
-                a = a.min((1.0 - busy).max(0.0) / need);
+            let l = Lane::of(i, lane, &served, &alpha, &ways, [&hosted, &roomed]);
+            if l.need > 0.0 {
+                a = a.min(l.capacity() / l.need);
             }
         }
         alpha[i] = a.max(0.0);
+        for lane in lanes {
+            let l = Lane::of(i, lane, &served, &alpha, &ways, [&hosted, &roomed]);
+            let carried = l.host(alpha[i], &mut hosted);
+            for &k in lane.iter().filter(|_| l.need > 0.0) {
+                roomed[i][k] += carried * ways[i][k].secs / l.need;
+            }
+        }
         left = (left - alpha[i]).max(0.0);
         served.push(i);
     }

@@ -54,7 +54,7 @@ pub fn admits(used: f64, share: f64) -> bool {
 
 /// The rate, as a share of its full rate, of a transfer of `share` beside
 /// transfers started before it holding `before` of the lane.
-fn rate(share: f64, before: f64) -> f64 {
+pub fn rate(share: f64, before: f64) -> f64 {
     if before + share <= 1.0 + SHARE_EPS {
         1.0
     } else {

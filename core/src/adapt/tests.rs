@@ -107,10 +107,11 @@ fn a_slower_worker_gets_less_and_totals_stay() {
 #[test]
 fn behind_a_shared_uplink_products_go_only_where_the_port_can_carry_them() {
     // The fastest link (d), slowed to 0.065 s a unit, takes 0.76 of the
-    // uplink (0.0496 s a unit), the next (c, 0.0816) 0.61: the port never
-    // sends to both at once, and d's sends fill the time. The bound's
-    // rates would give c the uplink's rest (1/0.0496 − 1/0.065 = 4.8 of
-    // 20.2 units a second, a quarter); the port can carry none of it.
+    // uplink (0.0496 s a unit), the next (c, 0.0816) 0.61: the port sends
+    // to c beside d only in the room d leaves below lane::FILL, at
+    // (FILL - 0.76) / 0.61 of c's rate, and d's sends fill the time. The
+    // bound's rates would give c the uplink's rest (1/0.0496 − 1/0.065 =
+    // 4.8 of 20.2 units a second, a quarter); the port carries 1.75.
     let p = Platform::new(vec![
         Worker::new("d", 0.065, 0.02, 0.03),
         Worker::new("c", 0.0816, 0.02, 0.04),
@@ -121,24 +122,27 @@ fn behind_a_shared_uplink_products_go_only_where_the_port_can_carry_them() {
         ret: 0.02,
         duplex: true,
     };
+    let room = (dls_lp::lane::FILL - 0.0496 / 0.065) / (0.0496 / 0.0816);
+    let part = |d_rate: f64, c_rate: f64| (107.0 * c_rate / (d_rate + c_rate)).round() as u64;
     let slots = [(0, 100), (1, 7)].map(|(worker, units)| Slot {
         worker,
         round: 3,
         units,
     });
+    let share = part(1.0 / 0.065, room / 0.0816);
+    assert_eq!(share, 11);
     let got = reshare(&p, Ports::Shared(u), &slots, &[], |_| u64::MAX, &[]).expect("changes");
-    assert_eq!(got.sizes, [107, 0]);
-    assert!(got.grown.is_empty());
+    assert_eq!(got.sizes, [107 - share, share]);
     // A processor that holds d to 10 units a second leaves the lane 35%
-    // of the time: c's link fills it (4.3 units a second). d comes
-    // first although c could take more alone (12.3): d uses the lane's
-    // time better.
+    // of the time: c's link fills it, and takes the room of the rest
+    // (5.4 units a second). d comes first although c could take more
+    // alone (12.3): d uses the lane's time better.
     let slow = Platform::new(vec![Worker::new("d", 0.065, 0.1, 0.03), p.workers()[1].clone()]).expect("valid");
-    // c's share (32 of 107) is more than twice its 7: it grows to 14, then
+    // c's share (38 of 107) is more than twice its 7: it grows to 14, then
     // 28, then its share, a correction at a time, each kept to GROWTH.
-    let c_rate: f64 = (1.0 - 10.0 * 0.065) / 0.0816;
-    let share = (107.0 * c_rate / (10.0 + c_rate)).round() as u64;
-    assert_eq!(share, 32);
+    let c_rate: f64 = (1.0 - 10.0 * 0.065 + 10.0 * 0.065 * room) / 0.0816;
+    let share = part(10.0, c_rate);
+    assert_eq!(share, 38);
     let mut now = slots;
     let mut steps = Vec::new();
     while let Some(got) = reshare(&slow, Ports::Shared(u), &now, &[], |_| u64::MAX, &[]) {
