@@ -3,15 +3,17 @@
 //! transfers flow beside every other's, each taking its share of the
 //! uplink (the uplink's rate over its link's): the relaxation a lower
 //! bound needs, and what a plan whose paces make the shares fit can
-//! reach. The port itself starts a transfer only when its share fits in
-//! what those under way leave (`Ports::transfer`, the executor's port):
-//! a worker whose link nearly fills the uplink sends alone, and another
-//! whose share does not fit beside it can send only while it does not.
-//! Sharing products out again in a run (online correction) on the bound's
-//! rates then hands such a worker products it can only take from the
-//! first one's time: on the switched test bed, a correction that moved 45
-//! products to the second-fastest link this way ran 17.8 s against 12.5 s
-//! for one that moved 12.
+//! reach. The port itself runs a transfer at its link's rate only when
+//! its share fits in what those under way leave, and otherwise starts it
+//! only in the room they leave below [`crate::lane::FILL`], slower
+//! ([`crate::lane`], the executor's port): beside a worker whose link
+//! nearly fills the uplink, another whose share does not fit gets little
+//! or nothing. Sharing products out again in a run (online correction)
+//! on the bound's rates then hands such a worker products it can only
+//! take from the first one's time: on the switched test bed, a
+//! correction that moved 45 products to the second-fastest link this way
+//! ran 17.8 s against 12.5 s for one that moved 12 (when the port started
+//! transfers only when their whole shares fit).
 //!
 //! Here each worker, the fastest links first, gets what its processor and
 //! links allow, within what the uplink has left (as in the bound), and
