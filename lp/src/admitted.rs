@@ -182,18 +182,19 @@ pub fn steady_state_admitted(platform: &Platform, uplink: Uplink) -> SteadyState
     let mut roomed = vec![[0.0f64; 2]; wk.len()];
     let mut served: Vec<usize> = Vec::new();
     for i in order {
+        // Lanes share no transfer (full duplex) or are one: hosting in one
+        // changes nothing another offers.
+        let offered: Vec<Lane> = (lanes.iter())
+            .map(|lane| Lane::of(i, lane, &served, &alpha, &ways, [&hosted, &roomed]))
+            .collect();
         let mut a = cap[i].min(left);
-        for lane in lanes {
-            let l = Lane::of(i, lane, &served, &alpha, &ways, [&hosted, &roomed]);
-            if l.need > 0.0 {
-                a = a.min(l.capacity() / l.need);
-            }
+        for l in offered.iter().filter(|l| l.need > 0.0) {
+            a = a.min(l.capacity() / l.need);
         }
         alpha[i] = a.max(0.0);
-        for lane in lanes {
-            let l = Lane::of(i, lane, &served, &alpha, &ways, [&hosted, &roomed]);
+        for (lane, l) in lanes.iter().zip(&offered).filter(|(_, l)| l.need > 0.0) {
             let carried = l.host(alpha[i], &mut hosted);
-            for &k in lane.iter().filter(|_| l.need > 0.0) {
+            for &k in lane.iter() {
                 roomed[i][k] += carried * ways[i][k].secs / l.need;
             }
         }

@@ -140,17 +140,8 @@ fn chunk_spans(names: &[String], plan: &Plan, measured: &Measured) -> Vec<Span> 
             t.return_end,
             x.clone(),
         ));
-        let port = x;
-        out.push(span(
-            PREDICTED_PID,
-            0,
-            "send",
-            w,
-            t.send_start,
-            t.send_end,
-            port.clone(),
-        ));
-        out.push(span(PREDICTED_PID, 0, "return", w, t.return_start, t.return_end, port));
+        out.push(span(PREDICTED_PID, 0, "send", w, t.send_start, t.send_end, x.clone()));
+        out.push(span(PREDICTED_PID, 0, "return", w, t.return_start, t.return_end, x));
     }
     out
 }
