@@ -7,6 +7,7 @@
 use crate::machine::{BatchMachine, Command, Config, Input, Status};
 use crate::record::Measured;
 use bytes::BytesMut;
+use dls_lp::lane::Fluid;
 use dls_lp::{Plan, Platform, Ports, Worker};
 use dls_protocol::{frame, ChunkId, Frame, FromWorker, JobId, ToWorker};
 use std::cmp::Ordering;
@@ -56,6 +57,20 @@ enum SimEv {
     Ready(ChunkId),
     Results(ChunkId),
     Die,
+    /// The transfer of this key, granted before its chunk was computed,
+    /// starts.
+    Begin(u64),
+    /// The next transfer on a lane ends, unless the lane changed since
+    /// (its count of changes then).
+    Ends(usize, u64),
+}
+
+/// A transfer the simulation carries.
+#[derive(Debug, Clone, Copy)]
+struct Flow {
+    worker: usize,
+    chunk: ChunkId,
+    send: bool,
 }
 
 #[derive(Debug, PartialEq)]
@@ -124,9 +139,14 @@ struct Sim {
     /// When each chunk is computed (a return granted earlier waits for it).
     ready_at: HashMap<ChunkId, f64>,
     open: HashMap<(usize, ChunkId, bool), f64>,
-    /// The transfers made and not over yet: each its lane (returns' own
-    /// with two lanes), start, end and whole share.
-    flights: Vec<(bool, f64, f64, f64)>,
+    /// Each lane's transfers under way (returns' own lane with two), each
+    /// by its key, and how many times each lane changed.
+    lanes: [Fluid<u64>; 2],
+    changes: [u64; 2],
+    flows: HashMap<u64, Flow>,
+    keys: u64,
+    /// Chunks granted before they were received: returned once computed.
+    early: Vec<ChunkId>,
     transfers: Vec<(f64, f64, bool, usize)>,
     stored: Vec<u32>,
     held: Vec<usize>,
@@ -136,19 +156,88 @@ struct Sim {
 const JOB: JobId = JobId(7);
 
 impl Sim {
-    /// When a transfer to (or from) `worker` of `len` products started at
-    /// `start` ends: its link's time, behind a shared uplink at the rate
-    /// the transfers before it on its lane leave ([`dls_lp::lane::end`]).
-    fn transfer(&mut self, worker: usize, send: bool, len: usize, start: f64) -> f64 {
-        let cost = self.ports.transfer(&self.truth[worker], send, len as f64);
-        let lane = send || self.ports.one_lane();
-        let before: Vec<(f64, f64)> = (self.flights.iter())
-            .filter(|f| f.0 == lane && f.1 <= start)
-            .map(|f| (f.2, f.3))
-            .collect();
-        let end = dls_lp::lane::end(start, cost.secs, cost.share, &before);
-        self.flights.push((lane, start, end, cost.share));
-        end
+    /// The lane a transfer takes: sends', or returns' own with two.
+    fn lane(&self, send: bool) -> usize {
+        usize::from(!send && !self.ports.one_lane())
+    }
+
+    /// A transfer starts at `t` on its lane, beside those under way
+    /// there, at the rates [`dls_lp::lane`] gives them all.
+    fn begin(&mut self, key: u64, t: f64) {
+        let f = self.flows[&key];
+        let cost = self
+            .ports
+            .transfer(&self.truth[f.worker], f.send, self.lens[&f.chunk] as f64);
+        let l = self.lane(f.send);
+        self.lanes[l].start(t, key, cost.secs, cost.share);
+        self.changed(l);
+    }
+
+    /// A new transfer of `worker` and `chunk` (a send if `send`): its key.
+    fn flow(&mut self, worker: usize, chunk: ChunkId, send: bool) -> u64 {
+        self.keys += 1;
+        self.flows.insert(self.keys, Flow { worker, chunk, send });
+        self.keys
+    }
+
+    /// Lane `l`'s rates changed: when its next transfer ends now.
+    fn changed(&mut self, l: usize) {
+        self.changes[l] += 1;
+        if let Some((end, _)) = self.lanes[l].next_end() {
+            self.push(end, 0, SimEv::Ends(l, self.changes[l]));
+        }
+    }
+
+    /// The next transfer on lane `l` ends at `t` (if the lane has not
+    /// changed since `change`): a send's chunk is in, and computed once the
+    /// worker is free; a return's results are in.
+    fn ends(&mut self, l: usize, change: u64, t: f64) {
+        if change != self.changes[l] {
+            return;
+        }
+        let Some((end, key)) = self.lanes[l].next_end() else {
+            return;
+        };
+        self.lanes[l].finish(end, key);
+        self.changed(l);
+        let f = self.flows.remove(&key).expect("a transfer under way");
+        if !f.send {
+            self.push(t, f.worker, SimEv::Results(f.chunk));
+            return;
+        }
+        let done = t.max(self.compute_free[f.worker]) + self.secs[&f.chunk];
+        self.compute_free[f.worker] = done;
+        self.ready_at.insert(f.chunk, done);
+        self.push(t, f.worker, SimEv::Received(f.chunk));
+        self.push(done, f.worker, SimEv::Ready(f.chunk));
+        if let Some(k) = self.early.iter().position(|&c| c == f.chunk) {
+            self.early.swap_remove(k);
+            let key = self.flow(f.worker, f.chunk, false);
+            self.open.insert((f.worker, f.chunk, false), done);
+            self.push(done, f.worker, SimEv::Begin(key));
+            let alone = self
+                .ports
+                .transfer(&self.truth[f.worker], false, self.lens[&f.chunk] as f64)
+                .secs;
+            self.reach(f.worker, At::Returning, done, alone);
+        }
+    }
+
+    /// A worker is gone: its transfers under way stop.
+    fn drop_flows(&mut self, worker: usize, t: f64) {
+        for l in 0..2 {
+            let mine: Vec<u64> = (self.flows.iter())
+                .filter(|(k, f)| f.worker == worker && self.lane(f.send) == l && self.lanes[l].end_of(**k).is_some())
+                .map(|(k, _)| *k)
+                .collect();
+            for key in &mine {
+                self.lanes[l].finish(t, *key);
+                self.flows.remove(key);
+            }
+            if !mine.is_empty() {
+                self.changed(l);
+            }
+        }
     }
 
     fn push(&mut self, t: f64, worker: usize, ev: SimEv) {
@@ -172,8 +261,6 @@ impl Sim {
     }
 
     fn carry_out(&mut self, cmd: Command, now: f64) {
-        // Transfers over by now can be beside none that starts from now on.
-        self.flights.retain(|f| f.2 > now);
         match cmd {
             Command::Assign {
                 worker,
@@ -194,7 +281,8 @@ impl Sim {
                 self.held[worker] += len;
                 self.max_held[worker] = self.max_held[worker].max(self.held[worker]);
                 self.open.insert((worker, chunk, true), now);
-                let got = self.transfer(worker, true, len, now);
+                let key = self.flow(worker, chunk, true);
+                self.begin(key, now);
                 let w = &self.truth[worker];
                 let slower = self
                     .change
@@ -203,21 +291,31 @@ impl Sim {
                 self.started[worker] += len;
                 let secs = w.latency.compute + len as f64 * w.w * slower;
                 self.secs.insert(chunk, secs);
-                let done = got.max(self.compute_free[worker]) + secs;
-                self.compute_free[worker] = done;
-                self.ready_at.insert(chunk, done);
-                self.push(got, worker, SimEv::Received(chunk));
-                self.push(done, worker, SimEv::Ready(chunk));
-                self.reach(worker, At::Sending, now, got - now);
+                // Killed halfway through its time alone, which is never
+                // after its end.
+                let alone = self.ports.transfer(&self.truth[worker], true, len as f64).secs;
+                self.reach(worker, At::Sending, now, alone);
             }
             Command::Grant { worker, chunk } => {
                 wire(Frame::new(ToWorker::Grant { job: JOB, chunk }));
                 // Granted before it is computed: returned once it is.
-                let start = self.ready_at.get(&chunk).map_or(now, |&r| r.max(now));
-                let span = self.transfer(worker, false, self.lens[&chunk], start) - start;
+                let Some(&ready) = self.ready_at.get(&chunk) else {
+                    self.early.push(chunk);
+                    return;
+                };
+                let start = ready.max(now);
+                let key = self.flow(worker, chunk, false);
                 self.open.insert((worker, chunk, false), start);
-                self.push(start + span, worker, SimEv::Results(chunk));
-                self.reach(worker, At::Returning, start, span);
+                if start > now {
+                    self.push(start, worker, SimEv::Begin(key));
+                } else {
+                    self.begin(key, start);
+                }
+                let alone = self
+                    .ports
+                    .transfer(&self.truth[worker], false, self.lens[&chunk] as f64)
+                    .secs;
+                self.reach(worker, At::Returning, start, alone);
             }
             Command::Store { products, .. } => {
                 for &g in products.iter() {
@@ -229,6 +327,7 @@ impl Sim {
                     wire(Frame::new(ToWorker::Cancel { job: JOB }));
                 }
                 self.dead[worker] = true;
+                self.drop_flows(worker, now);
             }
         }
     }
@@ -269,8 +368,10 @@ impl Sim {
             }
             SimEv::Die => {
                 self.dead[worker] = true;
+                self.drop_flows(worker, t);
                 Input::Lost("killed".into())
             }
+            SimEv::Begin(_) | SimEv::Ends(..) => unreachable!("the simulation's own events reach no worker"),
         }
     }
 }
@@ -279,8 +380,8 @@ impl Sim {
 /// simulated workers whose true costs are `truth`, each transfer taking
 /// what the plan's port model says it takes (behind a shared uplink, the
 /// simulation trusts the machine to start transfers only as the uplink's
-/// lanes allow, tests check that it does, and runs them at the rates
-/// those under way leave), with `faults`; the
+/// lanes allow, tests check that it does, and runs those under way at the
+/// rates [`dls_lp::lane`] gives them together), with `faults`; the
 /// machine is ticked every 50 simulated milliseconds and whenever it asks.
 ///
 /// # Panics
@@ -306,7 +407,11 @@ pub fn simulate(platform: &Platform, truth: &[Worker], plan: &Plan, cfg: Config,
         lens: HashMap::new(),
         ready_at: HashMap::new(),
         open: HashMap::new(),
-        flights: Vec::new(),
+        lanes: [Fluid::default(), Fluid::default()],
+        changes: [0; 2],
+        flows: HashMap::new(),
+        keys: 0,
+        early: Vec::new(),
         transfers: Vec::new(),
         stored: vec![0; plan.load as usize],
         held: vec![0; p],
@@ -342,6 +447,21 @@ pub fn simulate(platform: &Platform, truth: &[Worker], plan: &Plan, cfg: Config,
         let Some(Timed(t, _, worker, ev)) = sim.queue.pop() else {
             break;
         };
+        match ev {
+            SimEv::Ends(l, change) => {
+                sim.ends(l, change, t);
+                continue;
+            }
+            SimEv::Begin(key) => {
+                if sim.dead[worker] {
+                    sim.flows.remove(&key);
+                } else {
+                    sim.begin(key, t);
+                }
+                continue;
+            }
+            _ => {}
+        }
         if sim.dead[worker] {
             continue;
         }

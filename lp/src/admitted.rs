@@ -20,9 +20,12 @@
 //! within the time of its lane that the workers already served whose
 //! transfers it does not fit beside leave it: all of the time they do not
 //! use, and of the time they do, what their transfers leave below
-//! [`crate::lane::FILL`] (a transfer started in the room another leaves,
-//! at that rate: [`crate::lane::rate`]). It is the bound's own when every
-//! share fits beside every other.
+//! [`crate::lane::FILL`] at their full rates ([`room`]). The lane shares
+//! [`crate::lane::CAP`] fairly between such transfers, slowing the one
+//! served first; counting only what it leaves below [`crate::lane::FILL`]
+//! keeps the workers served first at the rates they were given, and is
+//! what online correction was measured with. It is the bound's own when
+//! every share fits beside every other.
 //!
 //! Why the room counts: without it, a worker's rate fell from all of it
 //! to nothing as its share and another's crossed 1 between them, and
@@ -60,14 +63,15 @@ fn way(w: &Worker, uplink: Uplink, send: bool) -> Way {
     }
 }
 
-/// The rate, as a share of its full rate, of a transfer of `share` beside
-/// one of `other` started before it: all of it if both fit, what the port
-/// lets it start with in the room left ([`crate::lane`]), or nothing.
-fn room(share: f64, other: f64) -> f64 {
+/// The rate, as a share of its full rate, that a transfer of `share` may
+/// count on beside one of `other` that keeps its own: all of it if both
+/// fit, else, if the port lets it start ([`crate::lane::admits`]), what
+/// `other` leaves below [`crate::lane::FILL`], or nothing.
+pub fn room(share: f64, other: f64) -> f64 {
     if share + other <= 1.0 + FIT {
         1.0
     } else if crate::lane::admits(other, share) {
-        crate::lane::rate(share, other)
+        (crate::lane::FILL - other).clamp(0.0, share) / share
     } else {
         0.0
     }

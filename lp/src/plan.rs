@@ -281,6 +281,33 @@ pub fn pace_gain(platform: &Platform) -> f64 {
     }
 }
 
+/// Whether a paced plan is taken over the plain one ([`plan_paced`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PaceVerdict {
+    /// It wins by [`pace_gain`] or more: paced.
+    Paced,
+    /// It wins by [`PACE_GAIN`], not by what costs not measured under load
+    /// must show: plain, with a note saying so.
+    Unmeasured,
+    /// Plain.
+    Plain,
+}
+
+/// The verdict on a paced plan predicting `paced` seconds against `plain`
+/// for the plain one, on `platform` under `ports`: it must win by the
+/// gain asked ([`pace_gain`]) and the planner's slack
+/// ([`crate::rounds::slack`]), which either plan may have given up.
+pub fn pace_verdict(platform: &Platform, ports: Ports, plain: f64, paced: f64) -> PaceVerdict {
+    let share = |gain: f64| (1.0 - gain - crate::rounds::slack(ports)) * plain;
+    if paced < share(pace_gain(platform)) {
+        PaceVerdict::Paced
+    } else if paced < share(PACE_GAIN) {
+        PaceVerdict::Unmeasured
+    } else {
+        PaceVerdict::Plain
+    }
+}
+
 /// [`plan`], and behind a shared full-duplex uplink, for `best` and
 /// `rounds`, the same on the platform with paced sends ([`crate::pace`])
 /// when that predicts an end earlier by [`pace_gain`] or more. Returns the
@@ -295,9 +322,9 @@ pub fn plan_paced(platform: &Platform, req: &Request) -> Result<(Platform, Plan)
         return Ok((platform.clone(), plain));
     };
     let slow = crate::pace::paced(platform, &pace);
-    let share = |gain: f64| (1.0 - gain - crate::rounds::slack(req.ports)) * plain.makespan();
+    let verdict = |p: &Plan| pace_verdict(platform, req.ports, plain.makespan(), p.makespan());
     match plan(&slow, req) {
-        Ok(mut p) if p.makespan() < share(pace_gain(platform)) => {
+        Ok(mut p) if verdict(&p) == PaceVerdict::Paced => {
             let names: Vec<&str> = (pace.iter().zip(platform.workers()))
                 .filter_map(|(x, w)| x.map(|_| w.name.as_str()))
                 .collect();
@@ -310,7 +337,7 @@ pub fn plan_paced(platform: &Platform, req: &Request) -> Result<(Platform, Plan)
             p.pace = pace;
             Ok((slow, p))
         }
-        Ok(p) if p.makespan() < share(PACE_GAIN) => {
+        Ok(p) if verdict(&p) == PaceVerdict::Unmeasured => {
             let mut plain = plain;
             plain.notes.push(format!(
                 "not paced: paced sends predict {:.6} s, short of the {:.0}% gain asked of costs not measured under load (dls calibrate measures them)",

@@ -98,7 +98,7 @@ fn where_every_share_fits_beside_every_other_it_is_the_bound() {
 /// the port admits them as `dls_lp::lane` says, at most one transfer a
 /// worker at once: an LP over every configuration it allows, a set whose
 /// shares fit (each at its full rate) and at most one more transfer
-/// started in the room they leave (at `lane::rate`).
+/// started in the room they leave (at what they leave below `lane::FILL`).
 fn lane_time(items: &[(f64, f64, usize)]) -> f64 {
     let n = items.len();
     let members = |set: u32| (0..n).filter(move |&k| set & (1 << k) != 0);
@@ -122,7 +122,7 @@ fn lane_time(items: &[(f64, f64, usize)]) -> f64 {
         for r in (0..n).filter(|&r| set & (1 << r) == 0 && distinct(set | (1 << r))) {
             let share = items[r].1;
             if held + share > 1.0 + 1e-9 && dls_lp::lane::admits(held, share) {
-                configs.push((set, Some((r, dls_lp::lane::rate(share, held)))));
+                configs.push((set, Some((r, (dls_lp::lane::FILL - held).clamp(0.0, share) / share))));
             }
         }
     }

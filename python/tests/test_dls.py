@@ -161,33 +161,27 @@ def test_plan_and_calibrate_return_what_the_cli_prints(cluster, tmp_path):
     assert best["strategy"] == "best" and 20.0 - 1e-9 <= best["makespan"] < 40.0
 
 
-def test_plan_paces_sends_behind_a_shared_uplink_unless_told_not_to(tmp_path):
-    # Four workers behind an uplink 1.35 times as fast as the fastest link
-    # (d's): paced, every worker's sends fit beside the others', and the
-    # plan predicts an end about 11% earlier than the plain one. The costs
-    # say they were measured under load (no slowdown found), as dls
-    # calibrate writes them: a paced plan must win by 6% there (with the
-    # planner's 3% slack, 9%), and by 15% on costs that were not.
+def test_plan_paces_sends_only_for_a_clear_gain(tmp_path):
+    # Four workers behind a shared full-duplex uplink where paced sends
+    # predict an end about 5% earlier than plain ones: less than the 6%
+    # (with the planner's 3% slack, 9%) a paced plan must win by on costs
+    # measured under load, as dls calibrate writes them. So the plan is
+    # the plain one, with or without pacing allowed.
     under = "under_load = [1.0, 1.0, 1.0]\n"
-    costs = [("a", 0.2607, 0.0673, 0.0506), ("b", 0.2170, 0.2113, 0.0505),
-             ("c", 0.1144, 0.2641, 0.0393), ("d", 0.0812, 0.1448, 0.0220)]
+    costs = [("a", 0.0735, 0.0541, 0.0312), ("b", 0.1853, 0.0998, 0.1044),
+             ("c", 0.1647, 0.0176, 0.1148), ("d", 0.0962, 0.1661, 0.0508)]
     text = "".join(
         f'[[worker]]\nname = "{n}"\nc = {c}\nw = {w}\nd = {d}\n' + under for n, c, w, d in costs
-    ) + "[uplink]\nsend = 0.06004\nret = 0.02043\nduplex = true\n"
+    ) + "[uplink]\nsend = 0.03854\nret = 0.01931\nduplex = true\n"
     p = tmp_path / "p.toml"
     p.write_text(text)
-    paced = dls.plan(p, 240)
+    default = dls.plan(p, 240)
     plain = dls.plan(p, 240, pace=False)
-    q = tmp_path / "q.toml"
-    q.write_text(text.replace(under, ""))
-    unmeasured = dls.plan(q, 240)
-    assert any(n.startswith("not paced:") for n in unmeasured["notes"]), unmeasured["notes"]
-    assert unmeasured["makespan"] == plain["makespan"]
-    # The uplink carries at most one unit per 0.06004 s: no plan beats that.
-    assert paced["bound"] >= 240 * 0.06004 - 1e-9
-    assert paced["bound"] <= paced["makespan"] < 0.91 * plain["makespan"], (paced, plain)
-    assert any(n.startswith("paced:") for n in paced["notes"]), paced["notes"]
-    assert not any(n.startswith("paced:") for n in plain["notes"])
+    assert default["makespan"] == plain["makespan"]
+    assert not any(n.startswith("paced:") for n in default["notes"]), default["notes"]
+    # The uplink carries at most one unit per 0.03854 s: no plan beats that.
+    assert default["bound"] >= 240 * 0.03854 - 1e-9
+    assert default["bound"] <= default["makespan"]
 
 
 def test_workers_started_apart_with_a_token(token):

@@ -155,8 +155,8 @@ fn with_two_lanes_a_worker_holds_no_more_than_its_memory() {
 #[test]
 fn a_fast_link_leaves_the_uplink_to_the_others_and_runs_as_predicted() {
     // a's link is 75% of the uplink and b's, c's 60%: at full speed no two
-    // sends fit at once, but each may start in what the others leave, and
-    // the uplink is never idle while one waits.
+    // sends fit at once, but one may start beside another while it holds
+    // less than lane::FILL, and the two then share the uplink.
     let p = Platform::new(vec![
         Worker::new("a", 0.0133, 0.004, 0.004),
         Worker::new("b", 0.0167, 0.004, 0.004),
@@ -174,7 +174,7 @@ fn a_fast_link_leaves_the_uplink_to_the_others_and_runs_as_predicted() {
     assert!((bound - 20.0).abs() < 1e-9, "{bound}");
     let (slow, pl) = dls_lp::plan_paced(&p, &req).expect("plans");
     assert!(
-        pl.makespan() >= bound && pl.makespan() < 26.6 && pl.makespan() <= 1.05 * bound / dls_lp::lane::FILL,
+        pl.makespan() >= bound && pl.makespan() < 0.95 * 26.6,
         "{} vs bound {bound}",
         pl.makespan()
     );
@@ -188,5 +188,5 @@ fn a_fast_link_leaves_the_uplink_to_the_others_and_runs_as_predicted() {
     let sends: Vec<_> = run.transfers.iter().filter(|t| t.2).collect();
     assert!(sends
         .iter()
-        .any(|a| sends.iter().any(|b| a.3 != b.3 && b.0 > a.0 && b.0 < a.1 - 1e-9)));
+        .any(|a| sends.iter().any(|b| a.3 != b.3 && b.0 >= a.0 && b.0 < a.1 - 1e-9)));
 }
