@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""How well a lane-sharing rule predicts the transfers a run measured.
+
+    scripts/lane-fit.py PLATFORM.toml TRACE.json [TRACE.json ...]
+
+For a run behind a shared uplink (`dls run --platform PLATFORM.toml
+--trace TRACE.json`), every measured send and return that crossed the
+uplink beside another worker's transfer on its lane is timed again: it
+starts when it started, the others run when they ran (their measured
+spans), and between any two instants at which the set under way changes,
+it progresses at the rate a rule gives it. Its work is its products
+times its per-unit cost on the platform (the slower of its link and the
+uplink), its share that cost's uplink part (`Ports::transfer`). Rules:
+
+- fair CAP: what `lp/src/lane.rs` does: shares that fit run at their
+  links' rates; otherwise max-min fair parts of CAP of the lane;
+- first FILL: the earlier rule: each transfer keeps the rate it started
+  with, a later one gets what those started before it leave below FILL.
+
+Printed per rule and lane: how many transfers, the predicted durations'
+sum over the measured ones', and the median of predicted over measured.
+Only the standard library is needed.
+"""
+import json
+import statistics
+import sys
+import tomllib
+
+
+def transfers(trace_path, platform):
+    """Measured transfers per lane: (worker, start, seconds, work, share)."""
+    trace = json.load(open(trace_path))
+    events = trace["traceEvents"]
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    processes = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    workers = {w["name"]: w for w in platform["worker"]}
+    uplink = platform["uplink"]
+    lanes = {"send": [], "return": []}
+    for e in events:
+        if e.get("ph") != "X" or processes.get(e["pid"]) != "measured":
+            continue
+        name = threads.get((e["pid"], e["tid"]))
+        if e["name"] not in lanes or name not in workers:
+            continue
+        send = e["name"] == "send"
+        link = workers[name]["c" if send else "d"]
+        up = uplink["send" if send else "ret"]
+        per = max(link, up)
+        units = e["args"].get("load", 1)
+        lanes[e["name"]].append((name, e["ts"] / 1e6, e["dur"] / 1e6, per * units, up / per))
+    if not uplink.get("duplex", False):
+        lanes = {"both": lanes["send"] + lanes["return"]}
+    return lanes
+
+
+def fair(cap):
+    def rates(shares):
+        if sum(shares) <= 1.0 + 1e-9:
+            return [1.0] * len(shares)
+        order = sorted(range(len(shares)), key=lambda i: shares[i])
+        left, got = cap, [0.0] * len(shares)
+        for k, i in enumerate(order):
+            got[i] = min(shares[i], left / (len(shares) - k))
+            left -= got[i]
+        return [g / s if s > 0 else 1.0 for g, s in zip(got, shares)]
+
+    return rates
+
+
+def first(fill):
+    def rates(shares):
+        # `shares` in the order the transfers started.
+        out, before = [], 0.0
+        for s in shares:
+            out.append(1.0 if before + s <= 1.0 + 1e-9 else max(0.0, min(fill - before, s)) / s if s > 0 else 1.0)
+            before += s
+        return out
+
+    return rates
+
+
+def replay(mine, others, rule):
+    """Seconds `mine` takes from its measured start beside `others`."""
+    _, start, _, work, share = mine
+    instants = sorted({o[1] for o in others} | {o[1] + o[2] for o in others})
+    t, left = start, work
+    while True:
+        under_way = sorted((o for o in others if o[1] <= t + 1e-12 < o[1] + o[2]), key=lambda o: o[1])
+        earlier = [o for o in under_way if o[1] <= start]
+        later = [o for o in under_way if o[1] > start]
+        shares = [o[4] for o in earlier] + [share] + [o[4] for o in later]
+        rate = rule(shares)[len(earlier)]
+        upcoming = [x for x in instants if x > t + 1e-12]
+        until = upcoming[0] if upcoming else float("inf")
+        if rate > 0 and t + left / rate <= until:
+            return t + left / rate - start
+        if until == float("inf"):
+            return float("inf")
+        left -= rate * (until - t)
+        t = until
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    platform = tomllib.load(open(sys.argv[1], "rb"))
+    if "uplink" not in platform:
+        sys.exit("the platform has no [uplink]: its transfers take turns, nothing to fit")
+    rules = {"fair 0.95": fair(0.95), "fair 0.90": fair(0.90), "fair 1.00": fair(1.0), "first 0.85": first(0.85)}
+    pairs = {}
+    for path in sys.argv[2:]:
+        for lane, spans in transfers(path, platform).items():
+            for k, mine in enumerate(spans):
+                others = [o for j, o in enumerate(spans) if j != k and o[0] != mine[0]]
+                beside = any(o[1] < mine[1] + mine[2] and o[1] + o[2] > mine[1] for o in others)
+                if not beside or mine[2] <= 0:
+                    continue
+                for name, rule in rules.items():
+                    pairs.setdefault((name, lane), []).append((replay(mine, others, rule), mine[2]))
+    for (name, lane), got in sorted(pairs.items(), key=lambda x: (x[0][1], x[0][0])):
+        total = sum(p for p, _ in got) / sum(m for _, m in got)
+        median = statistics.median(p / m for p, m in got)
+        print(f"{lane:7} {name:11} transfers {len(got):5}  predicted/measured: sum {total:.2f}, median {median:.2f}")
+
+
+if __name__ == "__main__":
+    main()
