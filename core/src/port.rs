@@ -170,8 +170,8 @@ mod tests {
         assert!(!port.admits(0, true, 1), "a's own link is busy");
         assert!(port.admits(1, true, 1));
         port.start(1, ChunkId(2), true, 1);
-        // c needs all of the uplink, but a quarter is free: it may start,
-        // at a quarter of its rate, and not with all of its share.
+        // c needs all of the uplink, but a quarter is free: it may start
+        // (the three then share the uplink), not with all of its share.
         assert!(port.admits(2, true, 1) && !port.admits_beside(2, true, 1, 0.0));
         assert!(port.admits(2, false, 1), "returns have their own direction");
         assert!(port.admits_beside(0, false, 1, 0.5) && !port.admits_beside(0, false, 1, 0.8));
