@@ -19,7 +19,7 @@ uplink), its share that cost's uplink part (`Ports::transfer`). Rules:
 
 Printed per rule and lane: how many transfers, the predicted durations'
 sum over the measured ones', and the median of predicted over measured.
-Only the standard library is needed.
+Only Python's standard library is needed (3.11 or later, for tomllib).
 """
 import json
 import statistics
@@ -103,13 +103,20 @@ def replay(mine, others, rule):
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
-    platform = tomllib.load(open(sys.argv[1], "rb"))
+    try:
+        platform = tomllib.load(open(sys.argv[1], "rb"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        sys.exit(f"error: reading the platform {sys.argv[1]}: {e}")
     if "uplink" not in platform:
         sys.exit("the platform has no [uplink]: its transfers take turns, nothing to fit")
     rules = {"fair 0.95": fair(0.95), "fair 0.90": fair(0.90), "fair 1.00": fair(1.0), "first 0.85": first(0.85)}
     pairs = {}
     for path in sys.argv[2:]:
-        for lane, spans in transfers(path, platform).items():
+        try:
+            lanes = transfers(path, platform)
+        except (OSError, ValueError, KeyError) as e:
+            sys.exit(f"error: reading the trace {path}: {e!r}")
+        for lane, spans in lanes.items():
             for k, mine in enumerate(spans):
                 others = [o for j, o in enumerate(spans) if j != k and o[0] != mine[0]]
                 beside = any(o[1] < mine[1] + mine[2] and o[1] + o[2] > mine[1] for o in others)

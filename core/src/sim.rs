@@ -173,6 +173,27 @@ impl Sim {
         self.changed(l);
     }
 
+    /// What a transfer of `chunk` to (or from) `worker` takes alone.
+    fn alone(&self, worker: usize, chunk: ChunkId, send: bool) -> f64 {
+        (self.ports)
+            .transfer(&self.truth[worker], send, self.lens[&chunk] as f64)
+            .secs
+    }
+
+    /// `worker` returns `chunk` from `start` on (now or, granted before it
+    /// was computed, once it is).
+    fn return_from(&mut self, worker: usize, chunk: ChunkId, start: f64, now: f64) {
+        let key = self.flow(worker, chunk, false);
+        self.open.insert((worker, chunk, false), start);
+        if start > now {
+            self.push(start, worker, SimEv::Begin(key));
+        } else {
+            self.begin(key, start);
+        }
+        let alone = self.alone(worker, chunk, false);
+        self.reach(worker, At::Returning, start, alone);
+    }
+
     /// A new transfer of `worker` and `chunk` (a send if `send`): its key.
     fn flow(&mut self, worker: usize, chunk: ChunkId, send: bool) -> u64 {
         self.keys += 1;
@@ -212,29 +233,23 @@ impl Sim {
         self.push(done, f.worker, SimEv::Ready(f.chunk));
         if let Some(k) = self.early.iter().position(|&c| c == f.chunk) {
             self.early.swap_remove(k);
-            let key = self.flow(f.worker, f.chunk, false);
-            self.open.insert((f.worker, f.chunk, false), done);
-            self.push(done, f.worker, SimEv::Begin(key));
-            let alone = self
-                .ports
-                .transfer(&self.truth[f.worker], false, self.lens[&f.chunk] as f64)
-                .secs;
-            self.reach(f.worker, At::Returning, done, alone);
+            self.return_from(f.worker, f.chunk, done, t);
         }
     }
 
     /// A worker is gone: its transfers under way stop.
     fn drop_flows(&mut self, worker: usize, t: f64) {
+        let mine: Vec<(u64, usize)> = (self.flows.iter())
+            .filter(|(_, f)| f.worker == worker)
+            .map(|(&k, f)| (k, self.lane(f.send)))
+            .filter(|&(k, l)| self.lanes[l].end_of(k).is_some())
+            .collect();
+        for &(key, l) in &mine {
+            self.lanes[l].finish(t, key);
+            self.flows.remove(&key);
+        }
         for l in 0..2 {
-            let mine: Vec<u64> = (self.flows.iter())
-                .filter(|(k, f)| f.worker == worker && self.lane(f.send) == l && self.lanes[l].end_of(**k).is_some())
-                .map(|(k, _)| *k)
-                .collect();
-            for key in &mine {
-                self.lanes[l].finish(t, *key);
-                self.flows.remove(key);
-            }
-            if !mine.is_empty() {
+            if mine.iter().any(|m| m.1 == l) {
                 self.changed(l);
             }
         }
@@ -293,7 +308,7 @@ impl Sim {
                 self.secs.insert(chunk, secs);
                 // Killed halfway through its time alone, which is never
                 // after its end.
-                let alone = self.ports.transfer(&self.truth[worker], true, len as f64).secs;
+                let alone = self.alone(worker, chunk, true);
                 self.reach(worker, At::Sending, now, alone);
             }
             Command::Grant { worker, chunk } => {
@@ -303,19 +318,7 @@ impl Sim {
                     self.early.push(chunk);
                     return;
                 };
-                let start = ready.max(now);
-                let key = self.flow(worker, chunk, false);
-                self.open.insert((worker, chunk, false), start);
-                if start > now {
-                    self.push(start, worker, SimEv::Begin(key));
-                } else {
-                    self.begin(key, start);
-                }
-                let alone = self
-                    .ports
-                    .transfer(&self.truth[worker], false, self.lens[&chunk] as f64)
-                    .secs;
-                self.reach(worker, At::Returning, start, alone);
+                self.return_from(worker, chunk, ready.max(now), now);
             }
             Command::Store { products, .. } => {
                 for &g in products.iter() {

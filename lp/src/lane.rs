@@ -125,18 +125,20 @@ impl<K: Copy + PartialEq> Fluid<K> {
         self.rerate();
     }
 
-    /// The transfer that ends first at the present rates, and when.
-    pub fn next_end(&self) -> Option<(f64, K)> {
+    /// Each transfer under way and when it ends at the present rates.
+    fn ends(&self) -> impl Iterator<Item = (f64, K)> + '_ {
         (self.flows.iter().zip(&self.rate))
             .map(|(f, &r)| (self.at + if r > 0.0 { f.1 / r } else { f64::INFINITY }, f.0))
-            .min_by(|a, b| a.0.total_cmp(&b.0))
+    }
+
+    /// The transfer that ends first at the present rates, and when.
+    pub fn next_end(&self) -> Option<(f64, K)> {
+        self.ends().min_by(|a, b| a.0.total_cmp(&b.0))
     }
 
     /// When the transfer `key`, if under way, ends at the present rates.
     pub fn end_of(&self, key: K) -> Option<f64> {
-        (self.flows.iter().zip(&self.rate))
-            .find(|(f, _)| f.0 == key)
-            .map(|(f, &r)| self.at + if r > 0.0 { f.1 / r } else { f64::INFINITY })
+        self.ends().find(|e| e.1 == key).map(|e| e.0)
     }
 
     /// The transfer `key` ends at `t` (its [`Fluid::next_end`]): the others
