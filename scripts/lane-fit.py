@@ -19,6 +19,13 @@ uplink), its share that cost's uplink part (`Ports::transfer`). Rules:
 
 Printed per rule and lane: how many transfers, the predicted durations'
 sum over the measured ones', and the median of predicted over measured.
+
+Then, worker by worker, every transfer of a duplex uplink (beside others
+on its lane or not) against its time under fair 0.95 at the worker's
+costs alone (the platform's with its `under_load` factors divided out),
+apart from and during its own worker's transfer the other way (a return
+while the worker receives, a send while it returns: for half its time or
+more): measured over predicted, their sums' ratio and the median.
 Only Python's standard library is needed (3.11 or later, for tomllib).
 """
 import json
@@ -100,6 +107,45 @@ def replay(mine, others, rule):
         t = until
 
 
+def alone(platform):
+    """The platform with each worker's costs alone (no under-load factors)."""
+    out = dict(platform, worker=[dict(w) for w in platform["worker"]])
+    for w in out["worker"]:
+        fc, _, fd = w.get("under_load", [1.0, 1.0, 1.0])
+        w["c"], w["d"] = w["c"] / fc, w["d"] / fd
+    return out
+
+
+def own_other_way(lanes, rule):
+    """Per (worker, lane, during its other way), measured over predicted."""
+    out = {}
+    for lane, spans in lanes.items():
+        other_lane = lanes["return" if lane == "send" else "send"]
+        for k, mine in enumerate(spans):
+            if mine[2] <= 0:
+                continue
+            others = [o for j, o in enumerate(spans) if j != k and o[0] != mine[0]]
+            lo, hi = mine[1], mine[1] + mine[2]
+            mine_other = (o for o in other_lane if o[0] == mine[0])
+            covered = sum(max(0.0, min(hi, o[1] + o[2]) - max(lo, o[1])) for o in mine_other)
+            key = (mine[0], lane, covered >= 0.5 * mine[2])
+            out.setdefault(key, []).append((mine[2], replay(mine, others, rule)))
+    return out
+
+
+def print_own(own):
+    def cell(v):
+        if not v:
+            return f"{'-':>21}"
+        total = sum(m for m, _ in v) / sum(p for _, p in v)
+        return f"{total:5.2f} {statistics.median(m / p for m, p in v):5.2f} ({len(v):3})"
+
+    print("measured over predicted at costs alone: sum, median (transfers)")
+    print(f"worker  lane    {'apart':>21}  {'during its other way':>21}")
+    for name, lane in sorted({(k[0], k[1]) for k in own}):
+        print(f"{name:7} {lane:7}  {cell(own.get((name, lane, False), []))}  {cell(own.get((name, lane, True), []))}")
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -110,12 +156,16 @@ def main():
     if "uplink" not in platform:
         sys.exit("the platform has no [uplink]: its transfers take turns, nothing to fit")
     rules = {"fair 0.95": fair(0.95), "fair 0.90": fair(0.90), "fair 1.00": fair(1.0), "first 0.85": first(0.85)}
-    pairs = {}
+    pairs, own = {}, {}
+    lone = alone(platform)
     for path in sys.argv[2:]:
         try:
             lanes = transfers(path, platform)
         except (OSError, ValueError, KeyError) as e:
             sys.exit(f"error: reading the trace {path}: {e!r}")
+        if platform["uplink"].get("duplex", False):
+            for key, got in own_other_way(transfers(path, lone), rules["fair 0.95"]).items():
+                own.setdefault(key, []).extend(got)
         for lane, spans in lanes.items():
             for k, mine in enumerate(spans):
                 others = [o for j, o in enumerate(spans) if j != k and o[0] != mine[0]]
@@ -128,6 +178,8 @@ def main():
         total = sum(p for p, _ in got) / sum(m for _, m in got)
         median = statistics.median(p / m for p, m in got)
         print(f"{lane:7} {name:11} transfers {len(got):5}  predicted/measured: sum {total:.2f}, median {median:.2f}")
+    if own:
+        print_own(own)
 
 
 if __name__ == "__main__":
