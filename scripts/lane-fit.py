@@ -26,6 +26,7 @@ costs alone (the platform's with its `under_load` factors divided out),
 apart from and during its own worker's transfer the other way (a return
 while the worker receives, a send while it returns: for half its time or
 more): measured over predicted, their sums' ratio and the median.
+
 Only Python's standard library is needed (3.11 or later, for tomllib).
 """
 import json
