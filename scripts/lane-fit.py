@@ -35,9 +35,8 @@ import sys
 import tomllib
 
 
-def transfers(trace_path, platform):
+def transfers(trace, platform):
     """Measured transfers per lane: (worker, start, seconds, work, share)."""
-    trace = json.load(open(trace_path))
     events = trace["traceEvents"]
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
     processes = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
@@ -161,11 +160,12 @@ def main():
     lone = alone(platform)
     for path in sys.argv[2:]:
         try:
-            lanes = transfers(path, platform)
+            trace = json.load(open(path))
+            lanes = transfers(trace, platform)
         except (OSError, ValueError, KeyError) as e:
             sys.exit(f"error: reading the trace {path}: {e!r}")
         if platform["uplink"].get("duplex", False):
-            for key, got in own_other_way(transfers(path, lone), rules["fair 0.95"]).items():
+            for key, got in own_other_way(transfers(trace, lone), rules["fair 0.95"]).items():
                 own.setdefault(key, []).extend(got)
         for lane, spans in lanes.items():
             for k, mine in enumerate(spans):
