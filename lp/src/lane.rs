@@ -86,15 +86,29 @@ pub fn rates(shares: &[f64]) -> Vec<f64> {
 }
 
 /// The transfers under way on one lane, each known by a key of the
-/// caller's, with the work it has left (seconds at its link's full rate)
-/// and its whole share, progressing at the rates [`rates`] gives. Time
-/// only moves forward: starts and ends at instants no earlier than the
-/// last.
+/// caller's, with the work it has left (seconds at its link's full rate),
+/// its whole share and its speed, progressing at the rates [`rates`]
+/// gives. A transfer's *speed* is the part of its link's rate its worker
+/// keeps up with (1 unless the caller slows it: a worker short of
+/// processor returns more slowly while it also receives): it then takes
+/// only that part of its share, and leaves the rest to the others. Time
+/// only moves forward: starts, ends and changes of speed at instants no
+/// earlier than the last.
 #[derive(Debug, Clone)]
 pub struct Fluid<K> {
     at: f64,
-    flows: Vec<(K, f64, f64)>,
-    rate: Vec<f64>,
+    flows: Vec<Flow<K>>,
+}
+
+#[derive(Debug, Clone)]
+struct Flow<K> {
+    key: K,
+    /// Seconds of work left at the link's full rate.
+    left: f64,
+    share: f64,
+    speed: f64,
+    /// Seconds of work done a second, at the present rates.
+    pace: f64,
 }
 
 impl<K: Copy + PartialEq> Default for Fluid<K> {
@@ -102,7 +116,6 @@ impl<K: Copy + PartialEq> Default for Fluid<K> {
         Fluid {
             at: 0.0,
             flows: Vec::new(),
-            rate: Vec::new(),
         }
     }
 }
@@ -110,7 +123,7 @@ impl<K: Copy + PartialEq> Default for Fluid<K> {
 impl<K: Copy + PartialEq> Fluid<K> {
     /// The whole shares of the transfers under way, added up.
     pub fn used(&self) -> f64 {
-        self.flows.iter().map(|f| f.2).sum()
+        self.flows.iter().map(|f| f.share).sum()
     }
 
     /// Whether no transfer is under way.
@@ -118,17 +131,46 @@ impl<K: Copy + PartialEq> Fluid<K> {
         self.flows.is_empty()
     }
 
-    /// A transfer of `secs` at its full rate and `share` starts at `t`.
+    /// A transfer of `secs` at its full rate and `share` starts at `t`, at
+    /// full speed.
     pub fn start(&mut self, t: f64, key: K, secs: f64, share: f64) {
+        self.start_at(t, key, secs, share, 1.0);
+    }
+
+    /// As [`Fluid::start`], at `speed` (in (0, 1]) of its link's rate.
+    pub fn start_at(&mut self, t: f64, key: K, secs: f64, share: f64, speed: f64) {
         self.advance(t);
-        self.flows.push((key, secs.max(0.0), share));
+        self.flows.push(Flow {
+            key,
+            left: secs.max(0.0),
+            share,
+            speed: speed.clamp(f64::MIN_POSITIVE, 1.0),
+            pace: 0.0,
+        });
         self.rerate();
+    }
+
+    /// From `t`, the transfer `key` (if under way) runs at `speed` of its
+    /// link's rate; the others' rates follow.
+    pub fn set_speed(&mut self, t: f64, key: K, speed: f64) {
+        let speed = speed.clamp(f64::MIN_POSITIVE, 1.0);
+        if self.flows.iter().any(|f| f.key == key && f.speed != speed) {
+            self.advance(t);
+            for f in self.flows.iter_mut().filter(|f| f.key == key) {
+                f.speed = speed;
+            }
+            self.rerate();
+        }
     }
 
     /// Each transfer under way and when it ends at the present rates.
     fn ends(&self) -> impl Iterator<Item = (f64, K)> + '_ {
-        (self.flows.iter().zip(&self.rate))
-            .map(|(f, &r)| (self.at + if r > 0.0 { f.1 / r } else { f64::INFINITY }, f.0))
+        (self.flows.iter()).map(|f| {
+            (
+                self.at + if f.pace > 0.0 { f.left / f.pace } else { f64::INFINITY },
+                f.key,
+            )
+        })
     }
 
     /// The transfer that ends first at the present rates, and when.
@@ -145,22 +187,26 @@ impl<K: Copy + PartialEq> Fluid<K> {
     /// have progressed until then, and run faster from then on.
     pub fn finish(&mut self, t: f64, key: K) {
         self.advance(t);
-        self.flows.retain(|f| f.0 != key);
+        self.flows.retain(|f| f.key != key);
         self.rerate();
     }
 
     /// Every transfer progresses until `t` at its present rate.
     fn advance(&mut self, t: f64) {
         let dt = (t - self.at).max(0.0);
-        for (f, &r) in self.flows.iter_mut().zip(&self.rate) {
-            f.1 = (f.1 - r * dt).max(0.0);
+        for f in &mut self.flows {
+            f.left = (f.left - f.pace * dt).max(0.0);
         }
         self.at = self.at.max(t);
     }
 
+    /// Each transfer takes what [`rates`] gives the part of its share its
+    /// speed asks for; its work goes at that over its whole share.
     fn rerate(&mut self) {
-        let shares: Vec<f64> = self.flows.iter().map(|f| f.2).collect();
-        self.rate = rates(&shares);
+        let asked: Vec<f64> = self.flows.iter().map(|f| f.share * f.speed).collect();
+        for (f, r) in self.flows.iter_mut().zip(rates(&asked)) {
+            f.pace = r * f.speed;
+        }
     }
 }
 
@@ -221,6 +267,48 @@ mod tests {
         assert!(k == 'a' && close(end_a, end_b + 1.0 - done_a), "{end_a}");
         f.finish(end_a, 'a');
         assert!(f.is_empty() && f.next_end().is_none());
+    }
+
+    #[test]
+    fn a_slowed_transfer_takes_only_its_speeds_part_and_leaves_the_rest() {
+        // 'a' (share 0.8, 2 s of work) at half speed asks 0.4 of the lane,
+        // 'b' (share 0.8, 1.1 s) all of its 0.8: 1.2 do not fit. Of the
+        // 0.95 carried, 'a' gets its 0.4 whole (below 0.475, half of it),
+        // 'b' the 0.55 left: 'b' ends at 1.1 / (0.55 / 0.8) = 1.6, when 'a'
+        // has done 0.8 s of its work at 0.5 a second.
+        let mut f = Fluid::default();
+        f.start_at(0.0, 'a', 2.0, 0.8, 0.5);
+        f.start(0.0, 'b', 1.1, 0.8);
+        let (end_b, k) = f.next_end().expect("two under way");
+        assert!(k == 'b' && close(end_b, 1.6), "{end_b}");
+        f.finish(end_b, 'b');
+        // Alone, still at half speed: 1.2 s of work left takes 2.4 s.
+        assert!(close(f.end_of('a').expect("under way"), 4.0));
+        // Back to full speed at 2.0: 1.0 s left at 2.0, done at 3.0.
+        f.set_speed(2.0, 'a', 1.0);
+        assert!(close(f.end_of('a').expect("under way"), 3.0));
+        // A key not under way changes nothing.
+        f.set_speed(2.5, 'z', 0.1);
+        assert!(close(f.end_of('a').expect("under way"), 3.0));
+        f.finish(3.0, 'a');
+        assert!(f.is_empty());
+    }
+
+    #[test]
+    fn full_speed_is_what_it_was_without_speeds() {
+        // The same three transfers through `start` and through `start_at`
+        // at speed 1 end at the same instants, in the same order.
+        let (mut a, mut b) = (Fluid::default(), Fluid::default());
+        for (t, k, secs, share) in [(0.0, 1, 2.0, 0.7), (0.3, 2, 0.5, 0.6), (0.4, 3, 1.0, 0.2)] {
+            a.start(t, k, secs, share);
+            b.start_at(t, k, secs, share, 1.0);
+        }
+        while let Some((t, k)) = a.next_end() {
+            assert_eq!(b.next_end(), Some((t, k)));
+            a.finish(t, k);
+            b.finish(t, k);
+        }
+        assert!(b.is_empty());
     }
 
     #[test]
