@@ -25,6 +25,11 @@ pub struct Worker {
     /// where a send and a return cross (two lanes); measured by `dls
     /// calibrate`. [`Platform::for_ports`] takes them out for one lane.
     pub under_load: Option<[f64; 3]>,
+    /// How many times longer this worker's return takes while the master
+    /// sends it a chunk than apart (at least 1; none: 1). Only where a
+    /// worker's send and return cross (two lanes); a node short of
+    /// processor receives and returns on the same small share of it.
+    pub return_receiving: Option<f64>,
 }
 
 /// Per-message costs: a send, a computation, a return take these many
@@ -46,6 +51,7 @@ impl Worker {
             max_load: None,
             latency: Latency::default(),
             under_load: None,
+            return_receiving: None,
         }
     }
 
@@ -59,6 +65,12 @@ impl Worker {
         self
     }
 
+    /// The part of its link's rate this worker's return runs at while it
+    /// receives (1 over [`Worker::return_receiving`]).
+    pub fn return_speed_receiving(&self) -> f64 {
+        1.0 / self.return_receiving.unwrap_or(1.0).max(1.0)
+    }
+
     /// The bound on this worker's load as a float (infinite when unbounded).
     pub fn bound(&self) -> f64 {
         self.max_load.map_or(f64::INFINITY, |b| b as f64)
@@ -67,6 +79,9 @@ impl Worker {
 
 /// The largest cost or latency accepted, in seconds.
 pub const MAX_COST: f64 = 1e9;
+
+/// The largest factor on a cost a worker may hold.
+pub const MAX_FACTOR: f64 = 1e6;
 
 /// A validated set of workers: finite positive `c` and `w`, finite
 /// non-negative `d`, unique non-empty names, `max_load` at least 1; and,
@@ -123,6 +138,16 @@ impl Platform {
                         field,
                         value,
                         expected,
+                    });
+                }
+            }
+            if let Some(f) = wk.return_receiving {
+                if !(f.is_finite() && (1.0..=MAX_FACTOR).contains(&f)) {
+                    return Err(Error::BadCost {
+                        worker: wk.name.clone(),
+                        field: "return_receiving",
+                        value: f,
+                        expected: ">= 1 and at most 1e6",
                     });
                 }
             }

@@ -149,7 +149,19 @@ fn check_shared(platform: &dls_lp::Platform, seq: &Sequence, u: Uplink, what: &s
         // bisection). Each must have done its own time's work, at its full
         // rate, exactly by its end, and the lane never carries more than
         // all of it.
+        // With two lanes, a worker's return runs at its speed while
+        // receiving (`Worker::return_speed_receiving`) while a send of its
+        // own is under way: its sends' ends are instants too.
+        let receiving = |w: usize, from: f64, to: f64| {
+            lane == 1
+                && spans
+                    .iter()
+                    .any(|o| o.0 == 0 && o.4 == w && o.1 <= from + eps && o.2 >= to - eps && o.2 > o.1)
+        };
         let mut instants: Vec<f64> = mine.iter().flat_map(|s| [s.1, s.2]).collect();
+        if lane == 1 {
+            instants.extend(spans.iter().filter(|o| o.0 == 0).flat_map(|o| [o.1, o.2]));
+        }
         instants.sort_by(f64::total_cmp);
         let mut work = vec![0.0; mine.len()];
         for w in instants.windows(2) {
@@ -160,13 +172,23 @@ fn check_shared(platform: &dls_lp::Platform, seq: &Sequence, u: Uplink, what: &s
             let on: Vec<usize> = (0..mine.len())
                 .filter(|&k| mine[k].1 <= from && mine[k].2 >= to)
                 .collect();
-            let shares: Vec<f64> = on.iter().map(|&k| mine[k].3).collect();
-            let level = fair_level(&shares);
+            // What each asks of the lane: its share, a part of it where its
+            // worker slows it.
+            let speed = |k: usize| {
+                let w = mine[k].4;
+                if receiving(w, from, to) {
+                    wk[w].return_speed_receiving()
+                } else {
+                    1.0
+                }
+            };
+            let asked: Vec<f64> = on.iter().map(|&k| mine[k].3 * speed(k)).collect();
+            let level = fair_level(&asked);
             let mut carried = 0.0;
-            for (&k, &s) in on.iter().zip(&shares) {
-                let got = s.min(level);
+            for (&k, &a) in on.iter().zip(&asked) {
+                let (got, s) = (a.min(level), mine[k].3);
                 carried += got;
-                work[k] += if s > 0.0 { got / s } else { 1.0 } * (to - from);
+                work[k] += if s > 0.0 { got / s } else { speed(k) } * (to - from);
             }
             assert!(carried <= 1.0 + 1e-6, "{what}: {carried} of the lane carried at {from}");
         }
@@ -419,4 +441,46 @@ fn costs_under_load_are_taken_out_for_one_lane_only() {
     }
     let without = dls_lp::Platform::new(vec![plain]).expect("valid");
     assert_eq!(without.for_ports(Ports::One), without);
+}
+
+/// Workers whose returns are slowed while they receive: plans behind a
+/// full-duplex uplink still hold to the lane's rules, with each such
+/// return's work done at its speed while its worker's own send is under
+/// way (the sweep of `check_shared`), and some of them are so slowed.
+#[test]
+fn returns_slowed_while_their_worker_receives_follow_the_lane() {
+    let mut crossed = 0;
+    for seed in 0..40u64 {
+        let mut r = rng(7_000 + seed);
+        let base = seeded_platform(&mut r, seed, 6);
+        let workers = (base.workers().iter())
+            .map(|w| dls_lp::Worker {
+                return_receiving: r.random_bool(0.7).then(|| r.random_range(1.0..3.0)),
+                ..w.clone()
+            })
+            .collect();
+        let platform = dls_lp::Platform::new(workers).expect("valid");
+        let u = random_uplink(&mut r, &platform, true);
+        let load = r.random_range(20..300);
+        let req = Request {
+            ports: Ports::Shared(u),
+            ..Request::new(load, Strategy::Rounds)
+        };
+        let pl = plan(&platform, &req).expect("plans");
+        let what = format!("seed {seed}, {u:?}");
+        assert_eq!(pl.loads.iter().sum::<u64>(), load, "{what}");
+        check_shared(&platform, &pl.sequence, u, &what);
+        let seq = &pl.sequence;
+        for (j, (c, t)) in seq.chunks.iter().zip(&seq.times).enumerate() {
+            let slowed = platform.workers()[c.worker].return_speed_receiving() < 1.0;
+            let under_own_send = (seq.chunks.iter().zip(&seq.times)).enumerate().any(|(k, (o, s))| {
+                k != j && o.worker == c.worker && s.send_start < t.return_end && s.send_end > t.return_start
+            });
+            crossed += usize::from(slowed && under_own_send);
+        }
+    }
+    assert!(
+        crossed > 20,
+        "only {crossed} slowed returns crossed their worker's sends"
+    );
 }

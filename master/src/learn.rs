@@ -209,8 +209,10 @@ impl Model {
                     w: per_unit(&o.compute).unwrap_or(w.w),
                     d: per_unit(&o.ret).unwrap_or(w.d),
                     // Observed in runs: the costs as they were, whatever
-                    // was measured under load.
+                    // was measured under load (a return's time while its
+                    // worker received included).
                     under_load: None,
+                    return_receiving: None,
                     ..w.clone()
                 },
             })

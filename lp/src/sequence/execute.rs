@@ -23,6 +23,7 @@ use crate::schedule::{Ports, Transfer};
 use crate::tol::GAP_FIT;
 use std::collections::BTreeSet;
 
+mod receiving;
 mod shared;
 
 /// The earliest execution of `ops` (every chunk sent once, then returned
@@ -68,6 +69,7 @@ fn simulate<'a>(platform: &'a Platform, chunks: &'a [RoundChunk], ops: &[PortOp]
         times: vec![ChunkTimes::default(); chunks.len()],
         busy_until: vec![0.0; platform.len()],
         release: vec![0.0; chunks.len()],
+        receiving: Vec::new(),
     };
     let shared = matches!(ports, Ports::Shared(_));
     if ports.one_lane() {
@@ -85,6 +87,7 @@ fn simulate<'a>(platform: &'a Platform, chunks: &'a [RoundChunk], ops: &[PortOp]
     for _ in 0..SETTLE_ROUNDS {
         sim.busy_until.iter_mut().for_each(|b| *b = 0.0);
         sim.either_lane(&sends, fill, shared);
+        sim.note_receiving(&sends);
         sim.either_lane(&returns, fill, shared);
         let release: Vec<f64> = (before.iter())
             .map(|b| b.map_or(0.0, |r| sim.times[r].return_end))
@@ -121,6 +124,9 @@ struct Sim<'a> {
     /// When each chunk may be sent at the earliest: its worker's returns
     /// planned before it are over (two lanes).
     release: Vec<f64>,
+    /// When each worker receives, where its returns are slowed meanwhile
+    /// (two lanes; empty otherwise).
+    receiving: Vec<receiving::Spans>,
 }
 
 impl Sim<'_> {
@@ -155,9 +161,13 @@ impl Sim<'_> {
     }
 
     /// `op` starts at `t` (a return's chunk computed by then); returns when
-    /// it ends.
+    /// it ends (a return later while its worker receives, if slowed then).
     fn run(&mut self, op: PortOp, t: f64) -> f64 {
-        self.run_until(op, t, t + self.duration(op))
+        let end = match op {
+            PortOp::Send(_) => t + self.duration(op),
+            PortOp::Return(j) => self.return_end(self.chunks[j].worker, t, self.duration(op)),
+        };
+        self.run_until(op, t, end)
     }
 
     /// As [`Sim::run`], the transfer ending at `end` (behind a shared

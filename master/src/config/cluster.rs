@@ -202,6 +202,7 @@ impl Cluster {
                     max_load: s.max_load,
                     latency: dls_lp::Latency::default(),
                     under_load: None,
+                    return_receiving: None,
                 })
             })
             .collect();

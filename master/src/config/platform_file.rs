@@ -57,6 +57,10 @@ pub struct WorkerEntry {
     /// with two lanes); taken out again for one port (`--ports 1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub under_load: Option<[f64; 3]>,
+    /// How many times longer the worker's return takes while the master
+    /// sends it a chunk (two lanes); none: no longer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_receiving: Option<f64>,
     /// The scaling model (`dls calibrate --sizes`): seconds per byte each
     /// way and computing speed by size; see [`crate::config::scaling`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -287,6 +291,7 @@ impl PlatformFile {
                     ret: w.return_latency,
                 },
                 under_load: w.under_load,
+                return_receiving: w.return_receiving,
             })
             .collect();
         let uplink = match self.uplink {
@@ -315,6 +320,7 @@ impl PlatformFile {
                     compute_latency: w.latency.compute,
                     return_latency: w.latency.ret,
                     under_load: w.under_load,
+                    return_receiving: w.return_receiving,
                     send_per_byte: None,
                     return_per_byte: None,
                     speed: None,
@@ -473,6 +479,26 @@ mod tests {
         assert!(err(&bad).contains("uplink send"), "{}", err(&bad));
         let missing = format!("{one}\n[uplink]\nsend = 1\nret = 1\n");
         assert!(err(&missing).contains("duplex"), "{}", err(&missing));
+    }
+
+    #[test]
+    fn a_return_slowed_while_receiving_is_kept_and_checked() {
+        let one = "[[worker]]\nname = \"a\"\nc = 0.002\nw = 0.01\nd = 0.001\n";
+        assert_eq!(
+            PlatformFile::parse(one, "p.toml").expect("valid").workers()[0].return_receiving,
+            None,
+            "older files: no slowdown"
+        );
+        let text = format!("{one}return_receiving = 1.8\n");
+        let p = PlatformFile::parse(&text, "p.toml").expect("valid");
+        assert_eq!(p.workers()[0].return_receiving, Some(1.8));
+        assert!((p.workers()[0].return_speed_receiving() - 1.0 / 1.8).abs() < 1e-15);
+        let back = toml::to_string(&PlatformFile::from_platform(&p)).expect("writes");
+        assert_eq!(PlatformFile::parse(&back, "q.toml").expect("reads"), p);
+        for bad in ["0.5", "nan", "2e7"] {
+            let e = err(&format!("{one}return_receiving = {bad}\n"));
+            assert!(e.contains("return_receiving") && e.contains(">= 1"), "{e}");
+        }
     }
 
     #[test]

@@ -54,14 +54,24 @@ impl Sim<'_> {
                 send_pos[j] = Some(pos);
             }
         }
+        // Returns under way, by position and worker: their speed follows
+        // whether their worker receives ([`super::receiving`]).
+        let mut returning: Vec<(usize, usize)> = Vec::new();
         let mut t = 0.0f64;
         loop {
             while let Some((end, pos)) = flights.next_end().filter(|e| e.0 <= t) {
                 flights.finish(end, pos);
                 self.run_until(ops[pos], began[pos], end);
                 link_free[self.chunks[ops[pos].chunk()].worker] = end;
+                returning.retain(|r| r.0 != pos);
             }
-            let next_end = flights.next_end().map_or(f64::INFINITY, |e| e.0);
+            // The next instant a transfer ends or a return changes speed.
+            let mut changes = f64::INFINITY;
+            for &(pos, w) in &returning {
+                flights.set_speed(t, pos, self.return_speed(w, t));
+                changes = changes.min(self.receiving_changes(w, t));
+            }
+            let next_end = flights.next_end().map_or(f64::INFINITY, |e| e.0).min(changes);
             let Some(head) = lane.head() else {
                 if next_end.is_finite() {
                     t = next_end;
@@ -92,9 +102,17 @@ impl Sim<'_> {
                 Ok(pos) => {
                     let op = ops[pos];
                     let cost = self.cost(op);
-                    flights.start(t, pos, cost.secs, cost.share);
+                    let w = self.chunks[op.chunk()].worker;
+                    let speed = match op {
+                        PortOp::Send(_) => 1.0,
+                        PortOp::Return(_) => {
+                            returning.push((pos, w));
+                            self.return_speed(w, t)
+                        }
+                    };
+                    flights.start_at(t, pos, cost.secs, cost.share, speed);
                     began[pos] = t;
-                    link_free[self.chunks[op.chunk()].worker] = f64::INFINITY;
+                    link_free[w] = f64::INFINITY;
                     lane.make(pos);
                 }
                 Err(wake) => {

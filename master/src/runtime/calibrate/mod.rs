@@ -496,6 +496,7 @@ impl Calibration {
                         ret: w.ret.intercept.max(0.0),
                     },
                     under_load: w.under_load,
+                    return_receiving: None,
                 }
             })
             .collect();
