@@ -353,6 +353,7 @@ impl BatchMachine {
                 self.port.end(worker, chunk, false);
                 let took = self.rec.end(worker, chunk, false, units, now);
                 let predicted = transfer(false);
+                let took = took.map(|t| self.return_alone(worker, t, now));
                 self.observed
                     .see(worker, Phase::Return, took.unwrap_or(f64::NAN), predicted);
                 out.push(self.store(worker, chunk));
@@ -367,6 +368,20 @@ impl BatchMachine {
         }
         out.extend(self.poll(now));
         out
+    }
+
+    /// What a return of `worker` that took `took` seconds until `now` would
+    /// have taken alone: where its worker is slowed while it receives
+    /// ([`dls_lp::Worker::return_receiving`]) and received meanwhile (two
+    /// lanes), that part of it ran at a part of its rate, as planned, and
+    /// is not the worker's pace.
+    fn return_alone(&self, worker: usize, took: f64, now: f64) -> f64 {
+        let speed = self.platform.workers()[worker].return_speed_receiving();
+        if self.port.ports().one_lane() || speed >= 1.0 {
+            return took;
+        }
+        let slowed = self.rec.receiving(worker, now - took, now);
+        took - slowed * (1.0 - speed)
     }
 
     /// Time passes: stragglers and stalls.

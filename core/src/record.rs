@@ -181,6 +181,24 @@ impl Recorder {
         Some(now - start)
     }
 
+    /// How long `worker` received (a send of its own under way) between
+    /// `from` and `to`.
+    pub(crate) fn receiving(&self, worker: usize, from: f64, to: f64) -> f64 {
+        let within = |start: f64, end: f64| (end.min(to) - start.max(from)).max(0.0);
+        // Transfers are recorded as they end: those that ended after
+        // `from` are the last.
+        let done: f64 = (self.transfers.iter().rev())
+            .take_while(|t| t.end > from)
+            .filter(|t| t.send && t.worker == worker)
+            .map(|t| within(t.start, t.end))
+            .sum();
+        let open: f64 = (self.open.iter())
+            .filter(|(k, _)| k.0 == worker && k.2)
+            .map(|(_, &start)| within(start, to))
+            .sum();
+        done + open
+    }
+
     /// The worker said it computed `chunk` in `secs`; returns how long it
     /// took as the master saw it, from when the worker had the chunk and had
     /// finished the one before. That span also holds what the worker's own
@@ -236,5 +254,33 @@ impl Recorder {
             enrolments: self.enrolments,
             makespan,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn receiving_counts_a_workers_own_sends_within_the_span() {
+        let mut r = Recorder::new(2);
+        // Worker 0 receives over [0, 1] and [2, 3], and from 4 on (under
+        // way); worker 1 over [0.5, 3.5]; worker 0 returns over [0.8, 2.5].
+        r.start(0, ChunkId(0), true, 0.0);
+        r.start(1, ChunkId(1), true, 0.5);
+        r.start(0, ChunkId(9), false, 0.8);
+        r.end(0, ChunkId(0), true, 1, 1.0);
+        r.start(0, ChunkId(2), true, 2.0);
+        r.end(0, ChunkId(9), false, 1, 2.5);
+        r.end(0, ChunkId(2), true, 1, 3.0);
+        r.end(1, ChunkId(1), true, 1, 3.5);
+        r.start(0, ChunkId(3), true, 4.0);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        // [0.8, 2.5]: 0.2 of the first send, 0.5 of the second.
+        assert!(close(r.receiving(0, 0.8, 2.5), 0.7));
+        // [2.5, 5]: 0.5 of the second, 1 of the one under way.
+        assert!(close(r.receiving(0, 2.5, 5.0), 1.5));
+        assert!(close(r.receiving(0, 3.0, 4.0), 0.0));
+        assert!(close(r.receiving(1, 0.0, 10.0), 3.0));
     }
 }

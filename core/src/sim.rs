@@ -169,8 +169,43 @@ impl Sim {
             .ports
             .transfer(&self.truth[f.worker], f.send, self.lens[&f.chunk] as f64);
         let l = self.lane(f.send);
-        self.lanes[l].start(t, key, cost.secs, cost.share);
+        let speed = if f.send { 1.0 } else { self.return_speed(f.worker) };
+        self.lanes[l].start_at(t, key, cost.secs, cost.share, speed);
         self.changed(l);
+        if f.send {
+            self.respeed(f.worker, t);
+        }
+    }
+
+    /// The speed of `worker`'s return now: slowed while a send of its own
+    /// is under way on the other lane ([`Worker::return_receiving`]).
+    fn return_speed(&self, worker: usize) -> f64 {
+        let receiving = !self.ports.one_lane()
+            && (self.flows.iter()).any(|(&k, f)| f.worker == worker && f.send && self.lanes[0].end_of(k).is_some());
+        if receiving {
+            self.truth[worker].return_speed_receiving()
+        } else {
+            1.0
+        }
+    }
+
+    /// `worker` started or stopped receiving at `t`: its returns under way
+    /// (two lanes) run at the speed that now holds.
+    fn respeed(&mut self, worker: usize, t: f64) {
+        if self.ports.one_lane() || self.truth[worker].return_speed_receiving() >= 1.0 {
+            return;
+        }
+        let speed = self.return_speed(worker);
+        let mine: Vec<u64> = (self.flows.iter())
+            .filter(|(&k, f)| f.worker == worker && !f.send && self.lanes[1].end_of(k).is_some())
+            .map(|(&k, _)| k)
+            .collect();
+        for &k in &mine {
+            self.lanes[1].set_speed(t, k, speed);
+        }
+        if !mine.is_empty() {
+            self.changed(1);
+        }
     }
 
     /// What a transfer of `chunk` to (or from) `worker` takes alone.
@@ -226,6 +261,7 @@ impl Sim {
             self.push(t, f.worker, SimEv::Results(f.chunk));
             return;
         }
+        self.respeed(f.worker, t);
         let done = t.max(self.compute_free[f.worker]) + self.secs[&f.chunk];
         self.compute_free[f.worker] = done;
         self.ready_at.insert(f.chunk, done);

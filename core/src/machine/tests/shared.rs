@@ -190,3 +190,50 @@ fn a_fast_link_leaves_the_uplink_to_the_others_and_runs_as_predicted() {
         .iter()
         .any(|a| sends.iter().any(|b| a.3 != b.3 && b.0 >= a.0 && b.0 < a.1 - 1e-9)));
 }
+
+/// Workers whose returns are slowed while they receive
+/// (`Worker::return_receiving`): behind a full-duplex uplink and on two
+/// ports, the simulated run (which slows a return only while its worker's
+/// own send is under way) ends when the planner said.
+#[test]
+fn returns_slowed_while_receiving_run_as_predicted() {
+    // Returns as long as sends: they weigh on the makespan.
+    let base = Platform::new(vec![
+        Worker::new("a", 0.010, 0.02, 0.02),
+        Worker::new("b", 0.020, 0.03, 0.03),
+        Worker::new("c", 0.015, 0.01, 0.03),
+        Worker::new("d", 0.050, 0.02, 0.06),
+    ])
+    .expect("valid");
+    let factors = [Some(1.8), None, Some(2.5), Some(1.2)];
+    let workers = (base.workers().iter().zip(factors.iter().cycle()))
+        .map(|(w, &f)| Worker {
+            return_receiving: f,
+            ..w.clone()
+        })
+        .collect();
+    let p = Platform::new(workers).expect("valid");
+    let mut slowed = false;
+    let duplex = uplinks().into_iter().filter(|u| u.duplex).map(Ports::Shared);
+    for ports in duplex.chain([Ports::Two]) {
+        for load in [40u64, 300] {
+            let req = Request {
+                ports,
+                ..Request::new(load, Strategy::Rounds)
+            };
+            let what = format!("{ports:?} M={load}");
+            let pl = plan(&p, &req).expect("plans");
+            let run = simulate(&p, p.workers(), &pl, cfg(), &[]);
+            check_stored_once(&run, &what);
+            let want = pl.makespan();
+            assert!(
+                (run.end - want).abs() <= 1e-9 * want,
+                "{what}: ran {} vs {want}",
+                run.end
+            );
+            let unslowed = simulate(&base, base.workers(), &pl, cfg(), &[]);
+            slowed |= run.end > unslowed.end * (1.0 + 1e-6);
+        }
+    }
+    assert!(slowed, "some plan ran longer for its slowed returns");
+}
