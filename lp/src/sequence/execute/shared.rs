@@ -54,8 +54,9 @@ impl Sim<'_> {
                 send_pos[j] = Some(pos);
             }
         }
-        // Returns under way, by position and worker: their speed follows
-        // whether their worker receives ([`super::receiving`]).
+        // Returns under way of workers slowed while they receive, by
+        // position and worker: their speed follows whether their worker
+        // receives ([`super::receiving`]).
         let mut returning: Vec<(usize, usize)> = Vec::new();
         let mut t = 0.0f64;
         loop {
@@ -106,7 +107,9 @@ impl Sim<'_> {
                     let speed = match op {
                         PortOp::Send(_) => 1.0,
                         PortOp::Return(_) => {
-                            returning.push((pos, w));
+                            if self.receiving_changes(w, t).is_finite() || self.return_speed(w, t) < 1.0 {
+                                returning.push((pos, w));
+                            }
                             self.return_speed(w, t)
                         }
                     };
