@@ -25,7 +25,11 @@ on its lane or not) against its time under fair 0.95 at the worker's
 costs alone (the platform's with its `under_load` factors divided out),
 apart from and during its own worker's transfer the other way (a return
 while the worker receives, a send while it returns: for half its time or
-more): measured over predicted, their sums' ratio and the median.
+more): measured over predicted, their sums' ratio and the median. Last,
+for each worker with five returns or more each way whose returns while
+it receives took 1.1 times or more what its returns apart did, the
+platform file's `return_receiving` that says so (with `d` its cost alone,
+`under_load`'s return factor 1).
 
 Only Python's standard library is needed (3.11 or later, for tomllib).
 """
@@ -144,6 +148,17 @@ def print_own(own):
     print(f"worker  lane    {'apart':>21}  {'during its other way':>21}")
     for name, lane in sorted({(k[0], k[1]) for k in own}):
         print(f"{name:7} {lane:7}  {cell(own.get((name, lane, False), []))}  {cell(own.get((name, lane, True), []))}")
+    # A worker's returns while it receives, against its returns apart: the
+    # platform file's `return_receiving` (with `d` its cost alone), where
+    # five of each or more say it is 1.1 or more.
+    for name in sorted({k[0] for k in own}):
+        apart, during = own.get((name, "return", False), []), own.get((name, "return", True), [])
+        if len(apart) < 5 or len(during) < 5:
+            continue
+        ratio = lambda v: sum(m for m, _ in v) / sum(p for _, p in v)
+        f = ratio(during) / ratio(apart)
+        if f >= 1.1:
+            print(f"{name}: return_receiving = {f:.2f}  (returns while receiving {ratio(during):.2f}, apart {ratio(apart):.2f})")
 
 
 def main():
