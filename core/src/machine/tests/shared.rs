@@ -57,6 +57,22 @@ fn check_capacity(platform: &Platform, u: Uplink, transfers: &[(f64, f64, bool, 
     }
 }
 
+/// The plan of `req` on `p`, and its simulated run on `p`'s own costs:
+/// every product stored once, and the run ends exactly when the plan
+/// said.
+fn runs_as_planned(p: &Platform, req: &Request, what: &str) -> (Plan, Run) {
+    let pl = plan(p, req).expect("plans");
+    let run = simulate(p, p.workers(), &pl, cfg(), &[]);
+    check_stored_once(&run, what);
+    let want = pl.makespan();
+    assert!(
+        (run.end - want).abs() <= 1e-9 * want,
+        "{what}: ran {} vs {want}",
+        run.end
+    );
+    (pl, run)
+}
+
 fn uplinks() -> [Uplink; 3] {
     [
         // Faster than every link: several transfers at once.
@@ -80,15 +96,7 @@ fn every_plan_runs_as_predicted_within_the_uplink() {
                     ..Request::new(load, strategy)
                 };
                 let what = format!("{u:?} {strategy} M={load}");
-                let pl = plan(&p, &req).expect("plans");
-                let run = simulate(&p, p.workers(), &pl, cfg(), &[]);
-                check_stored_once(&run, &what);
-                let want = pl.makespan();
-                assert!(
-                    (run.end - want).abs() <= 1e-9 * want,
-                    "{what}: ran {} vs {want}",
-                    run.end
-                );
+                let (_, run) = runs_as_planned(&p, &req, &what);
                 check_capacity(&p, u, &run.transfers, &what);
                 let sends: Vec<_> = run.transfers.iter().filter(|t| t.2).collect();
                 concurrent |= sends
@@ -222,15 +230,7 @@ fn returns_slowed_while_receiving_run_as_predicted() {
                 ..Request::new(load, Strategy::Rounds)
             };
             let what = format!("{ports:?} M={load}");
-            let pl = plan(&p, &req).expect("plans");
-            let run = simulate(&p, p.workers(), &pl, cfg(), &[]);
-            check_stored_once(&run, &what);
-            let want = pl.makespan();
-            assert!(
-                (run.end - want).abs() <= 1e-9 * want,
-                "{what}: ran {} vs {want}",
-                run.end
-            );
+            let (pl, run) = runs_as_planned(&p, &req, &what);
             let unslowed = simulate(&base, base.workers(), &pl, cfg(), &[]);
             slowed |= run.end > unslowed.end * (1.0 + 1e-6);
         }
