@@ -336,7 +336,7 @@ async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_fir
         return (Vec::new(), None, failed);
     }
     let t0 = std::time::Instant::now();
-    let ports = measure_ports(links, &probed, opts).await;
+    let mut ports = measure_ports(links, &probed, opts).await;
     let secs = t0.elapsed().as_secs_f64();
     tracing::debug!(secs, "port model measured");
     if opts.ports && probed.len() > 1 {
@@ -349,7 +349,6 @@ async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_fir
     let mut workers: Vec<WorkerCalibration> = (probed.into_iter())
         .map(|(i, p)| finish(&links[i].name, p.samples, p.scatter, p.max_load))
         .collect();
-    let mut ports = ports;
     if let Some(found) = ports.as_mut().filter(|p| p.uplink.is_some_and(|u| u.duplex)) {
         let t0 = std::time::Instant::now();
         under_load(links, &room, &mut workers, opts).await;
