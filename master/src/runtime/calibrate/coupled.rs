@@ -61,8 +61,15 @@ pub const MIN_CHUNKS: u64 = 6;
 
 /// A pipeline takes about this long (its slowest phase's time), within
 /// [`MIN_CHUNKS`] and [`CHUNKS`] chunks: the slowest links' pipelines
-/// are shorter, and they carry the least of a run.
-pub const PIPELINE_SECONDS: f64 = 1.0;
+/// are shorter, and they carry the least of a run. Products of 768×768
+/// (a chunk of one on the fastest link: 0.17 s) had pipelines of six
+/// chunks at one second: on the switched test bed (`a:240:10 b:480:20
+/// c:720:30 d:960:40` behind 500 Mbit/s, five calibrations each) `d`'s
+/// sending under load read 1.00-1.14 (its runs paid 1.12-1.14, and the
+/// plans that lean on it ran 1.12-1.15× their predictions where it read
+/// 1.0); at two seconds (twelve chunks) 1.06-1.09, calibration taking
+/// 14.2-15.1 s instead of 11.1-11.6.
+pub const PIPELINE_SECONDS: f64 = 2.0;
 
 /// Each chunk takes about this long in its slowest phase: long beside a
 /// processor quota's periods (10-100 ms), short beside the pipeline.
@@ -267,8 +274,8 @@ pub fn chunks(alone: &Alone, units: u64) -> Option<u64> {
 pub const FEWEST: u64 = 3;
 
 /// Units a pipeline may hold on a worker whose largest probe is `largest`
-/// units and whose memory holds `max_load`: that probe, or [`MIN_CHUNKS`]
-/// chunks of one unit where half its memory holds them. The largest probe
+/// units and whose memory holds `max_load`: that probe, or up to
+/// [`CHUNKS`] chunks of one unit within half its memory. The largest probe
 /// carries at most 16 MiB, one product of 768×768 (9.4 MB of inputs):
 /// with that alone there was no pipeline, and the platform said nothing
 /// of the slowdown under load its runs then paid (on the switched test
@@ -276,7 +283,7 @@ pub const FEWEST: u64 = 3;
 /// a core computed 1.5-1.9× slower in runs and the plans leaning on it ran
 /// 1.18-1.20× their predictions).
 pub fn room(largest: u64, max_load: u64) -> u64 {
-    largest.max(MIN_CHUNKS.min(max_load / 2))
+    largest.max(CHUNKS.min(max_load / 2))
 }
 
 /// Seconds a unit of the slowest phase alone.
@@ -542,10 +549,21 @@ mod tests {
         assert_eq!(units(&Alone { max_units: 32, ..fast }), 2);
         assert_eq!(units(&Alone { max_units: 2, ..fast }), 1);
         assert_eq!(units(&Alone { c: 10.0, ..ALONE }), 1);
-        // A second of the slowest phase: 16 chunks of 0.06 s; of 0.12 s, 8;
-        // of 10 s, the fewest.
+        // Two seconds of the slowest phase: 16 chunks of 0.06 s; of 0.24 s,
+        // 8; of 10 s, the fewest. Chunks of 0.12 s would be 16, but 64
+        // units hold 10 of 6.
         assert_eq!(chunks(&fast, 3), Some(CHUNKS));
-        assert_eq!(chunks(&fast, 6), Some(8));
+        assert_eq!(
+            chunks(
+                &Alone {
+                    max_units: 1000,
+                    ..fast
+                },
+                12
+            ),
+            Some(8)
+        );
+        assert_eq!(chunks(&fast, 6), Some(10));
         assert_eq!(chunks(&Alone { c: 10.0, ..ALONE }, 1), Some(MIN_CHUNKS));
         // All of them held at once within the largest probe: 16 chunks of
         // 3 want 48 units; 20 hold 6 of them, 8 hold 2, too few.
@@ -556,7 +574,8 @@ mod tests {
     #[test]
     fn a_product_larger_than_the_largest_probe_still_gets_a_pipeline() {
         // 768×768 on the test bed: the largest probe one unit, memory for
-        // 892. A pipeline of the fewest chunks of one unit each fits.
+        // 892. Room for the most chunks of one unit; two seconds of them
+        // at 0.166 s each: 12.
         let large = Alone {
             c: 0.166,
             w: 0.12,
@@ -564,9 +583,11 @@ mod tests {
             ret_latency: 0.0,
             max_units: room(1, 892),
         };
-        assert_eq!(large.max_units, MIN_CHUNKS);
+        assert_eq!(large.max_units, CHUNKS);
         assert_eq!(units(&large), 1);
-        assert_eq!(chunks(&large, 1), Some(MIN_CHUNKS));
+        assert_eq!(chunks(&large, 1), Some(12));
+        // Memory for twenty products: ten chunks of one.
+        assert_eq!(room(1, 20), 10);
         // With the largest probe alone it had none.
         assert_eq!(chunks(&Alone { max_units: 1, ..large }, 1), None);
         // Where the largest probe holds more, it is the room, as before.
