@@ -180,10 +180,11 @@ impl Sim {
     /// The speed of `worker`'s return now: slowed while a send of its own
     /// is under way on the other lane ([`Worker::return_receiving`]).
     fn return_speed(&self, worker: usize) -> f64 {
-        let receiving = !self.ports.one_lane()
-            && (self.flows.iter()).any(|(&k, f)| f.worker == worker && f.send && self.lanes[0].end_of(k).is_some());
-        if receiving {
-            self.truth[worker].return_speed_receiving()
+        let slowed = self.truth[worker].return_speed_receiving();
+        let receiving =
+            || (self.flows.iter()).any(|(&k, f)| f.worker == worker && f.send && self.lanes[0].end_of(k).is_some());
+        if slowed < 1.0 && !self.ports.one_lane() && receiving() {
+            slowed
         } else {
             1.0
         }

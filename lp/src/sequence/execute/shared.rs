@@ -107,10 +107,11 @@ impl Sim<'_> {
                     let speed = match op {
                         PortOp::Send(_) => 1.0,
                         PortOp::Return(_) => {
-                            if self.receiving_changes(w, t).is_finite() || self.return_speed(w, t) < 1.0 {
+                            let speed = self.return_speed(w, t);
+                            if speed < 1.0 || self.receiving_changes(w, t).is_finite() {
                                 returning.push((pos, w));
                             }
-                            self.return_speed(w, t)
+                            speed
                         }
                     };
                     flights.start_at(t, pos, cost.secs, cost.share, speed);

@@ -177,6 +177,15 @@ fn units_for(secs: f64, per_unit: f64, max_units: u64) -> u64 {
     ((secs / per_unit.max(1e-12)).ceil() as u64).clamp(1, max_units.max(1))
 }
 
+/// The links by their send cost, fastest first, and the values a send
+/// probe carries (as many as the largest probe's units take).
+fn fastest_first(links: &mut [(&mut Link, Measured)], opts: &CalibrateOptions) -> Values {
+    links.sort_by(|a, b| a.1.c.total_cmp(&b.1.c));
+    let (unit_in, _) = unit_values(&opts.form);
+    let largest = links.iter().map(|l| l.1.max_units).max().unwrap_or(1);
+    Values::zeros(DType::F64, (unit_in * largest) as usize)
+}
+
 /// Measure the port model with the workers' links (at least two) and their
 /// link measurements.
 pub(super) async fn measure(links: Vec<(&mut Link, Measured)>, opts: &CalibrateOptions) -> Result<PortFindings> {
@@ -184,12 +193,10 @@ pub(super) async fn measure(links: Vec<(&mut Link, Measured)>, opts: &CalibrateO
         bail!("the port model needs two workers or more");
     }
     let mut links = links;
-    links.sort_by(|a, b| a.1.c.total_cmp(&b.1.c));
+    let buf = fastest_first(&mut links, opts);
     let secs = target_seconds(opts);
     let t0 = Instant::now();
     let (unit_in, unit_out) = unit_values(&opts.form);
-    let largest = links.iter().map(|l| l.1.max_units).max().unwrap_or(1);
-    let buf = Values::zeros(DType::F64, (unit_in * largest) as usize);
 
     // Overlap: the fastest sender against the fastest other returner.
     let (first, rest) = links.split_at_mut(1);
@@ -279,10 +286,7 @@ pub(super) async fn again(
     if links.len() < 2 || found.uplink.is_none() {
         return Ok(());
     }
-    links.sort_by(|a, b| a.1.c.total_cmp(&b.1.c));
-    let (unit_in, _) = unit_values(&opts.form);
-    let largest = links.iter().map(|l| l.1.max_units).max().unwrap_or(1);
-    let buf = Values::zeros(DType::F64, (unit_in * largest) as usize);
+    let buf = fastest_first(&mut links, opts);
     let group = found.group.min(links.len());
     let known = Some(found.rates.best_c);
     let (rate, _) = aggregate(&mut links, group, true, known, &buf, target_seconds(opts), opts).await?;
