@@ -484,3 +484,51 @@ fn returns_slowed_while_their_worker_receives_follow_the_lane() {
         "only {crossed} slowed returns crossed their worker's sends"
     );
 }
+
+/// What the plan expects the uplink to stretch each worker's transfers
+/// by: two sends of 60% of the uplink each start together and share 95%
+/// of it (`lane::CAP`) equally, so each takes 0.6/0.475 of its time alone;
+/// returns that fit run alone; a worker with no chunk, and every one on
+/// one port, 1.
+#[test]
+fn stretch_is_the_shared_time_over_the_time_alone() {
+    let platform = dls_lp::Platform::new(vec![
+        dls_lp::Worker::new("a", 1.0 / 60.0, 0.01, 0.02),
+        dls_lp::Worker::new("b", 1.0 / 60.0, 0.01, 0.02),
+        dls_lp::Worker::new("c", 1.0 / 60.0, 0.01, 0.02),
+    ])
+    .expect("valid");
+    let shared = Ports::Shared(Uplink::new(0.01, 0.001, true).expect("valid"));
+    let chunks = vec![
+        dls_lp::sequence::RoundChunk {
+            worker: 0,
+            units: 10,
+            round: 0,
+        },
+        dls_lp::sequence::RoundChunk {
+            worker: 1,
+            units: 10,
+            round: 0,
+        },
+    ];
+    let ops = vec![PortOp::Send(0), PortOp::Send(1), PortOp::Return(0), PortOp::Return(1)];
+    let seq = Sequence::timed(&platform, chunks.clone(), ops.clone(), shared, 1, 0, true);
+    // Both sends under way from 0, ending together at 10 units over
+    // 0.475 of the uplink's 100 units a second.
+    for t in &seq.times[..2] {
+        assert!(
+            t.send_start.abs() < 1e-12 && (t.send_end - 10.0 / 47.5).abs() < 1e-9,
+            "{t:?}"
+        );
+    }
+    let stretch = seq.stretch(&platform, shared);
+    for s in &stretch[..2] {
+        assert!(
+            (s[0] - 0.6 / (lane::CAP / 2.0)).abs() < 1e-9 && (s[1] - 1.0).abs() < 1e-9,
+            "{s:?}"
+        );
+    }
+    assert_eq!(stretch[2], [1.0, 1.0]);
+    let one = Sequence::timed(&platform, chunks, ops, Ports::One, 1, 0, true);
+    assert!(one.stretch(&platform, Ports::One).iter().all(|s| *s == [1.0, 1.0]));
+}

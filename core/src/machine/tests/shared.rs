@@ -237,3 +237,44 @@ fn returns_slowed_while_receiving_run_as_predicted() {
     }
     assert!(slowed, "some plan ran longer for its slowed returns");
 }
+
+/// Transfers the plan times stretched by the uplink's sharing are not the
+/// workers' slowness: with online correction on, a run on the plan's own
+/// costs corrects nothing and ends when the plan said, though the sends
+/// took well beyond their time alone.
+#[test]
+fn sharing_the_plan_expects_is_not_corrected() {
+    // Two links of 77% and 65% of the uplink (seven-192's `e` and `d` on
+    // the switched test bed): the second starts beside the first in the
+    // room left below lane::FILL, and they then share the uplink.
+    let p = Platform::new(vec![
+        Worker::new("e", 0.0132, 0.0079, 0.0073),
+        Worker::new("d", 0.0156, 0.0021, 0.0125),
+    ])
+    .expect("valid");
+    let u = Uplink::new(0.0101, 0.0050, true).expect("valid");
+    let req = Request {
+        ports: Ports::Shared(u),
+        ..Request::new(2000, Strategy::Rounds)
+    };
+    let pl = plan(&p, &req).expect("plans");
+    let adapting = Config { adapt: true, ..cfg() };
+    let run = simulate(&p, p.workers(), &pl, adapting, &[]);
+    check_stored_once(&run, "adapting");
+    // Each worker's sends' time over their time alone, recomputed from
+    // the run: beyond the correction's dead band for one at least.
+    let stretch = |w: usize| {
+        let sends = || run.measured.transfers.iter().filter(move |t| t.send && t.worker == w);
+        let took: f64 = sends().map(|t| t.end - t.start).sum();
+        let alone: f64 = sends().map(|t| t.units as f64 * p.workers()[w].c.max(u.send)).sum();
+        took / alone
+    };
+    let most = stretch(0).max(stretch(1));
+    assert!(
+        most > 1.0 + crate::adapt::DEADBAND,
+        "sends stretched {most:.3}x at most"
+    );
+    assert!(run.measured.adaptations.is_empty(), "{:?}", run.measured.adaptations);
+    let want = pl.makespan();
+    assert!((run.end - want).abs() <= 1e-9 * want, "ran {} vs {want}", run.end);
+}
