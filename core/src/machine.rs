@@ -120,18 +120,9 @@ struct Round {
     /// when the round is planned: the round's products, which chunks
     /// index into.
     on_demand: Option<Arc<[usize]>>,
-    /// Each worker's transfers as the plan times them over their time
-    /// alone, sends and returns ([`dls_lp::Sequence::stretch`]; empty: 1).
-    stretch: Vec<[f64; 2]>,
 }
 
 impl Round {
-    /// What the plan expects a transfer of `worker` to take over its time
-    /// alone.
-    fn stretch(&self, worker: usize, send: bool) -> f64 {
-        self.stretch.get(worker).map_or(1.0, |s| s[usize::from(!send)])
-    }
-
     /// The batch products of chunk `c` of this round.
     fn products(&self, c: &Chunk) -> Arc<[usize]> {
         match (self.jobs.get(&c.id), &self.on_demand) {
@@ -220,7 +211,6 @@ impl BatchMachine {
                     sched: Schedule::OnDemand(sched),
                     jobs: HashMap::new(),
                     on_demand: Some(products.into()),
-                    stretch: Vec::new(),
                 });
             }
             None => machine.add_planned(plan, &products, 0.0),
@@ -245,8 +235,7 @@ impl BatchMachine {
             self.committed[c.worker] += c.len as u64;
         }
         self.push_due(plan, now);
-        let stretch = plan.sequence.stretch(&self.platform, plan.ports);
-        self.add_round(Schedule::Planned(seq), &table, products, stretch);
+        self.add_round(Schedule::Planned(seq), &table, products);
     }
 
     /// A round planned at `now` pushes back each of its workers' predicted
@@ -264,7 +253,7 @@ impl BatchMachine {
         }
     }
 
-    fn add_round(&mut self, sched: Schedule, table: &[Chunk], products: &[usize], stretch: Vec<[f64; 2]>) {
+    fn add_round(&mut self, sched: Schedule, table: &[Chunk], products: &[usize]) {
         let k = self.rounds.len();
         let mut jobs = HashMap::new();
         for c in table {
@@ -276,7 +265,6 @@ impl BatchMachine {
             sched,
             jobs,
             on_demand: None,
-            stretch,
         });
     }
 
@@ -343,15 +331,9 @@ impl BatchMachine {
             &self.platform.workers()[worker],
             self.platform.workers()[worker].latency,
         );
-        // What a transfer should take: the port model's one cost rule, and
-        // behind a shared uplink as stretched as the plan expects it (the
-        // others' transfers beside it are not this worker's slowness: on
-        // the switched test bed, seven workers behind 500 Mbit/s, the plan
-        // timed `d`'s sends 1.37x their time alone, the run read them
-        // 1.39x and enrolled left-out workers no prediction counted).
+        // What a transfer should take: the port model's one cost rule.
         let ports = self.port.ports();
-        let round = &self.rounds[k];
-        let transfer = |send: bool| ports.transfer(wk, send, len).secs * round.stretch(worker, send);
+        let transfer = |send: bool| ports.transfer(wk, send, len).secs;
         match input {
             Input::Received(_) => {
                 self.port.end(worker, chunk, true);

@@ -164,43 +164,6 @@ impl Sequence {
         workers
     }
 
-    /// Each of `platform`'s workers' planned transfer time over what its
-    /// transfers take alone ([`Ports::transfer`]), sends and returns: how
-    /// far the plan expects a shared uplink to stretch them, which the run
-    /// must not read as the worker's slowness. 1 where a worker has no
-    /// chunk, on one port and on two (transfers alone), and for the
-    /// returns of a worker slowed while it receives
-    /// ([`Worker::return_receiving`](crate::Worker::return_receiving)),
-    /// whose runtime takes that slowdown out of each return it times.
-    pub fn stretch(&self, platform: &Platform, ports: Ports) -> Vec<[f64; 2]> {
-        let wk = platform.workers();
-        let mut planned = vec![[0.0f64; 2]; wk.len()];
-        let mut alone = vec![[0.0f64; 2]; wk.len()];
-        for (c, t) in self.chunks.iter().zip(&self.times) {
-            let Some(w) = wk.get(c.worker) else { continue };
-            let took = [t.send_end - t.send_start, t.return_end - t.return_start];
-            for (way, send) in [(0, true), (1, false)] {
-                planned[c.worker][way] += took[way];
-                alone[c.worker][way] += ports.transfer(w, send, c.units as f64).secs;
-            }
-        }
-        let shared = matches!(ports, Ports::Shared(_));
-        (0..wk.len())
-            .map(|i| {
-                let ratio = |way: usize| {
-                    let r = planned[i][way] / alone[i][way];
-                    if shared && r.is_finite() {
-                        r.max(1.0)
-                    } else {
-                        1.0
-                    }
-                };
-                let slowed = !ports.one_lane() && wk[i].return_speed_receiving() < 1.0;
-                [ratio(0), if slowed { 1.0 } else { ratio(1) }]
-            })
-            .collect()
-    }
-
     /// The workers of `p` with a chunk, by when their first send (or
     /// return, if not `sends`) starts.
     pub fn order(&self, p: usize, sends: bool) -> Vec<usize> {
