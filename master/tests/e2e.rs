@@ -384,3 +384,45 @@ async fn rectangular_float32_and_shared_b_batches_run_end_to_end() {
     }
     pool.close().await;
 }
+
+/// A run given no platform measures its workers on its first products,
+/// one send at a time and one return at a time: a return crosses beside
+/// the next worker's send (two ports), unless the run is held to the
+/// report's one port, where no two of the probes' transfers cross at
+/// once. Every product right either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_return_beside_the_next_send_unless_held_to_one_port() {
+    use dls_master::config::cluster::Cluster;
+    // Links of 4 MB/s: a probe chunk of two 48×48 products (74 KB of
+    // inputs) takes about 18 ms to send, its results 9 ms to return.
+    let w = common::start(&[(Some(4.0), 1.0), (Some(4.0), 1.0), (Some(4.0), 1.0)], None);
+    let cluster = Cluster::from_list_indexed(&w.list()).expect("cluster");
+    let workers = session::Workers::new(cluster, None);
+    for (ports, crossing) in [(None, true), (Some(dls_lp::Ports::One), false)] {
+        let batch = Batch::random(24, 48, 9);
+        let cfg = RunConfig {
+            ports,
+            verify: 3,
+            ..RunConfig::default()
+        };
+        let mut sink = batch.memory_sink().expect("memory");
+        let done = session::run(&workers, None, None, &batch, &cfg, &mut sink, |_| {})
+            .await
+            .expect("runs");
+        common::assert_batch_right(&batch, &sink.0);
+        let probes = done.report.probes.as_ref().expect("calibrated within the run");
+        let trace = done.trace.to_json();
+        // The probes' transfers: every span that ended before the plan.
+        let spans: Vec<_> = (port_spans(&trace).into_iter())
+            .filter(|s| s.1 <= probes.seconds * 1e6)
+            .collect();
+        assert_eq!(spans.iter().filter(|s| s.2).count(), 3, "{ports:?}: a probe chunk each");
+        let at_once = spans
+            .iter()
+            .any(|a| (spans.iter()).any(|b| a.2 != b.2 && a.3 != b.3 && b.0 < a.1 - 1.0 && a.0 < b.1 - 1.0));
+        assert_eq!(at_once, crossing, "{ports:?}: {spans:?}");
+        let sends: Vec<_> = spans.iter().filter(|s| s.2).collect();
+        let alone = sends.windows(2).all(|p| p[1].0 >= p[0].1 - 1.0);
+        assert!(alone, "{ports:?}: the probes' sends one at a time: {spans:?}");
+    }
+}
