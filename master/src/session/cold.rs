@@ -174,13 +174,16 @@ async fn probe(
 /// The port the probes cross: two ports (one send and one return at
 /// once, each alone its way, so each still times its own link), unless
 /// the run is held to the report's one port (`--ports 1`). With one
-/// port every return waited for the last probe's send: on the switched
-/// test bed, three workers and products of 1024×1024 (`a:300:40 b:200:20
-/// c:400:30`), the probes took 2.3 s, the sums of their sends and of
-/// their returns; with two, about the sends' and the last return's.
-/// On a master whose sends and returns take turns (found next, by the
-/// port probes), the returns' costs read high, and the run's correction
-/// sees it.
+/// port every return waited for the last probe's send. On the switched
+/// test bed, cold runs of each build in turn: five workers, n = 320
+/// (`a:200:25 b:100:50 c:300:15 d:150:30 e:400:20`), the probes and the
+/// port probes took 1.64-1.66 s against 1.95-1.99, the runs 9.15-9.40 s
+/// against 9.55-10.05; seven workers at n = 192, 1.67-1.73 s against
+/// 2.08-2.11; three at n = 1024, 2.75-2.93 s against 3.10-3.15 (their
+/// plans' runs scattered more, 7.6-8.9 s against 7.1-8.1: seven runs
+/// each, medians 10.60 and 10.87 s whole). On a master whose sends and
+/// returns take turns (found next, by the port probes) the returns read
+/// slower than alone, and the run's correction sees it.
 pub fn probe_ports(asked: Option<Ports>) -> Ports {
     match asked {
         Some(Ports::One) => Ports::One,
