@@ -335,8 +335,9 @@ async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_fir
     if stop_at_first && !failed.is_empty() {
         return (Vec::new(), None, failed);
     }
+    let measured: Vec<(usize, ports::Measured)> = probed.iter().map(|(i, p)| (*i, p.measured())).collect();
     let t0 = std::time::Instant::now();
-    let mut ports = measure_ports(links, &probed, opts).await;
+    let mut ports = ports_with(with_measured(links, &measured), opts).await;
     let secs = t0.elapsed().as_secs_f64();
     tracing::debug!(secs, "port model measured");
     if opts.ports && probed.len() > 1 {
@@ -345,7 +346,6 @@ async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_fir
     let room: Vec<(usize, u64)> = (probed.iter())
         .map(|(i, p)| (*i, coupled::room(p.max_units, p.max_load)))
         .collect();
-    let measured: Vec<(usize, ports::Measured)> = probed.iter().map(|(i, p)| (*i, p.measured())).collect();
     let mut workers: Vec<WorkerCalibration> = (probed.into_iter())
         .map(|(i, p)| finish(&links[i].name, p.samples, p.scatter, p.max_load))
         .collect();
@@ -353,10 +353,7 @@ async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_fir
         let t0 = std::time::Instant::now();
         under_load(links, &room, &mut workers, opts).await;
         tracing::debug!(secs = t0.elapsed().as_secs_f64(), "costs under load measured");
-        let jobs = (links.iter_mut().enumerate())
-            .filter_map(|(i, l)| Some((l, measured.iter().find(|m| m.0 == i)?.1)))
-            .collect();
-        if let Err(e) = ports::again(jobs, found, opts).await {
+        if let Err(e) = ports::again(with_measured(links, &measured), found, opts).await {
             // The first reading stands; a worker that failed shows again
             // in the run.
             tracing::warn!("sends at once not timed again: {e:#}");
@@ -411,20 +408,15 @@ async fn under_load(
     }
 }
 
-/// The port model, from the workers whose links were measured; `None`
-/// with fewer than two, or when a probe failed (its worker's failure shows
-/// again in the run).
-async fn measure_ports(
-    links: &mut [Link],
-    probed: &[(usize, compute::Probes)],
-    opts: &CalibrateOptions,
-) -> Option<PortFindings> {
-    let jobs = links
-        .iter_mut()
-        .enumerate()
-        .filter_map(|(i, l)| Some((l, probed.iter().find(|p| p.0 == i)?.1.measured())))
-        .collect();
-    ports_with(jobs, opts).await
+/// The links measured (`measured`, by index), each with its
+/// measurements: what the port probes are sized from.
+fn with_measured<'a>(
+    links: &'a mut [Link],
+    measured: &[(usize, ports::Measured)],
+) -> Vec<(&'a mut Link, ports::Measured)> {
+    (links.iter_mut().enumerate())
+        .filter_map(|(i, l)| Some((l, measured.iter().find(|m| m.0 == i)?.1)))
+        .collect()
 }
 
 /// The port model of `links` whose seconds a unit each way (send, return)
@@ -443,6 +435,10 @@ pub async fn ports_of(links: &mut [Link], costs: &[(f64, f64)], opts: &Calibrate
     ports_with(jobs, opts).await
 }
 
+/// The port model of the links in `jobs`, each with its link
+/// measurements: `None` with fewer than two, when asked not to measure
+/// it, or when a probe failed (its worker's failure shows again in the
+/// run).
 async fn ports_with(jobs: Vec<(&mut Link, ports::Measured)>, opts: &CalibrateOptions) -> Option<PortFindings> {
     if jobs.len() < 2 || !opts.ports {
         return None;
