@@ -7,7 +7,8 @@
 //! chunk while it computes one and returns the last, so this is measured
 //! where the port model found two lanes, the way a run does it: a short
 //! pipeline of real chunks ([`CHUNKS`], zeros, each granted at once) sent
-//! back to back, each computed once it is in and returned once computed.
+//! back to back but for a window ([`window`]: a few held at once), each
+//! computed once it is in and returned once computed.
 //! Its steady state is what a run sees: the time between one chunk and
 //! the next arriving, computed and back (the slowest of the three, a
 //! unit) over the slowest phase's cost alone is the worker's factor, and
@@ -71,9 +72,18 @@ pub const MIN_CHUNKS: u64 = 6;
 /// 14.2-15.1 s instead of 11.1-11.6.
 pub const PIPELINE_SECONDS: f64 = 2.0;
 
-/// Each chunk takes about this long in its slowest phase: long beside a
-/// processor quota's periods (10-100 ms), short beside the pipeline.
-pub const SECONDS: f64 = 0.06;
+/// Each chunk takes about this long in its slowest phase, as a run's
+/// chunks do (plans of a few tens of rounds over batches of seconds):
+/// long beside a processor quota's periods (10-100 ms), short beside the
+/// pipeline. Chunks of 60 ms missed what runs of 0.25 s chunks pay on a
+/// node whose networking and computing share a small quota: on the
+/// switched test bed (`a:120:10 b:240:20 c:360:30 d:480:40`, n = 256) `d`
+/// read sending 1.0, and the plan leaning on it (295 of 300 products) ran
+/// 1.10-1.14× its prediction in nine runs, its returns taking 1.2× their
+/// cost while it received; with chunks of 0.25 s, four calibrations read
+/// 1.04-1.09, and their plans ran 0.98-1.08× theirs (in pipelines of 1.5 s,
+/// six chunks, 1.0 in three of four, and 0.96-1.14×).
+pub const SECONDS: f64 = 0.25;
 
 /// The job the probes' chunks belong to (no run's job is numbered so).
 const JOB: JobId = JobId(u64::MAX);
@@ -250,40 +260,54 @@ fn mean(probes: &[Pipeline], phase: impl Fn(&Pipeline) -> Option<f64>) -> f64 {
     times.iter().sum::<f64>() / times.len() as f64
 }
 
-/// Units a chunk: about [`SECONDS`] of the slowest phase, and the whole
-/// pipeline within the worker's largest probe (it may hold every chunk
-/// at once).
+/// Units a chunk: about [`SECONDS`] of the slowest phase, and at least
+/// [`WINDOW`] chunks within the units the pipeline may hold at once.
 pub fn units(alone: &Alone) -> u64 {
-    let most = (alone.max_units / CHUNKS).max(1);
+    let most = (alone.max_units / WINDOW).max(1);
     ((SECONDS / slowest(alone)).round() as u64).clamp(1, most)
 }
 
 /// Chunks of `units` in one pipeline: about [`PIPELINE_SECONDS`] of the
-/// slowest phase, within [`MIN_CHUNKS`] and [`CHUNKS`], and all of them
-/// within the worker's largest probe (sent back to back, they may all be
-/// held at once; a worker refuses a chunk its memory cannot hold). `None`
-/// when fewer than [`FEWEST`] fit: too few for a steady state.
+/// slowest phase, within [`MIN_CHUNKS`] and [`CHUNKS`]. `None` when the
+/// units it may hold at once hold fewer than [`FEWEST`] chunks: too few
+/// in flight for a steady state (a worker refuses a chunk its memory
+/// cannot hold).
 pub fn chunks(alone: &Alone, units: u64) -> Option<u64> {
     let per_chunk = units.max(1) as f64 * slowest(alone);
     let wanted = ((PIPELINE_SECONDS / per_chunk).floor() as u64).clamp(MIN_CHUNKS, CHUNKS);
-    let n = wanted.min(alone.max_units / units.max(1));
-    (n >= FEWEST).then_some(n)
+    (window(alone, units) >= FEWEST).then_some(wanted)
 }
 
-/// Fewest chunks that say anything of a steady state (two spacings).
+/// Chunks of `units` a pipeline holds at once (sent, not yet back):
+/// [`WINDOW`], or as many as the units it may hold. A chunk is sent once
+/// the one this many before it is back, as a run holds a few chunks on a
+/// worker. Before, a pipeline held all its chunks at once, so they had to
+/// fit the largest probe: products of 256×256 (a probe of 16 units) went
+/// in 16 chunks of one, 0.3 s in all where a link took 19 ms a unit.
+pub fn window(alone: &Alone, units: u64) -> u64 {
+    (alone.max_units / units.max(1)).min(WINDOW)
+}
+
+/// Fewest chunks held at once (and in a pipeline) that say anything of a
+/// steady state: one arriving, one computing, one returning.
 pub const FEWEST: u64 = 3;
 
+/// Chunks a pipeline holds at once where its room allows: one arriving,
+/// one computing, one returning and one to spare, so the window never
+/// sets the pace where every phase takes at most the slowest one's time
+/// (a chunk is back at most three chunks' times after its send began).
+pub const WINDOW: u64 = 4;
+
 /// Units a pipeline may hold on a worker whose largest probe is `largest`
-/// units and whose memory holds `max_load`: that probe, or up to
-/// [`CHUNKS`] chunks of one unit within half its memory. The largest probe
-/// carries at most 16 MiB, one product of 768×768 (9.4 MB of inputs):
-/// with that alone there was no pipeline, and the platform said nothing
-/// of the slowdown under load its runs then paid (on the switched test
-/// bed, `a:240:10 b:480:20 c:720:30 d:960:40`, the node at two fifths of
-/// a core computed 1.5-1.9× slower in runs and the plans leaning on it ran
-/// 1.18-1.20× their predictions).
+/// units and whose memory holds `max_load`: that probe, or half its
+/// memory. The largest probe carries at most 16 MiB, one product of
+/// 768×768 (9.4 MB of inputs): with that alone there was no pipeline, and
+/// the platform said nothing of the slowdown under load its runs then paid
+/// (on the switched test bed, `a:240:10 b:480:20 c:720:30 d:960:40`, the
+/// node at two fifths of a core computed 1.5-1.9× slower in runs and the
+/// plans leaning on it ran 1.18-1.20× their predictions).
 pub fn room(largest: u64, max_load: u64) -> u64 {
-    largest.max(CHUNKS.min(max_load / 2))
+    largest.max(max_load / 2)
 }
 
 /// Seconds a unit of the slowest phase alone.
@@ -304,14 +328,16 @@ pub async fn measure(link: &mut Link, alone: &Alone, opts: &CalibrateOptions) ->
     let b = form
         .shared_b
         .then(|| Values::zeros(form.dtype, form.shape.b_len() as usize));
-    once(link, (k, n), &inputs, b.as_ref(), opts).await.map(Some)
+    let held = window(alone, k).min(n);
+    once(link, (k, n, held), &inputs, b.as_ref(), opts).await.map(Some)
 }
 
 /// One pipeline of `n` chunks of `k` products of zeros (`b`: the shared
-/// B, when the form has one), each granted as it is sent.
+/// B, when the form has one), each granted as it is sent, at most `held`
+/// of them sent and not yet back.
 async fn once(
     link: &mut Link,
-    (k, n): (u64, u64),
+    (k, n, held): (u64, u64, u64),
     inputs: &Values,
     b: Option<&Values>,
     opts: &CalibrateOptions,
@@ -320,11 +346,14 @@ async fn once(
     let t0 = Instant::now();
     let mut lent = link.conn.lend();
     let (reader, writer) = (&mut lent.reading, &mut lent.writing);
+    // A permit a chunk in flight; each result back returns one.
+    let room = tokio::sync::Semaphore::new(held.max(1) as usize);
     let write = async {
         if let Some(b) = b {
             writer.write_frame(&ToWorker::ShareB { job: JOB, form }, b).await?;
         }
         for j in 0..n {
+            room.acquire().await?.forget();
             let chunk = ChunkId(j);
             let assign = ToWorker::Assign {
                 job: JOB,
@@ -362,6 +391,7 @@ async fn once(
                     (&mut t.ready, chunk)
                 }
                 FromWorker::Results { job, chunk, count, .. } if job == JOB && u64::from(count) == k => {
+                    room.add_permits(1);
                     (&mut t.back, chunk)
                 }
                 other => bail!("worker {name:?}: unexpected answer during a pipeline probe: {other:?}"),
@@ -541,41 +571,110 @@ mod tests {
     }
 
     #[test]
-    fn chunks_take_about_their_target_and_all_fit_the_largest_probe() {
-        // The send is the slowest phase: 0.06 s / 0.02 s.
-        let fast = Alone { c: 0.02, ..ALONE };
-        assert_eq!(units(&fast), 3);
-        // Sixteen chunks held at once within 32 units: 2 each.
-        assert_eq!(units(&Alone { max_units: 32, ..fast }), 2);
+    fn chunks_take_about_their_target_and_a_window_of_them_fits_the_room() {
+        // The send is the slowest phase: 0.25 s / 1/32 s.
+        let fast = Alone { c: 0.03125, ..ALONE };
+        assert_eq!(units(&fast), 8);
+        // Four chunks held at once within 32 units: 8 each still; within
+        // 8, 2; within 2, one (fewer than four held).
+        assert_eq!(units(&Alone { max_units: 32, ..fast }), 8);
+        assert_eq!(units(&Alone { max_units: 8, ..fast }), 2);
         assert_eq!(units(&Alone { max_units: 2, ..fast }), 1);
         assert_eq!(units(&Alone { c: 10.0, ..ALONE }), 1);
-        // Two seconds of the slowest phase: 16 chunks of 0.06 s; of 0.24 s,
-        // 8; of 10 s, the fewest. Chunks of 0.12 s would be 16, but 64
-        // units hold 10 of 6.
-        assert_eq!(chunks(&fast, 3), Some(CHUNKS));
-        assert_eq!(
-            chunks(
-                &Alone {
-                    max_units: 1000,
-                    ..fast
-                },
-                12
-            ),
-            Some(8)
-        );
-        assert_eq!(chunks(&fast, 6), Some(10));
+        // Two seconds of the slowest phase: 8 chunks of 0.25 s; 16 (not 64)
+        // of 1/32 s; of one second, the fewest; of 10 s, the fewest.
+        assert_eq!(chunks(&fast, 8), Some(8));
+        assert_eq!(chunks(&fast, 1), Some(CHUNKS));
+        let roomy = Alone {
+            max_units: 1000,
+            ..fast
+        };
+        assert_eq!(chunks(&roomy, 32), Some(MIN_CHUNKS));
         assert_eq!(chunks(&Alone { c: 10.0, ..ALONE }, 1), Some(MIN_CHUNKS));
-        // All of them held at once within the largest probe: 16 chunks of
-        // 3 want 48 units; 20 hold 6 of them, 8 hold 2, too few.
-        assert_eq!(chunks(&Alone { max_units: 20, ..fast }, 3), Some(6));
-        assert_eq!(chunks(&Alone { max_units: 8, ..fast }, 3), None);
+        // The room holds a window, not the whole pipeline: four chunks of 8
+        // within 64 units (eight would fit), three within 24, two within
+        // 20: too few to overlap the three phases.
+        assert_eq!(window(&fast, 8), WINDOW);
+        assert_eq!(window(&Alone { max_units: 24, ..fast }, 8), 3);
+        assert_eq!(chunks(&Alone { max_units: 24, ..fast }, 8), Some(8));
+        assert_eq!(chunks(&Alone { max_units: 20, ..fast }, 8), None);
+        // Products of 256×256 behind 480 Mbit/s (19 ms a unit), memory for
+        // 1365: eight chunks of 13 (0.25 s each), four held at once, where
+        // the whole pipeline once had to fit the largest probe (16 units):
+        // sixteen chunks of one, 0.3 s in all.
+        let b = Alone {
+            c: 0.0189,
+            w: 0.0015,
+            d: 0.0092,
+            ret_latency: 0.0,
+            max_units: room(16, 1365),
+        };
+        assert_eq!((units(&b), chunks(&b, 13), window(&b, 13)), (13, Some(8), WINDOW));
+    }
+
+    /// A worker computing far slower than its link (loopback; products of
+    /// 64×64 at 300× this machine's time): with every chunk sent at once,
+    /// arrivals would run ahead of the results by the whole pipeline; a
+    /// chunk goes only once the one `held` before it is back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_pipeline_holds_at_most_its_window_of_chunks() {
+        use crate::runtime::local::{start_measured, Emulated};
+        let spec = Emulated {
+            name: "w".into(),
+            link_rate: None,
+            slowdown: 300.0,
+            speed_change: None,
+            memory: None,
+        };
+        let workers = start_measured(&[spec], 64).await.expect("a local worker");
+        let address = workers.cluster.worker[0].address.clone();
+        let mut link = crate::runtime::link::connect("w", &address, None, Default::default())
+            .await
+            .expect("connects");
+        let opts = super::CalibrateOptions::for_form(dls_protocol::Form::square(64));
+        // Chunks of 2 (at most 8 units held: four chunks), sixteen of them.
+        let alone = Alone {
+            c: 0.005,
+            w: 0.005,
+            d: 0.002,
+            ret_latency: 0.0,
+            max_units: 8,
+        };
+        let (k, n, held) = (units(&alone), chunks(&alone, 2), window(&alone, 2));
+        assert_eq!((k, n, held), (2, Some(CHUNKS), WINDOW));
+        let p = tokio::time::timeout(std::time::Duration::from_secs(60), measure(&mut link, &alone, &opts))
+            .await
+            .expect("within a minute")
+            .expect("measured")
+            .expect("a pipeline");
+        workers.stop().await;
+        assert_eq!(p.back.len(), CHUNKS as usize);
+        assert!(p.back.iter().all(|t| t.is_finite()), "every chunk came back: {p:?}");
+        let held = held as usize;
+        for j in held..p.back.len() {
+            assert!(
+                p.received[j] > p.back[j - held],
+                "chunk {j} arrived at {} before chunk {} was back at {}",
+                p.received[j],
+                j - held,
+                p.back[j - held]
+            );
+        }
+        // Computing set the pace, not the window: the steady state is the
+        // worker's chunks computed back to back.
+        let computing = p.computing().expect("sixteen chunks") * 2.0;
+        let cycle = p.cycle().expect("sixteen chunks") * 2.0;
+        assert!(
+            cycle < 1.5 * computing,
+            "cycle {cycle} s a chunk, computing {computing}"
+        );
     }
 
     #[test]
     fn a_product_larger_than_the_largest_probe_still_gets_a_pipeline() {
         // 768×768 on the test bed: the largest probe one unit, memory for
-        // 892. Room for the most chunks of one unit; two seconds of them
-        // at 0.166 s each: 12.
+        // 892. Half of it is room; chunks of two (0.33 s), six of them in
+        // two seconds, four held at once.
         let large = Alone {
             c: 0.166,
             w: 0.12,
@@ -583,26 +682,27 @@ mod tests {
             ret_latency: 0.0,
             max_units: room(1, 892),
         };
-        assert_eq!(large.max_units, CHUNKS);
-        assert_eq!(units(&large), 1);
-        assert_eq!(chunks(&large, 1), Some(12));
-        // Memory for twenty products: ten chunks of one.
+        assert_eq!(large.max_units, 446);
+        assert_eq!(units(&large), 2);
+        assert_eq!(chunks(&large, 2), Some(MIN_CHUNKS));
+        assert_eq!(window(&large, 2), WINDOW);
+        // Memory for twenty products: ten of room, chunks of two, four held.
         assert_eq!(room(1, 20), 10);
+        let twenty = Alone { max_units: 10, ..large };
+        assert_eq!((units(&twenty), window(&twenty, 2)), (2, WINDOW));
         // With the largest probe alone it had none.
         assert_eq!(chunks(&Alone { max_units: 1, ..large }, 1), None);
-        // Where the largest probe holds more, it is the room, as before.
-        assert_eq!(room(16, 8035), 16);
+        // Where the largest probe holds more than half the memory, it is
+        // the room.
+        assert_eq!(room(16, 8035), 4017);
+        assert_eq!(room(16, 20), 16);
         // Memory for four products: two of them, too few for a pipeline.
         assert_eq!(room(1, 4), 2);
-        assert_eq!(
-            chunks(
-                &Alone {
-                    max_units: room(1, 4),
-                    ..large
-                },
-                1
-            ),
-            None
-        );
+        let four = Alone {
+            max_units: room(1, 4),
+            ..large
+        };
+        assert_eq!(units(&four), 1);
+        assert_eq!(chunks(&four, 1), None);
     }
 }
