@@ -113,7 +113,10 @@ pub struct Alone {
     /// Seconds a return takes beyond `d` a unit (its latency), which a
     /// plan adds once a chunk.
     pub ret_latency: f64,
-    pub max_units: u64,
+    /// Units the pipeline may hold at once ([`room`]).
+    pub room: u64,
+    /// Units of the worker's largest probe: no chunk is larger.
+    pub largest: u64,
 }
 
 /// What one pipeline measured: `units` a chunk, and for each chunk when
@@ -260,10 +263,14 @@ fn mean(probes: &[Pipeline], phase: impl Fn(&Pipeline) -> Option<f64>) -> f64 {
     times.iter().sum::<f64>() / times.len() as f64
 }
 
-/// Units a chunk: about [`SECONDS`] of the slowest phase, and at least
-/// [`WINDOW`] chunks within the units the pipeline may hold at once.
+/// Units a chunk: about [`SECONDS`] of the slowest phase, at least
+/// [`WINDOW`] chunks within the units the pipeline may hold at once, and
+/// no more than the largest probe (16 MiB at most): on fast links a chunk
+/// of 0.25 s is hundreds of megabytes, and 32 workers on loopback, whose
+/// port probes now and then read two lanes, then calibrated in 10.4 s
+/// instead of 3.2 s.
 pub fn units(alone: &Alone) -> u64 {
-    let most = (alone.max_units / WINDOW).max(1);
+    let most = (alone.room / WINDOW).min(alone.largest).max(1);
     ((SECONDS / slowest(alone)).round() as u64).clamp(1, most)
 }
 
@@ -285,7 +292,7 @@ pub fn chunks(alone: &Alone, units: u64) -> Option<u64> {
 /// fit the largest probe: products of 256×256 (a probe of 16 units) went
 /// in 16 chunks of one, 0.3 s in all where a link took 19 ms a unit.
 pub fn window(alone: &Alone, units: u64) -> u64 {
-    (alone.max_units / units.max(1)).min(WINDOW)
+    (alone.room / units.max(1)).min(WINDOW)
 }
 
 /// Fewest chunks held at once (and in a pipeline) that say anything of a
@@ -321,7 +328,7 @@ fn slowest(alone: &Alone) -> f64 {
 pub async fn measure(link: &mut Link, alone: &Alone, opts: &CalibrateOptions) -> Result<Option<Pipeline>> {
     let (k, form) = (units(alone), opts.form);
     let Some(n) = chunks(alone, k) else {
-        tracing::debug!(worker = %link.name, max_units = alone.max_units, "too little memory for a pipeline under load");
+        tracing::debug!(worker = %link.name, room = alone.room, "too little memory for a pipeline under load");
         return Ok(None);
     };
     let inputs = Values::zeros(form.dtype, form.in_len(k as u32) as usize);
@@ -424,7 +431,8 @@ mod tests {
         w: 0.01,
         d: 0.02,
         ret_latency: 0.0,
-        max_units: 64,
+        room: 64,
+        largest: 64,
     };
 
     /// A pipeline of five 3-unit chunks that arrive, are computed and come
@@ -577,27 +585,24 @@ mod tests {
         assert_eq!(units(&fast), 8);
         // Four chunks held at once within 32 units: 8 each still; within
         // 8, 2; within 2, one (fewer than four held).
-        assert_eq!(units(&Alone { max_units: 32, ..fast }), 8);
-        assert_eq!(units(&Alone { max_units: 8, ..fast }), 2);
-        assert_eq!(units(&Alone { max_units: 2, ..fast }), 1);
+        assert_eq!(units(&Alone { room: 32, ..fast }), 8);
+        assert_eq!(units(&Alone { room: 8, ..fast }), 2);
+        assert_eq!(units(&Alone { room: 2, ..fast }), 1);
         assert_eq!(units(&Alone { c: 10.0, ..ALONE }), 1);
         // Two seconds of the slowest phase: 8 chunks of 0.25 s; 16 (not 64)
         // of 1/32 s; of one second, the fewest; of 10 s, the fewest.
         assert_eq!(chunks(&fast, 8), Some(8));
         assert_eq!(chunks(&fast, 1), Some(CHUNKS));
-        let roomy = Alone {
-            max_units: 1000,
-            ..fast
-        };
+        let roomy = Alone { room: 1000, ..fast };
         assert_eq!(chunks(&roomy, 32), Some(MIN_CHUNKS));
         assert_eq!(chunks(&Alone { c: 10.0, ..ALONE }, 1), Some(MIN_CHUNKS));
         // The room holds a window, not the whole pipeline: four chunks of 8
         // within 64 units (eight would fit), three within 24, two within
         // 20: too few to overlap the three phases.
         assert_eq!(window(&fast, 8), WINDOW);
-        assert_eq!(window(&Alone { max_units: 24, ..fast }, 8), 3);
-        assert_eq!(chunks(&Alone { max_units: 24, ..fast }, 8), Some(8));
-        assert_eq!(chunks(&Alone { max_units: 20, ..fast }, 8), None);
+        assert_eq!(window(&Alone { room: 24, ..fast }, 8), 3);
+        assert_eq!(chunks(&Alone { room: 24, ..fast }, 8), Some(8));
+        assert_eq!(chunks(&Alone { room: 20, ..fast }, 8), None);
         // Products of 256×256 behind 480 Mbit/s (19 ms a unit), memory for
         // 1365: eight chunks of 13 (0.25 s each), four held at once, where
         // the whole pipeline once had to fit the largest probe (16 units):
@@ -607,9 +612,21 @@ mod tests {
             w: 0.0015,
             d: 0.0092,
             ret_latency: 0.0,
-            max_units: room(16, 1365),
+            room: room(16, 1365),
+            largest: 16,
         };
         assert_eq!((units(&b), chunks(&b, 13), window(&b, 13)), (13, Some(8), WINDOW));
+        // On loopback (0.3 ms a unit) 0.25 s would be 833 units; the
+        // largest probe, 16, is the most: sixteen chunks of 5 ms.
+        let quick = Alone {
+            c: 0.0003,
+            w: 0.0001,
+            d: 0.0002,
+            ret_latency: 0.0,
+            room: 1000,
+            largest: 16,
+        };
+        assert_eq!((units(&quick), chunks(&quick, 16)), (16, Some(CHUNKS)));
     }
 
     /// A worker computing far slower than its link (loopback; products of
@@ -638,7 +655,8 @@ mod tests {
             w: 0.005,
             d: 0.002,
             ret_latency: 0.0,
-            max_units: 8,
+            room: 8,
+            largest: 16,
         };
         let (k, n, held) = (units(&alone), chunks(&alone, 2), window(&alone, 2));
         assert_eq!((k, n, held), (2, Some(CHUNKS), WINDOW));
@@ -673,25 +691,26 @@ mod tests {
     #[test]
     fn a_product_larger_than_the_largest_probe_still_gets_a_pipeline() {
         // 768×768 on the test bed: the largest probe one unit, memory for
-        // 892. Half of it is room; chunks of two (0.33 s), six of them in
-        // two seconds, four held at once.
+        // 892. Half of it is room; chunks of one (the largest probe, 0.17
+        // s), twelve of them in two seconds, four held at once.
         let large = Alone {
             c: 0.166,
             w: 0.12,
             d: 0.078,
             ret_latency: 0.0,
-            max_units: room(1, 892),
+            room: room(1, 892),
+            largest: 1,
         };
-        assert_eq!(large.max_units, 446);
-        assert_eq!(units(&large), 2);
-        assert_eq!(chunks(&large, 2), Some(MIN_CHUNKS));
-        assert_eq!(window(&large, 2), WINDOW);
-        // Memory for twenty products: ten of room, chunks of two, four held.
+        assert_eq!(large.room, 446);
+        assert_eq!(units(&large), 1);
+        assert_eq!(chunks(&large, 1), Some(12));
+        assert_eq!(window(&large, 1), WINDOW);
+        // Memory for twenty products: ten of room, four chunks held.
         assert_eq!(room(1, 20), 10);
-        let twenty = Alone { max_units: 10, ..large };
-        assert_eq!((units(&twenty), window(&twenty, 2)), (2, WINDOW));
+        let twenty = Alone { room: 10, ..large };
+        assert_eq!((units(&twenty), window(&twenty, 1)), (1, WINDOW));
         // With the largest probe alone it had none.
-        assert_eq!(chunks(&Alone { max_units: 1, ..large }, 1), None);
+        assert_eq!(chunks(&Alone { room: 1, ..large }, 1), None);
         // Where the largest probe holds more than half the memory, it is
         // the room.
         assert_eq!(room(16, 8035), 4017);
@@ -699,7 +718,7 @@ mod tests {
         // Memory for four products: two of them, too few for a pipeline.
         assert_eq!(room(1, 4), 2);
         let four = Alone {
-            max_units: room(1, 4),
+            room: room(1, 4),
             ..large
         };
         assert_eq!(units(&four), 1);

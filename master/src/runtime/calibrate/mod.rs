@@ -343,8 +343,8 @@ async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_fir
     if opts.ports && probed.len() > 1 {
         (opts.progress)(&format!("port model measured ({secs:.1} s)"));
     }
-    let room: Vec<(usize, u64)> = (probed.iter())
-        .map(|(i, p)| (*i, coupled::room(p.max_units, p.max_load)))
+    let room: Vec<(usize, u64, u64)> = (probed.iter())
+        .map(|(i, p)| (*i, coupled::room(p.max_units, p.max_load), p.max_units))
         .collect();
     let mut workers: Vec<WorkerCalibration> = (probed.into_iter())
         .map(|(i, p)| finish(&links[i].name, p.samples, p.scatter, p.max_load))
@@ -365,14 +365,14 @@ async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_fir
 /// With two lanes, the costs of the workers with the fastest links (the
 /// ones the uplink's share goes to; as many as the port model's group)
 /// while they receive, compute and return at once (`coupled.rs`), one
-/// worker at a time on the port. `room` pairs each calibrated worker (in
-/// `workers`' order) with its link's index and the units a pipeline may
-/// hold. A probe that fails, or a worker whose memory holds too few chunks
+/// worker at a time on the port. `room` gives each calibrated worker (in
+/// `workers`' order) its link's index, the units a pipeline may hold and
+/// the units of its largest probe. A probe that fails, or a worker whose memory holds too few chunks
 /// for a pipeline, leaves its worker's costs as they were and not measured
 /// under load (the failure shows again in the run).
 async fn under_load(
     links: &mut [Link],
-    room: &[(usize, u64)],
+    room: &[(usize, u64, u64)],
     workers: &mut [WorkerCalibration],
     opts: &CalibrateOptions,
 ) {
@@ -380,14 +380,15 @@ async fn under_load(
     order.sort_by(|&a, &b| workers[a].send.slope.total_cmp(&workers[b].send.slope));
     for &j in order.iter().take(ports::GROUP) {
         let t0 = std::time::Instant::now();
-        let (link, units) = room[j];
+        let (link, units, largest) = room[j];
         let w = &workers[j];
         let alone = coupled::Alone {
             c: w.send.slope.max(MIN_COST),
             w: w.compute.slope.max(MIN_COST),
             d: w.ret.slope.max(MIN_COST),
             ret_latency: w.ret.intercept.max(0.0),
-            max_units: units,
+            room: units,
+            largest,
         };
         match coupled::measure(&mut links[link], &alone, opts).await {
             Ok(Some(probe)) => {
