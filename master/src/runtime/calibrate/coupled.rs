@@ -266,9 +266,8 @@ fn mean(probes: &[Pipeline], phase: impl Fn(&Pipeline) -> Option<f64>) -> f64 {
 /// Units a chunk: about [`SECONDS`] of the slowest phase, at least
 /// [`WINDOW`] chunks within the units the pipeline may hold at once, and
 /// no more than the largest probe (16 MiB at most): on fast links a chunk
-/// of 0.25 s is hundreds of megabytes, and 32 workers on loopback, whose
-/// port probes now and then read two lanes, then calibrated in 10.4 s
-/// instead of 3.2 s.
+/// of 0.25 s is hundreds of megabytes (before this bound, one of three
+/// calibrations of 32 loopback workers took 10.4 s instead of 3.2 s).
 pub fn units(alone: &Alone) -> u64 {
     let most = (alone.room / WINDOW).min(alone.largest).max(1);
     ((SECONDS / slowest(alone)).round() as u64).clamp(1, most)
