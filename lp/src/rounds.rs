@@ -11,9 +11,7 @@
 //! chunk be computed while the next ones arrive). K and L are chosen by the
 //! predicted makespan, which counts the per-message latencies (so more
 //! rounds are not free), and the best one-round plan is a candidate too, so
-//! `rounds` never predicts worse than it; behind a shared uplink, ρ*'s
-//! workers with the one it leaves out are candidates too ([`one_more`]).
-//! Every candidate is measured by
+//! `rounds` never predicts worse than it. Every candidate is measured by
 //! [`crate::sequence::execute`], the earliest execution of its sequence with the port's
 //! idle gaps filled by later transfers that fit in them.
 
@@ -170,47 +168,6 @@ pub fn slack(ports: Ports) -> f64 {
     }
 }
 
-/// Shares of the worker ρ* leaves out that [`one_more`] tries, as parts
-/// of its own rate.
-pub const ONE_MORE: [f64; 3] = [0.25, 0.5, 1.0];
-
-/// Behind a shared uplink, ρ*'s workers and shares (`alpha`) with the
-/// worker it leaves out whose slowest phase is fastest, at each of
-/// [`ONE_MORE`] of its own rate; each as (workers in send order, shares).
-/// ρ* fills the uplink in the steady state, but a plan's lane does not
-/// carry it: transfers that cross share it fairly, not in ρ*'s parts, and
-/// a send waits for the one before it, so plans on ρ*'s workers kept
-/// 79-86% of the lane busy, and runs ended 5-10% before their predictions
-/// once online correction enrolled the workers left out. On the switched
-/// test bed, warm runs in turn on one calibration each, ρ*'s plan against
-/// the one taken with these too: eight workers (`eight-256`) 5.91-6.07 s
-/// (0.91-0.93 of its prediction) against 5.77-5.84 s (1.00-1.01);
-/// `seven-192` 6.63-6.87 (0.92-0.95) against 6.56-6.69 (0.96-0.98);
-/// `homog-320` 8.11 (1.01) against 7.64-7.65 (0.99); `five-320` 7.76-8.00
-/// (0.92-0.95) against 7.64-7.87 (1.04-1.07); `heavy-1024` 8.78-8.82
-/// (1.02) against 8.15-8.88 (1.03-1.12).
-pub fn one_more(platform: &Platform, alpha: &[f64]) -> Vec<(Vec<usize>, Vec<f64>)> {
-    let wk = platform.workers();
-    let slowest = |i: usize| wk[i].w.max(wk[i].c).max(wk[i].d);
-    let Some(extra) = (0..wk.len())
-        .filter(|&i| alpha[i] <= 0.0)
-        .min_by(|&a, &b| slowest(a).total_cmp(&slowest(b)).then(a.cmp(&b)))
-    else {
-        return Vec::new();
-    };
-    let mut enrolled: Vec<usize> = (0..wk.len()).filter(|&i| alpha[i] > 0.0 || i == extra).collect();
-    enrolled.sort_by(|&a, &b| wk[a].c.total_cmp(&wk[b].c).then(a.cmp(&b)));
-    ONE_MORE
-        .iter()
-        .map(|part| {
-            let shares = (enrolled.iter())
-                .map(|&i| if i == extra { part / slowest(i) } else { alpha[i] })
-                .collect();
-            (enrolled.clone(), shares)
-        })
-        .collect()
-}
-
 /// Chunks in all that the search allows, so that planning stays fast for
 /// many workers.
 pub const MAX_CHUNKS: usize = 20_000;
@@ -245,16 +202,10 @@ pub fn plan_rounds(platform: &Platform, ports: Ports, load: u64, one_round: Opti
     if let Some(one) = one_round {
         consider(one.chunks.clone(), one.ops.clone(), 1, 0);
     }
-    let mut variants = vec![(enrolled, shares)];
-    if let Ports::Shared(_) = ports {
-        variants.extend(one_more(platform, &ss.alpha));
-    }
-    for (enrolled, shares) in &variants {
-        for k in round_counts(platform, enrolled, shares, load, MAX_CHUNKS) {
-            for lag in 0..=2 {
-                if let Some((chunks, ops)) = periodic(platform, enrolled, shares, load, k, lag) {
-                    consider(chunks, ops, k, lag);
-                }
+    for k in round_counts(platform, &enrolled, &shares, load, MAX_CHUNKS) {
+        for lag in 0..=2 {
+            if let Some((chunks, ops)) = periodic(platform, &enrolled, &shares, load, k, lag) {
+                consider(chunks, ops, k, lag);
             }
         }
     }
