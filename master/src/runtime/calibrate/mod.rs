@@ -367,9 +367,10 @@ async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_fir
 /// while they receive, compute and return at once (`coupled.rs`), one
 /// worker at a time on the port. `room` gives each calibrated worker (in
 /// `workers`' order) its link's index, the units a pipeline may hold and
-/// the units of its largest probe. A probe that fails, or a worker whose memory holds too few chunks
-/// for a pipeline, leaves its worker's costs as they were and not measured
-/// under load (the failure shows again in the run).
+/// the units of its largest probe. A probe that fails, or a worker whose
+/// memory holds too few chunks for a pipeline, leaves its worker's costs
+/// as they were and not measured under load (the failure shows again in
+/// the run).
 async fn under_load(
     links: &mut [Link],
     room: &[(usize, u64, u64)],
@@ -380,14 +381,14 @@ async fn under_load(
     order.sort_by(|&a, &b| workers[a].send.slope.total_cmp(&workers[b].send.slope));
     for &j in order.iter().take(ports::GROUP) {
         let t0 = std::time::Instant::now();
-        let (link, units, largest) = room[j];
+        let (link, holds, largest) = room[j];
         let w = &workers[j];
         let alone = coupled::Alone {
             c: w.send.slope.max(MIN_COST),
             w: w.compute.slope.max(MIN_COST),
             d: w.ret.slope.max(MIN_COST),
             ret_latency: w.ret.intercept.max(0.0),
-            room: units,
+            room: holds,
             largest,
         };
         match coupled::measure(&mut links[link], &alone, opts).await {
