@@ -23,7 +23,7 @@ fn star(costs: &[(&str, f64, f64, f64)], uplink: (f64, f64), under_load: Option<
 }
 
 /// A four-worker star (found among random ones) where pacing predicts an
-/// end about 5% earlier, less than asked.
+/// end about 6% earlier, 3% once the slack is counted, less than asked.
 fn four(under_load: Option<[f64; 3]>) -> Platform {
     let costs = [
         ("a", 0.0735, 0.0541, 0.0312),
@@ -31,7 +31,7 @@ fn four(under_load: Option<[f64; 3]>) -> Platform {
         ("c", 0.1647, 0.0176, 0.1148),
         ("d", 0.0962, 0.1661, 0.0508),
     ];
-    star(&costs, (0.03854, 0.01931), under_load)
+    star(&costs, (0.0380, 0.01931), under_load)
 }
 
 fn request(p: &Platform) -> Request {
@@ -71,14 +71,14 @@ fn a_small_gain_is_not_worth_pacing_for() {
 #[test]
 fn pacing_must_win_by_more_on_costs_not_measured_under_load() {
     // Plain 10 s; with the 3% slack a paced plan must predict under
-    // 10 * (1 - 0.06 - 0.03) = 9.1 s on costs measured under load, under
+    // 10 * (1 - 0.05 - 0.03) = 9.2 s on costs measured under load, under
     // 10 * (1 - 0.15 - 0.03) = 8.2 s on others.
     let ports = request(&four(None)).ports;
     let (measured, unmeasured) = (four(Some([1.0; 3])), four(None));
     for (paced, on_measured, on_unmeasured) in [
         (9.5, PaceVerdict::Plain, PaceVerdict::Plain),
-        (9.11, PaceVerdict::Plain, PaceVerdict::Plain),
-        (9.09, PaceVerdict::Paced, PaceVerdict::Unmeasured),
+        (9.21, PaceVerdict::Plain, PaceVerdict::Plain),
+        (9.19, PaceVerdict::Paced, PaceVerdict::Unmeasured),
         (8.21, PaceVerdict::Paced, PaceVerdict::Unmeasured),
         (8.19, PaceVerdict::Paced, PaceVerdict::Paced),
     ] {
@@ -93,4 +93,35 @@ fn pacing_must_win_by_more_on_costs_not_measured_under_load() {
             "{paced} s unmeasured"
         );
     }
+}
+
+/// Six equal workers whose links each take 0.41 of the uplink (200 Mbit/s
+/// behind 500, n = 320, as `dls calibrate` read them): two sends under
+/// way hold 0.81 of it, and a third never starts beside them
+/// (`lane::admits`), so a plain plan moves at most two links' worth at a
+/// time, whatever its loads: it cannot end before `load * c / 2`. The
+/// paced plan holds the sends to fit more of them at once, ends before
+/// that, and is taken.
+#[test]
+fn equal_links_just_past_the_admission_rule_are_paced() {
+    let (c, load) = (0.0692, 250);
+    let names = ["a", "b", "c", "d", "e", "f"];
+    let costs: Vec<_> = names.iter().map(|&n| (n, c, 0.008, 0.0343)).collect();
+    let p = star(&costs, (0.02808, 0.01367), Some([1.0; 3]));
+    let two_at_a_time = load as f64 * c / 2.0;
+    assert!(!dls_lp::lane::admits(2.0 * 0.02808 / c, 0.02808 / c));
+    let req = Request { load, ..request(&p) };
+    let plain = plan(&p, &req).expect("plain").makespan();
+    assert!(plain >= two_at_a_time, "plain {plain:.3} s under {two_at_a_time:.3} s");
+    let (_, pl) = plan_paced(&p, &req).expect("plans");
+    assert!(
+        !pl.pace.is_empty(),
+        "not paced: {:.3} s against {plain:.3} s",
+        pl.makespan()
+    );
+    assert!(
+        pl.makespan() < 0.95 * two_at_a_time,
+        "paced {:.3} s, two links at a time {two_at_a_time:.3} s",
+        pl.makespan()
+    );
 }
