@@ -234,3 +234,68 @@ fn costs_under_load_scale_the_platform_and_are_written_down() {
         "{e:#}"
     );
 }
+
+/// The port model of three loopback workers (links of 40, 40 and 20 MB/s)
+/// behind an emulated uplink of 40 MB/s, `duplex` or not, measured as a
+/// run measures it, on link costs that claim every link twice as fast as
+/// it is (a node's probe sent in a burst its processor quota pays for
+/// after).
+async fn ports_on_stale_costs(duplex: bool) -> PortFindings {
+    use crate::runtime::local::{start_behind, Emulated, EmulatedUplink};
+    let form = Form::square(64);
+    let specs: Vec<Emulated> = [("a", 40.0), ("b", 40.0), ("c", 20.0)]
+        .iter()
+        .map(|&(name, rate)| Emulated {
+            name: name.into(),
+            link_rate: Some(rate),
+            slowdown: 1.0,
+            speed_change: None,
+            memory: None,
+        })
+        .collect();
+    let uplink = EmulatedUplink { rate: 40.0, duplex };
+    let workers = start_behind(&specs, Default::default(), Some(uplink))
+        .await
+        .expect("local workers");
+    let mut links = Vec::new();
+    for w in &workers.cluster.worker {
+        let link = crate::runtime::link::connect(&w.name, &w.address, None, Default::default()).await;
+        links.push(link.expect("connects"));
+    }
+    // Their true costs a unit (bytes over the link's rate), halved.
+    let costs: Vec<(f64, f64)> = [40e6, 40e6, 20e6]
+        .iter()
+        .map(|&r| (form.in_bytes(1) as f64 / r / 2.0, form.out_bytes(1) as f64 / r / 2.0))
+        .collect();
+    let found = ports_of(&mut links, &costs, &CalibrateOptions::within_run(form)).await;
+    workers.stop().await;
+    found.expect("measured")
+}
+
+/// A port probe takes each transfer's time alone from the link probes
+/// when they say less; where that makes the uplink look less than full
+/// duplex, the transfers are timed alone again and the overlap is theirs
+/// now. Costs that claim the links twice as fast as they are then still
+/// find a full-duplex uplink full duplex (against them alone the
+/// transfers at once look twice as long), and a half-duplex one half.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_link_costs_do_not_hide_a_full_duplex_uplink() {
+    // Emulated on two cores beside the rest of the suite: a second look
+    // where the first falls across the boundary.
+    let mut full = ports_on_stale_costs(true).await;
+    if full.overlap < ports::DUPLEX {
+        full = ports_on_stale_costs(true).await;
+    }
+    assert!(
+        full.overlap >= ports::DUPLEX && full.uplink.is_some_and(|u| u.duplex),
+        "{full:?}"
+    );
+    let mut half = ports_on_stale_costs(false).await;
+    if half.overlap >= ports::DUPLEX {
+        half = ports_on_stale_costs(false).await;
+    }
+    assert!(
+        half.overlap < ports::DUPLEX && !half.uplink.is_some_and(|u| u.duplex),
+        "{half:?}"
+    );
+}
