@@ -237,8 +237,8 @@ pub(super) async fn measure(links: Vec<(&mut Link, Measured)>, opts: &CalibrateO
     // for it after. In cold runs on the switched test bed (`a:400:5
     // b:300:8 c:200:60 d:100:30`, n = 384), three of eight read the
     // uplink half duplex this way (overlaps 0.99-1.36 where `dls
-    // calibrate` reads 1.55-1.73), planned on it 1.7 times longer and ran
-    // 20.5-36.8 s against 12.1-15.7 s.
+    // calibrate` reads 1.55-1.88), planned on it 1.7 times longer and took
+    // 20.5-36.8 s against 13.7-15.7 s.
     if overlap < DUPLEX + CLEAR {
         let again_a = send(a.0, len_a, &buf, opts).await?;
         let again_b = pull(b.0, len_b, opts).await?;
