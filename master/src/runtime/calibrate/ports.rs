@@ -218,11 +218,7 @@ pub(super) async fn measure(links: Vec<(&mut Link, Measured)>, opts: &CalibrateO
     let (alone_a, alone_b) = (measured_a.min(ka * a.1.c), measured_b.min(kb * b.1.d));
     let mut together = f64::INFINITY;
     for _ in 0..opts.port_reps.max(1) {
-        let t0 = Instant::now();
-        let (x, y) = tokio::join!(send(a.0, len_a, &buf, opts), pull(b.0, len_b, opts));
-        x?;
-        y?;
-        together = together.min(t0.elapsed().as_secs_f64());
+        together = together.min(at_once((a.0, len_a), (b.0, len_b), &buf, opts).await?);
         // Repetitions can only shorten `together`, so raise the overlap:
         // once it is clearly full duplex, they would change nothing.
         if overlap_of(alone_a, alone_b, together) >= DUPLEX + CLEAR {
@@ -230,30 +226,22 @@ pub(super) async fn measure(links: Vec<(&mut Link, Measured)>, opts: &CalibrateO
         }
     }
     let mut overlap = overlap_of(alone_a, alone_b, together);
-    // Not clearly full duplex: each alone timed once more, and the overlap
-    // of the two timings now (the shorter of each) against the time at
-    // once, not of the link probes', which were timed at another moment:
-    // a node under a processor quota sends or returns in a burst and pays
-    // for it after. In cold runs on the switched test bed (`a:400:5
-    // b:300:8 c:200:60 d:100:30`, n = 384), three of eight read the
-    // uplink half duplex this way (overlaps 0.99-1.36 where `dls
-    // calibrate` reads 1.55-1.88), planned on it 1.7 times longer and took
-    // 20.5-36.8 s against 13.7-15.7 s.
-    // Both timed once more, alone and at once, as close together as the
-    // first ones: on a loaded machine a timing alone that came out long
-    // would otherwise read a half-duplex uplink as full duplex. Only where
-    // each link was timed once (a run's probes, `reps` 1): link costs
-    // fitted over sizes and repetitions (`dls calibrate`) are the better
-    // measure of a transfer alone, and under load these timings read the
+    // Not clearly full duplex, where each link was timed once (a run's
+    // probes, `reps` 1): each transfer timed again alone and both at once,
+    // and the overlap judged on these timings rather than the probes',
+    // timed at another moment (a node under a processor quota sends or
+    // returns in a burst and pays for it after). In cold runs on the
+    // switched test bed (`a:400:5 b:300:8 c:200:60 d:100:30`, n = 384),
+    // three of eight read the uplink half duplex from the probes
+    // (overlaps 0.99-1.36 where `dls calibrate` reads 1.55-1.88), planned
+    // on it 1.7 times longer and took 20.5-36.8 s against 13.7-15.7 s.
+    // `dls calibrate`'s link costs, fitted over sizes and repetitions, stay
+    // the measure alone: on a loaded machine fresh timings read the
     // emulated one-port uplink of `master/tests/ports.rs` full duplex.
     if overlap < DUPLEX + CLEAR && opts.reps <= 1 {
         let again_a = send(a.0, len_a, &buf, opts).await?;
         let again_b = pull(b.0, len_b, opts).await?;
-        let t0 = Instant::now();
-        let (x, y) = tokio::join!(send(a.0, len_a, &buf, opts), pull(b.0, len_b, opts));
-        x?;
-        y?;
-        let together = together.min(t0.elapsed().as_secs_f64());
+        let together = together.min(at_once((a.0, len_a), (b.0, len_b), &buf, opts).await?);
         overlap = overlap_of(again_a.min(measured_a), again_b.min(measured_b), together);
     }
     tracing::debug!(
@@ -458,6 +446,21 @@ async fn send(link: &mut Link, len: u64, buf: &Values, opts: &CalibrateOptions) 
         FromWorker::EchoAck { len: l } if l == len => Ok(t0.elapsed().as_secs_f64()),
         other => bail!("worker {:?}: unexpected answer to a send probe: {other:?}", link.name),
     }
+}
+
+/// Seconds for a send of `len_a` values of `buf` to one worker and a
+/// return of `len_b` from another, at once.
+async fn at_once(
+    (a, len_a): (&mut Link, u64),
+    (b, len_b): (&mut Link, u64),
+    buf: &Values,
+    opts: &CalibrateOptions,
+) -> Result<f64> {
+    let t0 = Instant::now();
+    let (x, y) = tokio::join!(send(a, len_a, buf, opts), pull(b, len_b, opts));
+    x?;
+    y?;
+    Ok(t0.elapsed().as_secs_f64())
 }
 
 /// Seconds to have `len` values of results returned by a worker.
