@@ -320,27 +320,33 @@ pub fn pace_verdict(platform: &Platform, ports: Ports, plain: f64, paced: f64) -
 }
 
 /// [`plan`], and behind a shared full-duplex uplink, for `best` and
-/// `rounds`, the same on the platform with paced sends ([`crate::pace`])
-/// when that predicts an end earlier by [`pace_gain`] or more. Returns the
-/// platform the plan was made on, which is the one to run it on (a paced
-/// worker's `c` is its pace).
+/// `rounds`, the same on the platform with paced sends ([`crate::pace`]:
+/// [`crate::pace::paces`] and each of [`crate::pace::fitted`]) when the
+/// earliest of them predicts an end earlier by [`pace_gain`] or more.
+/// Returns the platform the plan was made on, which is the one to run it
+/// on (a paced worker's `c` is its pace).
 pub fn plan_paced(platform: &Platform, req: &Request) -> Result<(Platform, Plan)> {
     let plain = plan(platform, req)?;
     let (Ports::Shared(u), Strategy::Best | Strategy::Rounds) = (req.ports, req.strategy) else {
         return Ok((platform.clone(), plain));
     };
-    let Some(pace) = crate::pace::paces(platform, u) else {
+    let candidates = (crate::pace::paces(platform, u).into_iter())
+        .chain(crate::pace::fitted(platform, u))
+        .filter_map(|pace| {
+            let slow = crate::pace::paced(platform, &pace);
+            plan(&slow, req).ok().map(|p| (pace, slow, p))
+        });
+    let earliest = candidates.min_by(|a, b| a.2.makespan().total_cmp(&b.2.makespan()));
+    let Some((pace, slow, mut p)) = earliest else {
         return Ok((platform.clone(), plain));
     };
-    let slow = crate::pace::paced(platform, &pace);
-    let verdict = |p: &Plan| pace_verdict(platform, req.ports, plain.makespan(), p.makespan());
-    match plan(&slow, req) {
-        Ok(mut p) if verdict(&p) == PaceVerdict::Paced => {
+    match pace_verdict(platform, req.ports, plain.makespan(), p.makespan()) {
+        PaceVerdict::Paced => {
             let names: Vec<&str> = (pace.iter().zip(platform.workers()))
-                .filter_map(|(x, w)| x.map(|_| w.name.as_str()))
+                .filter_map(|(x, w)| x.filter(|x| x.secs > x.link).map(|_| w.name.as_str()))
                 .collect();
             p.notes.push(format!(
-                "paced: sends to {} held below their links' rates so that they fit beside the others on the uplink ({:.6} s against {:.6} s unpaced)",
+                "paced: sends to {} held below their links' rates so that more of them fit on the uplink at once ({:.6} s against {:.6} s unpaced)",
                 names.join(", "),
                 p.makespan(),
                 plain.makespan()
@@ -348,7 +354,7 @@ pub fn plan_paced(platform: &Platform, req: &Request) -> Result<(Platform, Plan)
             p.pace = pace;
             Ok((slow, p))
         }
-        Ok(p) if verdict(&p) == PaceVerdict::Unmeasured => {
+        PaceVerdict::Unmeasured => {
             let mut plain = plain;
             plain.notes.push(format!(
                 "not paced: paced sends predict {:.6} s, short of the {:.0}% gain asked of costs not measured under load (dls calibrate measures them)",
@@ -357,7 +363,7 @@ pub fn plan_paced(platform: &Platform, req: &Request) -> Result<(Platform, Plan)
             ));
             Ok((platform.clone(), plain))
         }
-        _ => Ok((platform.clone(), plain)),
+        PaceVerdict::Plain => Ok((platform.clone(), plain)),
     }
 }
 

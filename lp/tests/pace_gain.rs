@@ -125,3 +125,50 @@ fn equal_links_just_past_the_admission_rule_are_paced() {
         pl.makespan()
     );
 }
+
+/// Five equal workers whose links each take 0.42 of the uplink (as `dls
+/// calibrate` read 200 Mbit/s behind 500, n = 256): a plain plan moves at
+/// most two links' worth at a time (`load * c / 2` at the least), and the
+/// pacing that fits every link into the room beside the fullest
+/// (`pace::paces`) is no earlier by the gain asked. Held to shares that
+/// let more of them run at once (`pace::fitted`), the plan ends well
+/// before two links at a time allow, and never before the uplink itself
+/// could carry the load.
+#[test]
+fn equal_links_are_held_so_that_more_of_them_run_at_once() {
+    let (up, load) = ((0.0179, 0.0088), 300);
+    let c = up.0 / 0.42;
+    let names = ["a", "b", "c", "d", "e"];
+    let costs: Vec<_> = names.iter().map(|&n| (n, c, 0.003, 0.021)).collect();
+    let p = star(&costs, up, Some([1.0; 3]));
+    let req = Request { load, ..request(&p) };
+    let two_at_a_time = load as f64 * c / 2.0;
+    let plain = plan(&p, &req).expect("plain").makespan();
+    assert!(plain >= two_at_a_time, "plain {plain:.3} s under {two_at_a_time:.3} s");
+    let margin_paced = plan(
+        &paced(&p, &paces(&p, p.uplink().expect("uplink")).expect("paces")),
+        &req,
+    )
+    .expect("paced")
+    .makespan();
+    assert_ne!(
+        pace_verdict(&p, req.ports, plain, margin_paced),
+        PaceVerdict::Paced,
+        "the case needs the room-fitted pacing not to win: {margin_paced:.3} s against {plain:.3} s"
+    );
+    let (slow, pl) = plan_paced(&p, &req).expect("plans");
+    assert!(
+        !pl.pace.is_empty(),
+        "not paced: {:.3} s against {plain:.3} s",
+        pl.makespan()
+    );
+    let held = pl.pace.iter().flatten().map(|x| up.0 / x.secs).fold(0.0, f64::max);
+    assert!(held < 0.40, "held to {held:.3} of the uplink");
+    assert!(slow.workers().iter().all(|w| w.c > c));
+    assert!(
+        pl.makespan() < 0.95 * two_at_a_time && pl.makespan() > load as f64 * up.0,
+        "paced {:.3} s, two links at a time {two_at_a_time:.3} s, the uplink alone {:.3} s",
+        pl.makespan(),
+        load as f64 * up.0
+    );
+}
