@@ -326,14 +326,15 @@ mod tests {
         let all = fitted(&p, u);
         assert_eq!(all.len(), FIT_MAX - 1);
         for (m, pace) in (2..=FIT_MAX).zip(&all) {
-            let share = 0.0178 / pace[0].expect("held").secs;
+            let first = pace[0].expect("held");
+            let share = 0.0178 / first.secs;
             // m sends leave room for one more, and only just.
             assert!(
                 share <= fits / m as f64 && share > 0.98 * fits / m as f64,
                 "{m}: {share}"
             );
             assert!(crate::lane::admits(m as f64 * share, share), "{m}: {share}");
-            assert!(pace.iter().all(|x| x.is_some_and(|x| x.secs == pace[0].unwrap().secs)));
+            assert!(pace.iter().all(|x| *x == Some(first)));
         }
         // A link already below a candidate's share keeps its rate (paced at
         // it: its chunks then go out in pieces, so that its returns do not
