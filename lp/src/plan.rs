@@ -326,17 +326,31 @@ pub fn pace_verdict(platform: &Platform, ports: Ports, plain: f64, paced: f64) -
 /// Returns the platform the plan was made on, which is the one to run it
 /// on (a paced worker's `c` is its pace).
 pub fn plan_paced(platform: &Platform, req: &Request) -> Result<(Platform, Plan)> {
-    let plain = plan(platform, req)?;
     let (Ports::Shared(u), Strategy::Best | Strategy::Rounds) = (req.ports, req.strategy) else {
-        return Ok((platform.clone(), plain));
+        return Ok((platform.clone(), plan(platform, req)?));
     };
-    let candidates = (crate::pace::paces(platform, u).into_iter())
+    let candidates: Vec<_> = (crate::pace::paces(platform, u).into_iter())
         .chain(crate::pace::fitted(platform, u))
-        .filter_map(|pace| {
-            let slow = crate::pace::paced(platform, &pace);
-            plan(&slow, req).ok().map(|p| (pace, slow, p))
-        });
-    let earliest = candidates.min_by(|a, b| a.2.makespan().total_cmp(&b.2.makespan()));
+        .collect();
+    // The candidates are planned beside the plain plan, each on a thread
+    // of its own: planning is on the path to a run's first send.
+    let (plain, planned) = std::thread::scope(|s| {
+        let each: Vec<_> = (candidates.into_iter())
+            .map(|pace| {
+                s.spawn(move || {
+                    let slow = crate::pace::paced(platform, &pace);
+                    plan(&slow, req).ok().map(|p| (pace, slow, p))
+                })
+            })
+            .collect();
+        let plain = plan(platform, req);
+        let planned: Vec<_> = (each.into_iter())
+            .filter_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect();
+        (plain, planned)
+    });
+    let plain = plain?;
+    let earliest = (planned.into_iter()).min_by(|a, b| a.2.makespan().total_cmp(&b.2.makespan()));
     let Some((pace, slow, mut p)) = earliest else {
         return Ok((platform.clone(), plain));
     };
