@@ -72,7 +72,8 @@ fn a_small_gain_is_not_worth_pacing_for() {
 fn pacing_must_win_by_more_on_costs_not_measured_under_load() {
     // Plain 10 s; with the 3% slack a paced plan must predict under
     // 10 * (1 - 0.05 - 0.03) = 9.2 s on costs measured under load, under
-    // 10 * (1 - 0.15 - 0.03) = 8.2 s on others.
+    // 10 * (1 - 0.15 - 0.03) = 8.2 s on others; fitted paces under 9.2 s
+    // on either.
     let ports = request(&four(None)).ports;
     let (measured, unmeasured) = (four(Some([1.0; 3])), four(None));
     for (paced, on_measured, on_unmeasured) in [
@@ -83,15 +84,22 @@ fn pacing_must_win_by_more_on_costs_not_measured_under_load() {
         (8.19, PaceVerdict::Paced, PaceVerdict::Paced),
     ] {
         assert_eq!(
-            pace_verdict(&measured, ports, 10.0, paced),
+            pace_verdict(&measured, ports, 10.0, paced, false),
             on_measured,
             "{paced} s measured"
         );
         assert_eq!(
-            pace_verdict(&unmeasured, ports, 10.0, paced),
+            pace_verdict(&unmeasured, ports, 10.0, paced, false),
             on_unmeasured,
             "{paced} s unmeasured"
         );
+        for p in [&measured, &unmeasured] {
+            assert_eq!(
+                pace_verdict(p, ports, 10.0, paced, true),
+                on_measured,
+                "{paced} s fitted"
+            );
+        }
     }
 }
 
@@ -133,42 +141,41 @@ fn equal_links_just_past_the_admission_rule_are_paced() {
 /// (`pace::paces`) is no earlier by the gain asked. Held to shares that
 /// let more of them run at once (`pace::fitted`), the plan ends well
 /// before two links at a time allow, and never before the uplink itself
-/// could carry the load.
+/// could carry the load; on costs measured under load or not (a fitted
+/// pace is asked the same gain of both).
 #[test]
 fn equal_links_are_held_so_that_more_of_them_run_at_once() {
-    let (up, load) = ((0.0179, 0.0088), 300);
-    let c = up.0 / 0.42;
-    let names = ["a", "b", "c", "d", "e"];
-    let costs: Vec<_> = names.iter().map(|&n| (n, c, 0.003, 0.021)).collect();
-    let p = star(&costs, up, Some([1.0; 3]));
-    let req = Request { load, ..request(&p) };
-    let two_at_a_time = load as f64 * c / 2.0;
-    let plain = plan(&p, &req).expect("plain").makespan();
-    assert!(plain >= two_at_a_time, "plain {plain:.3} s under {two_at_a_time:.3} s");
-    let margin_paced = plan(
-        &paced(&p, &paces(&p, p.uplink().expect("uplink")).expect("paces")),
-        &req,
-    )
-    .expect("paced")
-    .makespan();
-    assert_ne!(
-        pace_verdict(&p, req.ports, plain, margin_paced),
-        PaceVerdict::Paced,
-        "the case needs the room-fitted pacing not to win: {margin_paced:.3} s against {plain:.3} s"
-    );
-    let (slow, pl) = plan_paced(&p, &req).expect("plans");
-    assert!(
-        !pl.pace.is_empty(),
-        "not paced: {:.3} s against {plain:.3} s",
-        pl.makespan()
-    );
-    let held = pl.pace.iter().flatten().map(|x| up.0 / x.secs).fold(0.0, f64::max);
-    assert!(held < 0.40, "held to {held:.3} of the uplink");
-    assert!(slow.workers().iter().all(|w| w.c > c));
-    assert!(
-        pl.makespan() < 0.95 * two_at_a_time && pl.makespan() > load as f64 * up.0,
-        "paced {:.3} s, two links at a time {two_at_a_time:.3} s, the uplink alone {:.3} s",
-        pl.makespan(),
-        load as f64 * up.0
-    );
+    for under_load in [Some([1.0; 3]), None] {
+        let (up, load) = ((0.0179, 0.0088), 300);
+        let c = up.0 / 0.42;
+        let names = ["a", "b", "c", "d", "e"];
+        let costs: Vec<_> = names.iter().map(|&n| (n, c, 0.003, 0.021)).collect();
+        let p = star(&costs, up, under_load);
+        let req = Request { load, ..request(&p) };
+        let two_at_a_time = load as f64 * c / 2.0;
+        let plain = plan(&p, &req).expect("plain").makespan();
+        assert!(plain >= two_at_a_time, "plain {plain:.3} s under {two_at_a_time:.3} s");
+        let margin = paces(&p, p.uplink().expect("uplink")).expect("paces");
+        let margin_paced = plan(&paced(&p, &margin), &req).expect("paced").makespan();
+        assert_ne!(
+            pace_verdict(&p, req.ports, plain, margin_paced, false),
+            PaceVerdict::Paced,
+            "the case needs the room-fitted pacing not to win: {margin_paced:.3} s against {plain:.3} s"
+        );
+        let (slow, pl) = plan_paced(&p, &req).expect("plans");
+        assert!(
+            !pl.pace.is_empty(),
+            "not paced ({under_load:?}): {:.3} s against {plain:.3} s",
+            pl.makespan()
+        );
+        let held = pl.pace.iter().flatten().map(|x| up.0 / x.secs).fold(0.0, f64::max);
+        assert!(held < 0.40, "held to {held:.3} of the uplink");
+        assert!(slow.workers().iter().all(|w| w.c > c));
+        assert!(
+            pl.makespan() < 0.95 * two_at_a_time && pl.makespan() > load as f64 * up.0,
+            "paced {:.3} s, two links at a time {two_at_a_time:.3} s, the uplink alone {:.3} s",
+            pl.makespan(),
+            load as f64 * up.0
+        );
+    }
 }
