@@ -315,9 +315,9 @@ pub enum PaceVerdict {
 /// transfers beyond the lane's room then share fairly, which does not
 /// lean on a node keeping up under load the way fitting links into the
 /// room beside the fullest does. Cold runs (costs from the run's own
-/// probes) of three stars whose fitted plans won by 8-15%, in turn with
-/// plain plans: 0.85-0.99× as long, 0.96-1.07× their predictions
-/// (`docs/planner.md`).
+/// probes) of five stars, in turn with the build that asked fitted paces
+/// 15% there: 0.89-0.98× as long (medians), 0.96-1.09× their predictions
+/// when paced (`docs/planner.md`).
 pub fn pace_verdict(platform: &Platform, ports: Ports, plain: f64, paced: f64, fitted: bool) -> PaceVerdict {
     let share = |gain: f64| (1.0 - gain - crate::rounds::slack(ports)) * plain;
     let asked = if fitted { PACE_GAIN } else { pace_gain(platform) };
