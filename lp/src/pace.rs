@@ -35,7 +35,7 @@
 
 use crate::bound::steady_state_uplink;
 use crate::platform::{Platform, Worker};
-use crate::schedule::Uplink;
+use crate::schedule::{Ports, Uplink};
 
 /// Share of the uplink's rest that the workers fitted into it may take.
 /// An uplink kept nearly full delays what crosses it the other way (the
@@ -176,16 +176,19 @@ pub fn fitted(platform: &Platform, uplink: Uplink) -> Vec<Vec<Option<Pace>>> {
         return Vec::new();
     }
     let wk = platform.workers();
-    let share = |w: &Worker| uplink.send / w.c.max(uplink.send);
+    // Each send's share of the lane, as the lane's admission sees it.
+    let shares: Vec<f64> = (wk.iter())
+        .map(|w| Ports::Shared(uplink).transfer(w, true, 1.0).share)
+        .collect();
     let fits = crate::lane::FILL - crate::lane::ROOM;
     (2..=FIT_MAX)
         .map(|m| FIT_BELOW * fits / m as f64)
-        .filter(|&t| wk.iter().filter(|w| share(w) > t).count() >= 2)
+        .filter(|&t| shares.iter().filter(|&&s| s > t).count() >= 2)
         .map(|t| {
-            wk.iter()
-                .map(|w| {
+            (wk.iter().zip(&shares))
+                .map(|(w, &s)| {
                     Some(Pace {
-                        secs: if share(w) > t { uplink.send / t } else { w.c },
+                        secs: if s > t { uplink.send / t } else { w.c },
                         link: w.c,
                     })
                 })
@@ -238,7 +241,6 @@ fn with_c(platform: &Platform, c: impl Fn(usize, f64) -> f64) -> Platform {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schedule::Ports;
 
     fn uplink(send: f64, ret: f64) -> Uplink {
         Uplink::new(send, ret, true).expect("valid")
