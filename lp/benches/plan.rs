@@ -1,11 +1,12 @@
 //! Plan time: the reference LP against the exact fast paths; `rounds`
-//! under each port model; the default strategy on few workers.
+//! under each port model; the default strategy on few workers, plain and
+//! with its paced candidates.
 //!
 //! `cargo bench -p dls-lp --bench plan`
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use dls_lp::plan::{order_inc_c, order_inc_cd};
-use dls_lp::{fast, lp, plan, Platform, Ports, Request, Scenario, Strategy, Worker};
+use dls_lp::{fast, lp, plan, plan_paced, Platform, Ports, Request, Scenario, Strategy, Worker};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -106,5 +107,37 @@ fn best(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, best);
+/// What `dls run` plans behind a shared uplink: the plain plan and every
+/// paced candidate (`pace::paces`, `pace::fitted`), the candidates on
+/// threads beside the plain plan. Links of 0.42 of the uplink, where all
+/// three fitted candidates exist.
+fn paced(c: &mut Criterion) {
+    let mut g = c.benchmark_group("paced");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(5))
+        .warm_up_time(Duration::from_millis(500));
+    let up = dls_lp::Uplink::new(0.0179, 0.0088, true).expect("valid");
+    for p in [4usize, 6, 8] {
+        let workers = (0..p)
+            .map(|i| Worker {
+                under_load: Some([1.0; 3]),
+                ..Worker::new(format!("w{i}"), 0.0179 / 0.42, 0.003 * (1 + i % 3) as f64, 0.021)
+            })
+            .collect();
+        let pf = Platform::new(workers).expect("valid").with_uplink(Some(up));
+        let req = Request {
+            ports: Ports::Shared(up),
+            ..Request::new(300, Strategy::Best)
+        };
+        g.bench_with_input(BenchmarkId::new("best-uplink-plain", p), &p, |b, _| {
+            b.iter(|| plan(black_box(&pf), &req).expect("plans"))
+        });
+        g.bench_with_input(BenchmarkId::new("best-uplink-paced", p), &p, |b, _| {
+            b.iter(|| plan_paced(black_box(&pf), &req).expect("plans"))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, best, paced);
 criterion_main!(benches);
