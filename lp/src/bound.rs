@@ -39,7 +39,7 @@ impl SteadyState {
 pub fn steady_state(platform: &Platform, ports: Ports) -> Result<SteadyState> {
     match ports {
         Ports::One => Ok(knapsack(platform)),
-        Ports::Two => lp(platform, ports),
+        Ports::Two => Ok(two_ports(platform)),
         Ports::Shared(u) => Ok(steady_state_uplink(platform, u)),
     }
 }
@@ -62,7 +62,7 @@ pub fn preferring_slack(platform: &Platform, ports: Ports) -> Result<SteadyState
             let key: Vec<f64> = wk.iter().map(|w| w.c + w.d).collect();
             Ok(knapsack_in(platform, slack_order(&key, platform)))
         }
-        Ports::Two => lp(platform, ports),
+        Ports::Two => Ok(two_ports(platform)),
         Ports::Shared(u) => {
             let key: Vec<f64> = wk.iter().map(|w| w.w.max(w.c).max(w.d)).collect();
             Ok(uplink_in(platform, u, slack_order(&key, platform)))
@@ -109,6 +109,76 @@ fn knapsack_in(platform: &Platform, order: Vec<usize>) -> SteadyState {
         alpha[i] = a;
         port -= a * per;
     }
+    SteadyState::of(alpha)
+}
+
+/// ρ* with two ports, exactly and without a solver: maximise Σ α_i with
+/// 0 ≤ α_i ≤ 1/w_i, Σ α_i c_i ≤ 1 and Σ α_i d_i ≤ 1. Every surrogate
+/// constraint Σ α_i (θ c_i + (1 − θ) d_i) ≤ 1 (θ in [0, 1]) is implied by
+/// the two, and its fractional knapsack (workers by increasing key, each up
+/// to 1/w_i) bounds ρ* from above; the θ that splits the knapsacks which
+/// overfill the send port from those which overfill the return port is the
+/// optimal multiplier, and the knapsacks on either side of it, mixed so
+/// that neither port overfills, reach ρ*. Found by bisection on θ (the
+/// send port's load of the knapsack falls as θ grows). An LP solver on the
+/// same problem failed ("singular matrix") on platforms with costs many
+/// orders of magnitude apart; this never fails. Held against [`lp`] in
+/// tests.
+pub fn two_ports(platform: &Platform) -> SteadyState {
+    let wk = platform.workers();
+    let sums =
+        |a: &[f64]| -> (f64, f64) { (a.iter().zip(wk)).fold((0.0, 0.0), |(c, d), (a, w)| (c + a * w.c, d + a * w.d)) };
+    let knapsack = |theta: f64| -> Vec<f64> {
+        let key: Vec<f64> = wk.iter().map(|w| theta * w.c + (1.0 - theta) * w.d).collect();
+        let mut order: Vec<usize> = (0..wk.len()).collect();
+        order.sort_by(|&a, &b| key[a].total_cmp(&key[b]).then(a.cmp(&b)));
+        let (mut alpha, mut port) = (vec![0.0; wk.len()], 1.0f64);
+        for i in order {
+            let most = 1.0 / wk[i].w;
+            alpha[i] = if key[i] <= 0.0 {
+                most
+            } else {
+                most.min(port.max(0.0) / key[i])
+            };
+            port -= alpha[i] * key[i];
+        }
+        alpha
+    };
+    const FULL: f64 = 1.0 + 1e-12;
+    // θ = 1 fills the send port alone, θ = 0 the return port alone.
+    let (mut lo, mut hi) = (knapsack(0.0), knapsack(1.0));
+    if sums(&hi).1 <= FULL {
+        return SteadyState::of(hi);
+    }
+    if sums(&lo).0 <= FULL {
+        return SteadyState::of(lo);
+    }
+    let (mut a, mut b) = (0.0f64, 1.0f64);
+    for _ in 0..200 {
+        let mid = 0.5 * (a + b);
+        if mid <= a || mid >= b {
+            break;
+        }
+        let k = knapsack(mid);
+        let (c, d) = sums(&k);
+        if c > FULL {
+            (a, lo) = (mid, k);
+        } else if d > FULL {
+            (b, hi) = (mid, k);
+        } else {
+            return SteadyState::of(k);
+        }
+    }
+    // `lo` overfills the send port, `hi` the return port: the mix t·lo +
+    // (1 − t)·hi that fills neither.
+    let ((c_lo, d_lo), (c_hi, d_hi)) = (sums(&lo), sums(&hi));
+    let t_most = ((1.0 - c_hi) / (c_lo - c_hi)).clamp(0.0, 1.0);
+    let t_least = ((d_hi - 1.0) / (d_hi - d_lo)).clamp(0.0, 1.0);
+    let t = t_least.min(t_most);
+    let mut alpha: Vec<f64> = lo.iter().zip(&hi).map(|(l, h)| t * l + (1.0 - t) * h).collect();
+    let (c, d) = sums(&alpha);
+    let over = c.max(d).max(1.0);
+    alpha.iter_mut().for_each(|a| *a /= over);
     SteadyState::of(alpha)
 }
 

@@ -1,7 +1,8 @@
 //! The platform model: a master and p workers with linear costs.
 
 use crate::error::{Error, Result};
-use crate::schedule::{Ports, Uplink};
+pub use crate::tol::{MAX_COST, MAX_FACTOR};
+use crate::uplink::Uplink;
 use std::collections::HashSet;
 
 /// One worker of the star, with the paper's linear costs per load unit.
@@ -77,19 +78,13 @@ impl Worker {
     }
 }
 
-/// The largest cost or latency accepted, in seconds.
-pub const MAX_COST: f64 = 1e9;
-
-/// The largest factor on a cost a worker may hold.
-pub const MAX_FACTOR: f64 = 1e6;
-
 /// A validated set of workers: finite positive `c` and `w`, finite
 /// non-negative `d`, unique non-empty names, `max_load` at least 1; and,
 /// when it was measured, the uplink the master's transfers share.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Platform {
-    workers: Vec<Worker>,
-    uplink: Option<Uplink>,
+    pub(crate) workers: Vec<Worker>,
+    pub(crate) uplink: Option<Uplink>,
 }
 
 impl Platform {
@@ -171,31 +166,6 @@ impl Platform {
     /// The uplink the master's transfers share, when it was measured.
     pub fn uplink(&self) -> Option<Uplink> {
         self.uplink
-    }
-
-    /// The port model measured: behind the uplink when there is one, the
-    /// report's one port otherwise.
-    pub fn measured_ports(&self) -> Ports {
-        self.uplink.map_or(Ports::One, Ports::Shared)
-    }
-
-    /// The platform to plan and run with `ports`: under one lane (the
-    /// report's one port), each worker's costs without the factors it
-    /// measured under load, which only hold where its send and return
-    /// cross; otherwise this platform.
-    pub fn for_ports(&self, ports: Ports) -> Platform {
-        let mut out = self.clone();
-        if !ports.one_lane() {
-            return out;
-        }
-        for w in &mut out.workers {
-            if let Some([fc, fw, fd]) = w.under_load.take() {
-                // Factors are at least 1 (calibration's floor): the costs
-                // stay positive and finite.
-                (w.c, w.w, w.d) = (w.c / fc.max(1.0), w.w / fw.max(1.0), w.d / fd.max(1.0));
-            }
-        }
-        out
     }
 
     /// The platform of the workers at `indices` only, in that order.

@@ -3,6 +3,7 @@
 use crate::error::{Error, Result};
 use crate::platform::{Platform, Worker};
 use crate::tol::{IDLE_REL_EPS, LOAD_EPS};
+pub use crate::uplink::Uplink;
 
 /// The master's communication model.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -15,32 +16,6 @@ pub enum Ports {
     /// many at once as its capacity holds, each at its own link's speed
     /// or the uplink's, whichever is slower.
     Shared(Uplink),
-}
-
-/// A master whose transfers share one uplink (a switched network): sending
-/// one unit to any worker occupies `send` seconds of the uplink's send
-/// capacity and returning one `ret` seconds of its receive capacity; with
-/// `duplex`, sends and returns use the two directions at once, otherwise
-/// they share one. Each worker's own link still takes `c` and `d` per unit,
-/// concurrently with the other workers' links.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Uplink {
-    pub send: f64,
-    pub ret: f64,
-    pub duplex: bool,
-}
-
-impl Uplink {
-    /// An uplink with positive finite `send` and non-negative finite `ret`
-    /// (seconds a unit).
-    pub fn new(send: f64, ret: f64, duplex: bool) -> Result<Uplink> {
-        for (field, value, ok) in [("uplink send", send, send > 0.0), ("uplink return", ret, ret >= 0.0)] {
-            if !(ok && value.is_finite() && value <= crate::platform::MAX_COST) {
-                return Err(Error::BadUplink { field, value });
-            }
-        }
-        Ok(Uplink { send, ret, duplex })
-    }
 }
 
 /// What one transfer costs the master: how long it takes and the share of
@@ -263,5 +238,32 @@ impl Timeline {
             .zip(loads)
             .filter(|(t, &l)| l > LOAD_EPS && t.idle > eps)
             .count()
+    }
+}
+
+impl Platform {
+    /// The port model measured: behind the uplink when there is one, the
+    /// report's one port otherwise.
+    pub fn measured_ports(&self) -> Ports {
+        self.uplink.map_or(Ports::One, Ports::Shared)
+    }
+
+    /// The platform to plan and run with `ports`: under one lane (the
+    /// report's one port), each worker's costs without the factors it
+    /// measured under load, which only hold where its send and return
+    /// cross; otherwise this platform.
+    pub fn for_ports(&self, ports: Ports) -> Platform {
+        let mut out = self.clone();
+        if !ports.one_lane() {
+            return out;
+        }
+        for w in &mut out.workers {
+            if let Some([fc, fw, fd]) = w.under_load.take() {
+                // Factors are at least 1 (calibration's floor): the costs
+                // stay positive and finite.
+                (w.c, w.w, w.d) = (w.c / fc.max(1.0), w.w / fw.max(1.0), w.d / fd.max(1.0));
+            }
+        }
+        out
     }
 }

@@ -45,3 +45,9 @@ pub const ABS_FLOOR: f64 = 1e-12;
 pub fn close(a: f64, b: f64, rel: f64) -> bool {
     (a - b).abs() <= rel * a.abs().max(b.abs()).max(ABS_FLOOR)
 }
+
+/// The largest cost or latency accepted, in seconds.
+pub const MAX_COST: f64 = 1e9;
+
+/// The largest factor on a cost a worker may hold.
+pub const MAX_FACTOR: f64 = 1e6;

@@ -357,7 +357,7 @@ fn efficiency_against_the_equivalent_homogeneous_platform() {
 #[test]
 fn steady_state_bound_holds_against_its_lp_and_every_plan() {
     use dls_lp::bound;
-    for seed in 0..60u64 {
+    for seed in 0..200u64 {
         let platform = seeded_platform(&mut rng(900 + seed), seed, 7);
         let knap = bound::steady_state(&platform, Ports::One).expect("bound");
         let lp1 = bound::lp(&platform, Ports::One).expect("LP");
@@ -373,6 +373,24 @@ fn steady_state_bound_holds_against_its_lp_and_every_plan() {
         assert!(port <= 1.0 + 1e-9, "seed {seed}: port over-full ({port})");
         assert!(knap.alpha.iter().zip(wk).all(|(a, w)| a * w.w <= 1.0 + 1e-9));
         let two = bound::steady_state(&platform, Ports::Two).expect("two ports");
+        let lp2 = bound::lp(&platform, Ports::Two).expect("LP");
+        assert_close(
+            two.throughput,
+            lp2.throughput,
+            1e-7,
+            &format!("seed {seed}: two ports vs LP"),
+        );
+        let sent: f64 = two.alpha.iter().zip(wk).map(|(a, w)| a * w.c).sum();
+        let returned: f64 = two.alpha.iter().zip(wk).map(|(a, w)| a * w.d).sum();
+        assert!(
+            sent <= 1.0 + 1e-9 && returned <= 1.0 + 1e-9,
+            "seed {seed}: {sent} {returned}"
+        );
+        assert!(two
+            .alpha
+            .iter()
+            .zip(wk)
+            .all(|(a, w)| *a >= 0.0 && a * w.w <= 1.0 + 1e-9));
         assert!(
             two.throughput >= knap.throughput * (1.0 - 1e-9),
             "two ports never bound tighter"

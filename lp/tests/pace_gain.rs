@@ -5,7 +5,7 @@
 //! arithmetic; the thresholds against their closed forms.
 
 use dls_lp::pace::{paced, paces};
-use dls_lp::plan::{pace_verdict, PaceVerdict};
+use dls_lp::paced::{pace_verdict, PaceVerdict};
 use dls_lp::{plan, plan_paced, Platform, Ports, Request, Rounding, Strategy, Uplink, Worker};
 
 /// A platform of `costs` (name, c, w, d) behind a full-duplex uplink of
@@ -57,7 +57,7 @@ fn apart(p: &Platform) -> (f64, f64, f64) {
 fn a_small_gain_is_not_worth_pacing_for() {
     let (plain, fast, gain) = apart(&four(None));
     assert!(
-        gain > 0.0 && gain < dls_lp::plan::PACE_GAIN,
+        gain > 0.0 && gain < dls_lp::paced::PACE_GAIN,
         "the case needs a gain below the threshold: {gain:.4} ({fast:.3} s against {plain:.3} s)"
     );
     for under_load in [None, Some([1.0; 3])] {

@@ -308,7 +308,7 @@ fn inputs_that_could_crash_the_master_fail_with_one_clear_line() {
     };
     run(
         &["--batch", "18446744073709551615", "--size", "1"],
-        "more values than can be counted",
+        "--batch 18446744073709551615 --size 1: 18446744073709551615 products of",
     );
     run(
         &["--batch", "4", "--size", "4294967297"],

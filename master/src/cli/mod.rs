@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod commands;
+pub mod console;
 pub mod experiment_cmd;
 pub mod outputs;
 pub mod partition_cmd;

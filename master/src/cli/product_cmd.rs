@@ -5,8 +5,8 @@
 
 use crate::cli::args::{runtime, DistributionArg, RunArgs};
 use crate::cli::commands::session_workers;
+use crate::cli::console::{progress_bar, stop_signal};
 use crate::cli::outputs;
-use crate::cli::run_cmd::{progress_bar, stop_signal};
 use crate::config::platform_file::PlatformFile;
 use crate::output::npy::NpyWriter;
 use crate::output::product::{self, ProductReport};

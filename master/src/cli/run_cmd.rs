@@ -5,6 +5,7 @@
 
 use crate::cli::args::{runtime, RoundingArg, RunArgs};
 use crate::cli::commands::session_workers;
+use crate::cli::console::{progress_bar, stop_signal};
 use crate::cli::outputs;
 use crate::config::platform_file::PlatformFile;
 use crate::learn::Model;
@@ -16,7 +17,7 @@ use crate::session::{self, BatchRun, RunConfig};
 use anyhow::{bail, Result};
 use dls_lp::Rounding;
 use dls_protocol::Form;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 fn batch_of(args: &RunArgs) -> Result<Batch> {
@@ -56,7 +57,7 @@ fn batch_of(args: &RunArgs) -> Result<Batch> {
             // Random inputs are made as chunks are sent: the master holds a
             // chunk's A and B at a time, and the C of each product it checks.
             crate::runtime::batch::check_fits(1, &form, true, crate::runtime::batch::available_memory(), &what)?;
-            Batch::random_form(form, m, args.seed)
+            Batch::random_form(form, m, args.seed).map_err(|e| anyhow::anyhow!("{what}: {e}"))
         }
     }
 }
@@ -89,18 +90,6 @@ fn run_config(args: &RunArgs) -> Result<RunConfig> {
 /// The model file to learn into (`--learn`, `--model`) and what it holds.
 fn model_of(args: &RunArgs, form: &Form) -> Result<Option<(PathBuf, Model)>> {
     crate::learn::model_file(args.model.as_deref(), args.workers.cluster.as_deref(), args.learn, form)
-}
-
-pub(crate) fn progress_bar(len: usize, what: &str) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(len as u64);
-    if !std::io::stderr().is_terminal() {
-        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(&format!("{{bar:40}} {{pos}}/{{len}} {what} ({{elapsed}})"))
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    bar
 }
 
 pub fn run(args: &RunArgs) -> Result<()> {
@@ -235,20 +224,6 @@ fn identity_of(args: &RunArgs, batch: &Batch) -> Result<Identity> {
         count: batch.count,
         inputs,
     })
-}
-
-/// Ends on SIGINT or SIGTERM (never, if the handlers cannot be installed).
-pub(crate) async fn stop_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
-        (Ok(mut int), Ok(mut term)) => {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-            }
-        }
-        _ => std::future::pending().await,
-    }
 }
 
 /// The run stopped (`failed`, or a signal when `None`): what C holds so far

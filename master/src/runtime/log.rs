@@ -59,11 +59,6 @@ pub fn probed(platform: &Platform, ports: Option<&crate::runtime::calibrate::Por
     }
 }
 
-/// The port probes failed: the report's one port is assumed.
-pub fn ports_unmeasured(e: &anyhow::Error) {
-    warn!(error = %format!("{e:#}"), "the port model could not be measured; assuming one port");
-}
-
 /// The plan about to run: its family, rounds, who takes part and who not,
 /// the predicted makespan against the steady-state bound.
 pub fn plan(platform: &Platform, plan: &Plan, bound: f64) {

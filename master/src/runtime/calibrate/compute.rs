@@ -29,6 +29,15 @@ use std::task::Poll;
 use std::time::Instant;
 use tokio::sync::{watch, Mutex};
 
+/// A worker's link as the link probes measured it: seconds a unit to send
+/// and to return, and the largest probe in units.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Measured {
+    pub c: f64,
+    pub d: f64,
+    pub max_units: u64,
+}
+
 /// One worker's probes: per size (units, send s, compute s, return s),
 /// medians of repetitions (NaN where not measured), how repetitions of
 /// each disagreed, how many products its memory holds, and the largest
@@ -43,10 +52,10 @@ pub(super) struct Probes {
 impl Probes {
     /// Seconds a unit each way at the largest size whose transfers were
     /// probed, for sizing later probes.
-    pub fn measured(&self) -> super::ports::Measured {
+    pub fn measured(&self) -> Measured {
         let last = self.samples.iter().rev().find(|s| s.1.is_finite() && s.3.is_finite());
         let &(k, s, _, r) = last.unwrap_or(&(1, 1.0, 1.0, 1.0));
-        super::ports::Measured {
+        Measured {
             c: s / k as f64,
             d: r / k as f64,
             max_units: self.max_units,

@@ -254,28 +254,62 @@ fn finish(name: &str, samples: Vec<(u64, f64, f64, f64)>, scatter: [Scatter; 3],
             .collect();
         fit_relative_judged(&points, scatter)
     };
-    let (send, compute, ret) = (
-        line(|s| s.1, scatter[0]),
-        line(|s| s.2, scatter[1]),
-        line(|s| s.3, scatter[2]),
-    );
     let mut warnings = Vec::new();
+    let mut trusted = |what: &str, f: fn(&(u64, f64, f64, f64)) -> f64, scatter: Scatter| {
+        let fitted = line(f, scatter);
+        let largest = (samples.iter())
+            .filter(|s| f(s).is_finite() && f(s) > 0.0)
+            .max_by_key(|s| s.0)
+            .map(|s| (s.0.max(1) as f64, f(s)));
+        // Measurable: what the units add to the largest probe is more than
+        // rounding noise on its time.
+        if fitted.slope > 0.0 && largest.is_none_or(|(k, t)| fitted.slope * k > 1e-3 * t) {
+            return fitted;
+        }
+        // The per-message latency took all of the time (the slope is
+        // noise around zero or below it): a cost per unit the planner
+        // could not stand behind. The largest probe's seconds per unit,
+        // latency included, is what a chunk of its size costs: an upper
+        // bound on the slope, and never a factor of a million on a cost
+        // clamped to nothing.
+        match largest.map(|(k, t)| t / k) {
+            Some(per_unit) => {
+                warnings.push(format!(
+                    "{what}: cost per unit not separable from its latency (slope {:.3e} s); using the largest probe's {per_unit:.3e} s a unit, latency included",
+                    fitted.slope
+                ));
+                Fit {
+                    slope: per_unit,
+                    intercept: 0.0,
+                    r2: fitted.r2,
+                }
+            }
+            None => {
+                warnings.push(format!(
+                    "{what}: cost per unit measured as {:.3e} s; too small to measure, using {MIN_COST:e} s",
+                    fitted.slope
+                ));
+                fitted
+            }
+        }
+    };
+    let (send, compute, ret) = (
+        trusted("send", |s| s.1, scatter[0]),
+        trusted("compute", |s| s.2, scatter[1]),
+        trusted("return", |s| s.3, scatter[2]),
+    );
     for (what, f) in [("send", &send), ("compute", &compute), ("return", &ret)] {
         if f.slope <= 0.0 {
+            continue;
+        }
+        if samples.len() >= 3 && f.r2 < 0.95 {
+            warnings.push(format!("{what}: the linear model fits poorly (R² = {:.3})", f.r2));
+        }
+        if f.intercept > f.slope {
             warnings.push(format!(
-                "{what}: cost per unit measured as {:.3e} s; too small to measure, using {MIN_COST:e} s",
-                f.slope
+                "{what}: latency {:.3e} s exceeds the cost of one unit ({:.3e} s): plans will be optimistic for small loads",
+                f.intercept, f.slope
             ));
-        } else {
-            if samples.len() >= 3 && f.r2 < 0.95 {
-                warnings.push(format!("{what}: the linear model fits poorly (R² = {:.3})", f.r2));
-            }
-            if f.intercept > f.slope {
-                warnings.push(format!(
-                    "{what}: latency {:.3e} s exceeds the cost of one unit ({:.3e} s): plans will be optimistic for small loads",
-                    f.intercept, f.slope
-                ));
-            }
         }
     }
     WorkerCalibration {
@@ -335,7 +369,7 @@ async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_fir
     if stop_at_first && !failed.is_empty() {
         return (Vec::new(), None, failed);
     }
-    let measured: Vec<(usize, ports::Measured)> = probed.iter().map(|(i, p)| (*i, p.measured())).collect();
+    let measured: Vec<(usize, compute::Measured)> = probed.iter().map(|(i, p)| (*i, p.measured())).collect();
     let t0 = std::time::Instant::now();
     let mut ports = ports_with(with_measured(links, &measured), opts).await;
     let secs = t0.elapsed().as_secs_f64();
@@ -414,8 +448,8 @@ async fn under_load(
 /// measurements: what the port probes are sized from.
 fn with_measured<'a>(
     links: &'a mut [Link],
-    measured: &[(usize, ports::Measured)],
-) -> Vec<(&'a mut Link, ports::Measured)> {
+    measured: &[(usize, compute::Measured)],
+) -> Vec<(&'a mut Link, compute::Measured)> {
     (links.iter_mut().enumerate())
         .filter_map(|(i, l)| Some((l, measured.iter().find(|m| m.0 == i)?.1)))
         .collect()
@@ -431,7 +465,7 @@ pub async fn ports_of(links: &mut [Link], costs: &[(f64, f64)], opts: &Calibrate
         .zip(costs)
         .map(|(l, &(c, d))| {
             let max_units = compute::max_units(l, opts);
-            (l, ports::Measured { c, d, max_units })
+            (l, compute::Measured { c, d, max_units })
         })
         .collect();
     ports_with(jobs, opts).await
@@ -441,14 +475,14 @@ pub async fn ports_of(links: &mut [Link], costs: &[(f64, f64)], opts: &Calibrate
 /// measurements: `None` with fewer than two, when asked not to measure
 /// it, or when a probe failed (its worker's failure shows again in the
 /// run).
-async fn ports_with(jobs: Vec<(&mut Link, ports::Measured)>, opts: &CalibrateOptions) -> Option<PortFindings> {
+async fn ports_with(jobs: Vec<(&mut Link, compute::Measured)>, opts: &CalibrateOptions) -> Option<PortFindings> {
     if jobs.len() < 2 || !opts.ports {
         return None;
     }
     match ports::measure(jobs, opts).await {
         Ok(found) => Some(found),
         Err(e) => {
-            crate::runtime::log::ports_unmeasured(&e);
+            tracing::warn!(error = %format!("{e:#}"), "the port model could not be measured; assuming one port");
             None
         }
     }

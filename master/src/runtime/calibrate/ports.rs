@@ -16,6 +16,7 @@
 //! (`Ports::Shared`), which with no gain but overlap is the two-port model.
 //! Deciding is `classify`, pure; the probes are thin.
 
+use super::compute::Measured;
 use super::{agree, answer, unit_values, CalibrateOptions};
 use crate::runtime::link::Link;
 use anyhow::{bail, Context, Result};
@@ -112,15 +113,6 @@ impl PortFindings {
             rates,
         }
     }
-}
-
-/// A worker's link as the link probes measured it: seconds a unit to send
-/// and to return, and the largest probe in units.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Measured {
-    pub c: f64,
-    pub d: f64,
-    pub max_units: u64,
 }
 
 /// The model from what was measured: `overlap`, and the aggregate rates

@@ -299,3 +299,32 @@ async fn stale_link_costs_do_not_hide_a_full_duplex_uplink() {
         "{half:?}"
     );
 }
+
+/// A phase whose time is all latency (the slope fits at or below zero, as
+/// on a loaded machine or a fast worker with small products) gets the
+/// largest probe's seconds a unit, latency included, not a cost clamped to
+/// nothing that later factors would multiply by a million.
+#[test]
+fn a_slope_lost_in_the_latency_becomes_the_largest_probes_cost_a_unit() {
+    // Sends: about 10 ms whatever the size, less the larger (noise).
+    // Compute: a clean 2 ms a unit. Returns: 5 ms a message.
+    let samples = vec![
+        (1, 0.0110, 0.002, 0.005),
+        (2, 0.0105, 0.004, 0.005),
+        (4, 0.0100, 0.008, 0.005),
+        (8, 0.0090, 0.016, 0.005),
+    ];
+    let w = finish("w", samples, [Scatter::default(); 3], 100);
+    let close = |a: f64, b: f64| (a / b - 1.0).abs() < 1e-9;
+    assert!(close(w.send.slope, 0.009 / 8.0), "send {:?}", w.send);
+    assert!(close(w.ret.slope, 0.005 / 8.0), "return {:?}", w.ret);
+    assert_eq!((w.send.intercept, w.ret.intercept), (0.0, 0.0));
+    assert!(close(w.compute.slope, 0.002), "compute {:?}", w.compute);
+    let said = w.warnings.join("\n");
+    assert!(
+        said.contains("send: cost per unit not separable from its latency"),
+        "{said}"
+    );
+    assert!(said.contains("return: cost per unit not separable"), "{said}");
+    assert!(!said.contains("compute: cost per unit"), "{said}");
+}
