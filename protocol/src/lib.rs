@@ -4,8 +4,9 @@
 //! [`Connection`] that owns a stream's buffers, and the authenticated
 //! [`handshake`].
 //!
-//! This crate parses and produces bytes; it never opens a socket and never
-//! spawns a task.
+//! This crate parses and produces bytes; it never opens a socket, and the
+//! one task it spawns is an `Outbox`'s writer (with the `io` feature),
+//! which ends with its owner.
 //!
 //! ```
 //! use bytes::BytesMut;

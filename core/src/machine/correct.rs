@@ -163,11 +163,9 @@ impl BatchMachine {
             }
             at += u as usize;
         }
-        let moved = at;
         if at < gathered.len() {
             self.enrol_round(&newcomers, &theirs, &gathered[at..], now);
         }
-        tracing::debug!(round = next, products = moved, "online correction");
         self.rec.adaptations.push(Adaptation {
             at: now,
             round: next,

@@ -24,7 +24,6 @@ impl BatchMachine {
             }
         }
         let lost = self.pending.len() - before;
-        tracing::warn!(worker, %reason, products = lost, "worker lost");
         self.rec.failures.push(Failure {
             worker,
             at: now,
