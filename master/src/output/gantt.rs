@@ -54,18 +54,25 @@ pub fn svg(trace: &Trace, title: &str) -> String {
         .enumerate()
     {
         let top = 40.0 + k as f64 * section;
-        let makespan = trace
-            .spans
-            .iter()
-            .filter(|s| s.pid == *pid)
-            .map(|s| s.ts + s.dur)
-            .fold(0.0, f64::max)
-            / 1e6;
         let _ = writeln!(
             out,
-            r#"<text x="10" y="{}" font-weight="bold">{label} (makespan {makespan:.4} s)</text>"#,
-            top + 4.0
+            r#"<text x="10" y="{}" font-weight="bold">{}</text>"#,
+            top + 4.0,
+            escape(&section_title(trace, *pid, label))
         );
+        if let (MEASURED_PID, Some((from, to))) = (*pid, probes_span(trace)) {
+            // The calibration inside the run: a band behind its probes.
+            let _ = writeln!(
+                out,
+                r##"<rect x="{:.2}" y="{:.2}" width="{:.2}" height="{:.2}" fill="#e4efff"/><text x="{:.2}" y="{:.2}" font-size="10" fill="#0050d0">calibration (probes)</text>"##,
+                x(from),
+                top + 8.0,
+                (x(to) - x(from)).max(0.5),
+                rows * ROW + 4.0,
+                x(from) + 2.0,
+                top + 10.0 + rows * ROW + 12.0
+            );
+        }
         for (i, name) in trace.tracks.iter().enumerate() {
             let y = top + 10.0 + i as f64 * ROW;
             let label = row_label(trace, i, name);
@@ -82,12 +89,15 @@ pub fn svg(trace: &Trace, title: &str) -> String {
             let y = top + 10.0 + s.tid as f64 * ROW + 2.0;
             let w = (x(s.ts + s.dur) - x(s.ts)).max(0.5);
             let who = s.args.get("worker").and_then(|v| v.as_str()).unwrap_or("");
+            let probe = is_probe(s);
             let _ = writeln!(
                 out,
-                r#"<rect x="{:.2}" y="{y:.2}" width="{w:.2}" height="{}" style="{}"><title>{} {}: {:.6} s – {:.6} s</title></rect>"#,
+                r#"<rect x="{:.2}" y="{y:.2}" width="{w:.2}" height="{}" style="{}{}"><title>{}{} {}: {:.6} s – {:.6} s</title></rect>"#,
                 x(s.ts),
                 ROW - 6.0,
                 style(&s.cat),
+                if probe { PROBE_STYLE } else { "" },
+                if probe { "probe " } else { "" },
                 escape(&s.cat),
                 escape(who),
                 s.ts / 1e6,
@@ -95,34 +105,94 @@ pub fn svg(trace: &Trace, title: &str) -> String {
             );
             bar_text(&mut out, s, x(s.ts), y, w);
         }
-        // Marks last, so no bar hides them or their words.
-        for m in trace
-            .marks
-            .iter()
+        // Marks last, so no bar hides them or their words. A mark's words
+        // are written only where they clear the last words on its row (a
+        // run's corrections come close together); the line and its
+        // tooltip always are.
+        let mut marks: Vec<&serde_json::Value> = (trace.marks.iter())
             .filter(|m| m.get("pid").and_then(|v| v.as_u64()) == Some(*pid as u64))
-        {
-            let ts = m.get("ts").and_then(|v| v.as_f64()).unwrap_or(0.0);
-            let tid = m.get("tid").and_then(|v| v.as_u64()).unwrap_or(0) as f64;
+            .collect();
+        marks.sort_by(|a, b| mark_at(a).total_cmp(&mark_at(b)));
+        let mut words_end = vec![f64::NEG_INFINITY; trace.tracks.len().max(1)];
+        for m in marks {
+            let ts = mark_at(m);
+            let tid = m.get("tid").and_then(|v| v.as_u64()).unwrap_or(0) as usize;
             let name = m.get("name").and_then(|v| v.as_str()).unwrap_or("");
             let cat = m.get("cat").and_then(|v| v.as_str()).unwrap_or("");
-            let y = top + 10.0 + tid * ROW;
-            let _ = writeln!(
+            let y = top + 10.0 + tid as f64 * ROW;
+            let _ = write!(
                 out,
-                r##"<line x1="{px:.2}" y1="{y:.2}" x2="{px:.2}" y2="{:.2}" {}><title>{}</title></line><text x="{:.2}" y="{:.2}" font-size="9" fill="{}">{}</text>"##,
+                r##"<line x1="{px:.2}" y1="{y:.2}" x2="{px:.2}" y2="{:.2}" {}><title>{}</title></line>"##,
                 y + ROW,
                 mark_style(cat),
                 escape(name),
-                x(ts) + 2.0,
-                y + 8.0,
-                mark_colour(cat),
-                escape(name),
                 px = x(ts)
             );
+            let end = words_end.get_mut(tid.min(trace.tracks.len().saturating_sub(1)));
+            match end {
+                Some(end) if x(ts) + 2.0 >= *end => {
+                    *end = x(ts) + 2.0 + MARK_CHAR * name.chars().count() as f64 + 4.0;
+                    let _ = write!(
+                        out,
+                        r##"<text x="{:.2}" y="{:.2}" font-size="9" fill="{}">{}</text>"##,
+                        x(ts) + 2.0,
+                        y + 8.0,
+                        mark_colour(cat),
+                        escape(name)
+                    );
+                }
+                _ => {}
+            }
+            out.push('\n');
         }
     }
     axis_and_legend(&mut out, 40.0 + 2.0 * section, end, &x, &trace.marks);
     out.push_str("</svg>\n");
     out
+}
+
+/// How a probe's bar differs from the plan's: dashed, paler.
+const PROBE_STYLE: &str = ";stroke-dasharray:2,1;opacity:0.6";
+
+/// Width of one character of a mark's words (9 px sans-serif), to tell
+/// whether two marks' words would overlap.
+const MARK_CHAR: f64 = 5.0;
+
+fn mark_at(m: &serde_json::Value) -> f64 {
+    m.get("ts").and_then(|v| v.as_f64()).unwrap_or(0.0)
+}
+
+fn is_probe(s: &crate::output::trace::Span) -> bool {
+    s.args.get("phase").and_then(|v| v.as_str()) == Some(crate::output::trace::PROBE)
+}
+
+/// From the first probe's start to the last probe's end, in microseconds
+/// (none: the run had a platform).
+fn probes_span(trace: &Trace) -> Option<(f64, f64)> {
+    let probes = trace.spans.iter().filter(|s| is_probe(s));
+    let from = probes.clone().map(|s| s.ts).reduce(f64::min)?;
+    Some((from, probes.map(|s| s.ts + s.dur).fold(from, f64::max)))
+}
+
+/// "measured (makespan 0.25 s)"; after probes, how long they took and how
+/// long the plan; the predicted section's makespan is the plan's, from its
+/// first predicted send.
+fn section_title(trace: &Trace, pid: u32, label: &str) -> String {
+    let plan = (trace.spans.iter()).filter(|s| s.pid == pid && !is_probe(s));
+    let start = plan.clone().map(|s| s.ts).reduce(f64::min).unwrap_or(0.0);
+    let end = plan.map(|s| s.ts + s.dur).fold(start, f64::max);
+    match (pid, probes_span(trace)) {
+        (MEASURED_PID, Some((_, probes_end))) => {
+            let all = end.max(probes_end);
+            format!(
+                "{label} (probes to {:.4} s; the plan from {:.4} s: makespan {:.4} s)",
+                probes_end / 1e6,
+                start / 1e6,
+                (all - start) / 1e6
+            )
+        }
+        _ => format!("{label} (makespan {:.4} s)", (end - start) / 1e6),
+    }
 }
 
 /// A row's label: the worker, and whether it was lost or never enrolled
@@ -332,5 +402,59 @@ mod tests {
         assert_eq!(tick_step(1.0), 0.1);
         assert_eq!(tick_step(7.0), 1.0);
         assert_eq!(tick_step(0.013), 0.002);
+    }
+
+    /// A run that calibrated first: the probes are drawn as measured work in
+    /// a calibration band, never as predictions at the guessed costs; the
+    /// predicted makespan is the plan's (recomputed here from its spans);
+    /// marks close together do not print their words over each other.
+    #[test]
+    fn probes_are_measured_work_and_the_prediction_is_the_plans() {
+        use crate::output::trace::{span, PLAN, PROBE};
+        use serde_json::json;
+        let tracks = || vec!["master port".to_string(), "a".to_string()];
+        // The probes: 0.2 s measured, predicted at guessed costs as 51 s.
+        let probes = Trace {
+            spans: vec![
+                span(MEASURED_PID, 1, "send", "a", 0.0, 0.1, json!({})),
+                span(MEASURED_PID, 1, "compute", "a", 0.1, 0.2, json!({})),
+                span(PREDICTED_PID, 1, "send", "a", 0.0, 51.0, json!({})),
+            ],
+            marks: Vec::new(),
+            tracks: tracks(),
+            title: None,
+        };
+        // The plan, predicted 0.5 s from its start and run in 0.6 s, with
+        // three corrections 1 ms apart.
+        let plan = Trace {
+            spans: vec![
+                span(MEASURED_PID, 1, "send", "a", 0.0, 0.6, json!({"phase": PLAN})),
+                span(PREDICTED_PID, 1, "send", "a", 0.0, 0.5, json!({"phase": PLAN})),
+            ],
+            marks: (0..3)
+                .map(|i| {
+                    json!({"name": format!("correction (round {i})"), "cat": "adapt", "ph": "i",
+                    "ts": 2e5 + 1e3 * f64::from(i), "pid": MEASURED_PID, "tid": 0, "args": {}})
+                })
+                .collect(),
+            tracks: tracks(),
+            title: None,
+        };
+        let both = plan.after(probes, 0.3);
+        let phases: Vec<&str> = (both.spans.iter())
+            .map(|s| s.args.get("phase").and_then(|v| v.as_str()).unwrap_or("none"))
+            .collect();
+        assert_eq!(phases, [PROBE, PROBE, PLAN, PLAN], "the probes' prediction is left out");
+        let svg = svg(&both, "t");
+        assert!(svg.contains("predicted (makespan 0.5000 s)"), "{svg}");
+        assert!(!svg.contains("51.0"), "{svg}");
+        assert!(
+            svg.contains("calibration (probes)") && svg.contains("probes to 0.2000 s"),
+            "{svg}"
+        );
+        assert_eq!(svg.matches("stroke-dasharray:2,1").count(), 2, "two probe bars");
+        // Three correction lines, one set of words.
+        assert_eq!(svg.matches("<title>correction (round").count(), 3, "{svg}");
+        assert_eq!(svg.matches("\">correction (round").count(), 1, "{svg}");
     }
 }

@@ -3,7 +3,10 @@
 //! and `dur` in microseconds. Process 1 holds what was measured, process 2
 //! what the plan predicted (`"args": {"predicted": true}`); in each, thread
 //! 0 is the master's port and thread i+1 is worker i. Sends and returns
-//! say the products they carried (`"load"`), measured and predicted.
+//! say the products they carried (`"load"`), measured and predicted. Every
+//! event says whether it belongs to the plan or to the probes of a run's
+//! own calibration (`"args": {"phase": "plan" | "probe"}`); probes are
+//! measured only.
 
 use anyhow::{Context, Result};
 use dls_core::record::Measured;
@@ -14,6 +17,12 @@ use serde_json::{json, Value};
 
 pub const MEASURED_PID: u32 = 1;
 pub const PREDICTED_PID: u32 = 2;
+
+/// Every span's `args.phase`: the plan's chunks, or a run's probes (the
+/// calibration inside a run: measured work, with no prediction of its own
+/// worth drawing, since it was sent at guessed costs).
+pub const PLAN: &str = "plan";
+pub const PROBE: &str = "probe";
 
 /// One complete event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,10 +85,10 @@ pub(crate) fn span(pid: u32, tid: u32, cat: &str, worker: &str, start: f64, end:
 fn chunk_spans(names: &[String], plan: &Plan, measured: &Measured) -> Vec<Span> {
     let r = &plan.sequence;
     let mut out = Vec::new();
-    let no = json!({ "predicted": false });
+    let no = json!({ "predicted": false, "phase": PLAN });
     for t in &measured.transfers {
         let cat = if t.send { "send" } else { "return" };
-        let x = json!({ "predicted": false, "load": t.units });
+        let x = json!({ "predicted": false, "load": t.units, "phase": PLAN });
         out.push(span(
             MEASURED_PID,
             t.worker as u32 + 1,
@@ -107,7 +116,7 @@ fn chunk_spans(names: &[String], plan: &Plan, measured: &Measured) -> Vec<Span> 
         let PortOp::Send(j) = *op else { continue };
         let (c, t) = (r.chunks[j], r.times[j]);
         let (w, tid) = (&names[c.worker], c.worker as u32 + 1);
-        let x = json!({ "predicted": true, "load": c.units, "round": c.round });
+        let x = json!({ "predicted": true, "load": c.units, "round": c.round, "phase": PLAN });
         let compute_start = t.send_end.max(busy[c.worker]);
         busy[c.worker] = t.compute_end;
         out.push(span(PREDICTED_PID, tid, "send", w, t.send_start, t.send_end, x.clone()));
@@ -158,13 +167,13 @@ impl Trace {
             marks.push(
                 json!({"name": format!("lost {}", names[f.worker]), "cat": "failure", "ph": "i", "s": "g",
                 "ts": f.at * 1e6, "pid": MEASURED_PID, "tid": f.worker + 1,
-                "args": {"worker": names[f.worker], "reason": f.reason, "products_lost": f.products_lost}}),
+                "args": {"worker": names[f.worker], "reason": f.reason, "products_lost": f.products_lost, "phase": PLAN}}),
             );
         }
         for r in &measured.replans {
             let who: Vec<&str> = r.workers.iter().map(|&w| names[w].as_str()).collect();
             marks.push(json!({"name": "re-plan", "cat": "replan", "ph": "i", "s": "p", "ts": r.at * 1e6,
-                "pid": MEASURED_PID, "tid": 0, "args": {"products": r.products, "workers": who, "predicted": r.predicted}}));
+                "pid": MEASURED_PID, "tid": 0, "args": {"products": r.products, "workers": who, "predicted": r.predicted, "phase": PLAN}}));
         }
         for a in &measured.adaptations {
             let factors: serde_json::Map<String, Value> = a
@@ -176,7 +185,7 @@ impl Trace {
             marks.push(
                 json!({"name": format!("correction (round {})", a.round), "cat": "adapt", "ph": "i", "s": "p",
                 "ts": a.at * 1e6, "pid": MEASURED_PID, "tid": 0,
-                "args": {"round": a.round, "products": a.products, "measured_over_predicted": factors}}),
+                "args": {"round": a.round, "products": a.products, "measured_over_predicted": factors, "phase": PLAN}}),
             );
         }
         Trace {
@@ -212,14 +221,26 @@ impl Trace {
             at as u32
         };
         let mut spans = Vec::with_capacity(earlier.spans.len() + self.spans.len());
-        for mut s in earlier.spans {
+        // The probes are measured work: their spans say so (`args.phase`
+        // `probe`, names `probe send` ...); what was predicted for them,
+        // at the costs guessed before anything was measured, is left out.
+        for mut s in earlier.spans.into_iter().filter(|s| s.pid == MEASURED_PID) {
             s.tid = track(u64::from(s.tid));
+            s.name = format!("probe {}", s.name);
+            if let Some(a) = s.args.as_object_mut() {
+                a.insert("phase".into(), json!(PROBE));
+            }
             spans.push(s);
         }
-        let mut marks = earlier.marks;
+        let mut marks: Vec<Value> = (earlier.marks.into_iter())
+            .filter(|m| m.get("pid").and_then(Value::as_u64) != Some(u64::from(PREDICTED_PID)))
+            .collect();
         for m in marks.iter_mut() {
             if let Some(tid) = m.get("tid").and_then(Value::as_u64) {
                 m["tid"] = json!(track(tid));
+            }
+            if let Some(a) = m.get_mut("args").and_then(Value::as_object_mut) {
+                a.insert("phase".into(), json!(PROBE));
             }
         }
         self.tracks = tracks;
@@ -227,7 +248,7 @@ impl Trace {
         self.spans = spans;
         marks.push(
             json!({"name": "plan (after the probes)", "cat": "replan", "ph": "i", "s": "p",
-            "ts": shift, "pid": MEASURED_PID, "tid": 0, "args": {}}),
+            "ts": shift, "pid": MEASURED_PID, "tid": 0, "args": {"phase": PLAN}}),
         );
         marks.append(&mut self.marks);
         self.marks = marks;
