@@ -152,9 +152,21 @@ fn bad_input_gets_one_clear_error() {
     );
     let bounded = platform_file("[[worker]]\nname = \"a\"\nc = 1\nw = 1\nd = 1\nmax_load = 3\n");
     fails_with(
-        &["plan", "--platform", bounded.path(), "--load", "5"],
+        &[
+            "plan",
+            "--platform",
+            bounded.path(),
+            "--load",
+            "5",
+            "--strategy",
+            "fifo",
+        ],
         "infeasible bounds",
     );
+    // What one round cannot hold, best sends in rounds whose chunks fit.
+    let (ok, out, err) = dls(&["plan", "--platform", bounded.path(), "--load", "5"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("rounds can"), "{out}");
     let inf = platform_file("[[worker]]\nname = \"a\"\nc = inf\nw = 1\nd = 1\n");
     fails_with(&["plan", "--platform", inf.path(), "--load", "5"], "`c` = inf");
 }
