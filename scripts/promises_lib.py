@@ -184,21 +184,27 @@ def write_platform(env, workers, size):
 # -------------------------------------------------------------- memory
 def stream_memory_flat(env):
     """The master holds chunks in flight, not the batch: its peak RSS does
-    not grow with the batch (the same products, twice as many; chunks of
-    at most 4 MB, so that both batches are many chunks)."""
+    not grow with the batch. The same products, three times as many, in
+    chunks of at most 4 MB (so that both batches are many chunks): the
+    peak may grow by at most 15% of the data added, where holding the
+    batch's C alone would add a third of it."""
     n = 256
     w = env.workers(["--threads 1"] * 2)
     rss = {}
-    for m in (60, 120):
+    for m in (60, 180):
         a, b = npy_batch(env, m, n)
         out, _, _ = env.dls("run", "--workers", w, "--input", a, b, "--output", env.path(f"c{m}.npy"),
                             "--chunk-mb", 4, "--json")
         rss[m] = json.loads(out)["master_peak_rss_bytes"]
+        for f in (a, b, env.path(f"c{m}.npy")):
+            os.remove(f)
     env.stop_workers()
     data = {m: 3 * m * n * n * 8 for m in rss}
-    ok = rss[120] <= 1.2 * rss[60] + 8e6
+    added = data[180] - data[60]
+    grew = rss[180] - rss[60]
     return (f"{rss[60] / 1e6:.0f} MB for 60 products of {n}² ({100 * rss[60] / data[60]:.0f}% of A, B, C), "
-            f"{rss[120] / 1e6:.0f} MB for 120 ({100 * rss[120] / data[120]:.0f}%)"), ok
+            f"{rss[180] / 1e6:.0f} MB for 180 ({100 * rss[180] / data[180]:.0f}%): grew by "
+            f"{100 * grew / added:.0f}% of the data added"), grew <= 0.15 * added
 
 
 def stream_memory(env):
@@ -238,8 +244,9 @@ def npy_batch(env, m, n):
 
 # -------------------------------------------------------------- demo
 def demo(env):
-    """`dls demo`: every strategy within 15% of its prediction; rounds
-    within 1.10x the steady-state bound and at least 15% before fifo."""
+    """`dls demo`: the one-round plans within 15% of their prediction, the
+    multi-round ones within 25%; rounds within 1.35x the steady-state
+    bound and at most 0.70x fifo's makespan."""
     out, _, wall = env.dls("demo", "--out-dir", env.dir, "--json", timeout=300)
     rows = json.loads(out)
     by = {r["strategy"]: r for r in rows}
@@ -247,7 +254,8 @@ def demo(env):
     rounds = by["rounds"]
     over_bound = rounds["measured"] / rounds["bound"]
     vs_fifo = rounds["measured"] / by["fifo"]["measured"]
-    ok = all(0.85 <= x <= 1.15 for x in ratios.values()) and over_bound <= 1.10 and vs_fifo <= 0.85
+    within = all(0.85 <= x <= (1.25 if s in ("rounds", "best") else 1.15) for s, x in ratios.items())
+    ok = within and over_bound <= 1.35 and vs_fifo <= 0.70
     return ("meas/pred " + ", ".join(f"{s} {x:.3f}" for s, x in ratios.items())
             + f"; rounds {over_bound:.3f}x the bound, {vs_fifo:.3f}x fifo; {wall:.1f} s wall"), ok
 
@@ -313,14 +321,14 @@ PROMISES = [
             "0 < resumed < batch, C verified", True, resume_after_kill),
     Promise("memory-flat", "the master holds the chunks in flight, not the batch",
             ("README.md", "so the master holds the chunks in flight, not the batch"),
-            "RSS(2M) <= 1.2 RSS(M) + 8 MB", True, stream_memory_flat),
+            "RSS(3M) - RSS(M) <= 15% of the data added", True, stream_memory_flat),
     Promise("plan-10000", "FIFO for 10,000 workers in milliseconds",
             ("README.md", "76 ms for 10,000 workers"), "dls plan <= 0.5 s wall", False, plan_10000),
     Promise("demo", "the demo's plans run as predicted; rounds near the bound",
-            ("README.md", "finished 21–24% before fifo in all three runs"),
-            "meas/pred 0.85-1.15 each; rounds <= 1.10x bound, <= 0.85x fifo", False, demo),
+            ("README.md", "finished 38–44% before fifo in all three runs"),
+            "meas/pred 0.85-1.15 one round, -1.25 rounds, best; rounds <= 1.35x bound, <= 0.70x fifo", False, demo),
     Promise("memory-340", "the streaming batch: 340 products of 512² float64, 2.14 GB",
-            ("README.md", "master peak RSS 127 MB"), "peak RSS <= 10% of A, B, C", False, stream_memory),
+            ("README.md", "files, master peak RSS 103–143 MB (4.8–6.7% of the data)"), "peak RSS <= 10% of A, B, C", False, stream_memory),
     Promise("calibrate-32", "dls calibrate of 32 loopback workers at n = 256",
             ("README.md", "loopback workers at `--size 256` take 2.6–3.4 s in all"), "median <= 3.6 s", False,
             calibrate_32),

@@ -63,5 +63,6 @@ m, n, dtype = sys.argv[3], sys.argv[4], sys.argv[5]
 run = json.load(open(sys.argv[6]))
 print(f"{m} products of {n}x{n} {dtype}: data (A, B, C files) {data / 1e9:.2f} GB")
 print(f"master peak RSS {rss / 1e6:.0f} MB = {100 * rss / data:.1f}% of the data")
-print(f"makespan {run['measured_makespan']:.1f} s, verified {run['verified']}, lost {len(run.get('failures', []))}")
+ports = "a shared uplink" if run.get("uplink") else ("one port" if run["ports"] == 1 else "two ports")
+print(f"makespan {run['measured_makespan']:.1f} s, verified {run['verified']}, lost {len(run.get('failures', []))}, port model: {ports}")
 EOF

@@ -93,6 +93,9 @@ fn model_of(args: &RunArgs, form: &Form) -> Result<Option<(PathBuf, Model)>> {
 }
 
 pub fn run(args: &RunArgs) -> Result<()> {
+    // Chunks stream through several threads: one heap keeps what they
+    // free for the next chunk, not a heap per thread.
+    dls_common::one_heap();
     let inputs: Vec<PathBuf> = args.input.clone().unwrap_or_default();
     let one = crate::cli::product_cmd::job_of(args)?;
     for (path, what) in [
