@@ -15,7 +15,9 @@
 //! Sizes are measured two or three times, or once when the first measure
 //! per unit agrees with the size before (the line is confirmed, not
 //! repeated). Transfers stop growing once a size's send and return took
-//! `max_probe_seconds` together, computing once a size took that long,
+//! `max_probe_seconds` together (at `max_units` at most), computing once a
+//! size took that long (at [`max_compute_units`] at most, so that small
+//! products are probed in numbers whose time dwarfs a chunk's latency),
 //! each after three sizes; a size past one of them is measured for the
 //! other alone (the samples say NaN for what was not measured).
 
@@ -129,15 +131,31 @@ fn check(link: &Link, form: &Form) -> Result<u64> {
     Ok(max_load)
 }
 
+/// The most products a compute probe takes: what half the worker's
+/// memory holds, at most `MAX_COMPUTE_UNITS`. A compute probe's data is
+/// made on the worker, so it is not bounded by what a transfer probe
+/// sends: small products need many in a probe for their cost per product
+/// to stand out of the per-chunk latency (n = 64 on a worker with every
+/// core: about 40 µs a product against 0.1-1.5 ms a chunk).
+pub(super) fn max_compute_units(link: &Link, opts: &CalibrateOptions) -> u64 {
+    (link.caps.max_products(&opts.form) / 2).clamp(1, MAX_COMPUTE_UNITS)
+}
+
+/// See [`max_compute_units`].
+const MAX_COMPUTE_UNITS: u64 = 4096;
+
 /// One worker's probes, as the module says.
 async fn probe(link: &mut Link, opts: &CalibrateOptions, port: &Mutex<()>, buf: &Values) -> Result<Probes> {
     let max_load = check(link, &opts.form)?;
     let max_units = max_units(link, opts);
+    let max_compute = max_compute_units(link, opts).max(max_units);
     let mut samples: Vec<(u64, f64, f64, f64)> = Vec::new();
     let mut scatter = [Scatter::default(); 3];
     let (mut moving, mut computing) = (true, true);
     let mut k = 1u64;
-    while k <= max_units && (moving || computing) {
+    while (moving || computing) && k <= max_compute {
+        // Transfers stop at `max_units`; computing may go on.
+        moving &= k <= max_units;
         let (mut s, mut c, mut r) = (Vec::new(), Vec::new(), Vec::new());
         // A size whose first measure per unit agrees with the size before
         // (within AGREE) is on the line already: it is not repeated.

@@ -68,6 +68,30 @@ fn a_scaling_model_is_fitted_from_calibrations_at_several_sizes() {
 }
 
 #[test]
+fn sizes_probed_for_computing_alone_leave_the_transfer_rates_as_measured() {
+    // Compute probes go on past the transfer probes (their transfers NaN):
+    // the rates per byte come from the sizes that moved data, never a NaN
+    // turned into a cost of nothing.
+    let mut cals = [
+        measured(Form::square(64), 1e-9, 1e-4, 5e9),
+        measured(Form::square(256), 1e-9, 1e-4, 2e10),
+    ];
+    for cal in &mut cals {
+        let w = cal.form.shape.flops() / 5e9;
+        cal.workers[0]
+            .samples
+            .extend([64u64, 512].map(|k| (k, f64::NAN, k as f64 * w, f64::NAN)));
+    }
+    let s = scaling(&cals).expect("fits");
+    assert!((s[0].send_per_byte - 1e-9).abs() < 1e-15, "{}", s[0].send_per_byte);
+    assert!((s[0].return_per_byte - 2e-9).abs() < 1e-15, "{}", s[0].return_per_byte);
+    // A latency that hides the rate (every probe as long): the largest
+    // probe's seconds a byte, an upper bound.
+    let flat = [(1e3, 1e-3), (2e3, 1e-3), (4e3, 1e-3)];
+    assert!((per_byte(&flat) - 1e-3 / 4e3).abs() < 1e-18);
+}
+
+#[test]
 fn least_squares_against_closed_forms() {
     let f = fit(&[(1.0, 3.0), (2.0, 5.0), (4.0, 9.0)]);
     assert!((f.slope - 2.0).abs() < 1e-12 && (f.intercept - 1.0).abs() < 1e-12 && (f.r2 - 1.0).abs() < 1e-12);
