@@ -131,18 +131,16 @@ fn check(link: &Link, form: &Form) -> Result<u64> {
     Ok(max_load)
 }
 
-/// The most products a compute probe takes: what half the worker's
-/// memory holds, at most `MAX_COMPUTE_UNITS`. A compute probe's data is
-/// made on the worker, so it is not bounded by what a transfer probe
-/// sends: small products need many in a probe for their cost per product
+/// The most products a compute probe takes: `max_probe_bytes` of inputs,
+/// at most what half the worker's memory holds. A compute probe's data is
+/// made on the worker, so it is not held to the 32 units of a transfer
+/// probe: small products need many in a probe for their cost per product
 /// to stand out of the per-chunk latency (n = 64 on a worker with every
 /// core: about 40 µs a product against 0.1-1.5 ms a chunk).
 pub(super) fn max_compute_units(link: &Link, opts: &CalibrateOptions) -> u64 {
-    (link.caps.max_products(&opts.form) / 2).clamp(1, MAX_COMPUTE_UNITS)
+    let by_bytes = opts.max_probe_bytes / opts.form.in_bytes(1).max(1);
+    by_bytes.min(link.caps.max_products(&opts.form) / 2).max(1)
 }
-
-/// See [`max_compute_units`].
-const MAX_COMPUTE_UNITS: u64 = 4096;
 
 /// One worker's probes, as the module says.
 async fn probe(link: &mut Link, opts: &CalibrateOptions, port: &Mutex<()>, buf: &Values) -> Result<Probes> {
