@@ -385,6 +385,42 @@ def one_product(env):
     return f"{over:.2f}x the bound, master at {master:.1f}% of A + B + C", over <= 1.35 and master <= 12.0
 
 
+# -------------------------------------------------------------- kernel, wire
+def kernel(env):
+    """The worker's kernel against OpenBLAS on this machine
+    (`scripts/blas-compare.sh`: numpy from PyPI in target/blas-venv): the
+    median ratio over n = 64-1024 at least 0.5 on one thread and on two."""
+    r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "blas-compare.sh")], capture_output=True,
+                       text=True, timeout=900, cwd=ROOT)
+    if r.returncode != 0:
+        raise CannotMeasure("scripts/blas-compare.sh failed (numpy from PyPI?): " + r.stderr.strip()[-200:])
+    ratios = {}
+    for line in r.stdout.splitlines():
+        f = line.split()
+        if len(f) == 5 and f[0].isdigit():
+            ratios.setdefault(int(f[1]), []).append(float(f[4]))
+    med = {t: statistics.median(v) for t, v in ratios.items()}
+    ok = len(med) == 2 and all(m >= 0.5 for m in med.values())
+    return ("dls/OpenBLAS median over sizes: " + ", ".join(f"{t} thread(s) {m:.2f}" for t, m in sorted(med.items()))
+            + " (" + "; ".join(f"{t}: " + " ".join(f"{x:.2f}" for x in v) for t, v in sorted(ratios.items())) + ")"), ok
+
+
+def transfer(env):
+    """`cargo bench -p dls-worker --bench transfer`: a chunk through dls's
+    Connection at least 0.90 of raw TCP; sealed with AES-256-GCM at least
+    0.75 of plain."""
+    r = subprocess.run(["cargo", "bench", "-q", "-p", "dls-worker", "--bench", "transfer"], capture_output=True,
+                       text=True, timeout=1200, cwd=ROOT)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr.strip()[-300:])
+    plain = re.search(r"ratio \(plain / raw\)\s+([0-9.]+)", r.stdout)
+    aes = re.search(r"ratio \(AES-256-GCM / plain\)\s+([0-9.]+)", r.stdout)
+    if not (plain and aes):
+        raise RuntimeError("could not read the bench's ratios: " + r.stdout[-300:])
+    p, a = float(plain.group(1)), float(aes.group(1))
+    return f"plain/raw {p:.3f}, AES-256-GCM/plain {a:.3f}", p >= 0.90 and a >= 0.75
+
+
 PROMISES = [
     Promise("cold-trace", "a run that calibrates itself: probes marked, the prediction the plan's",
             ("README.md", '`"phase": "probe"` for the probes of a run that calibrates itself'),
@@ -411,6 +447,12 @@ PROMISES = [
     Promise("calibrate-32", "dls calibrate of 32 loopback workers at n = 256",
             ("README.md", "loopback workers at `--size 256` take 2.6–3.4 s in all"), "median <= 3.6 s", False,
             calibrate_32),
+    Promise("kernel", "the worker's kernel against OpenBLAS on this machine",
+            ("docs/worker.md", "Medians over the sizes: 0.71 and 0.66 on one thread, 0.76 and 0.77 on two"),
+            "median dls/OpenBLAS >= 0.5 at 1 and 2 threads", False, kernel),
+    Promise("transfer", "a chunk through Connection against raw TCP; the cost of encryption",
+            ("docs/worker.md", "raw 1118 MB/s, dls 1087 MB/s, **ratio 0.972**"),
+            "plain/raw >= 0.90; AES/plain >= 0.75", False, transfer),
     Promise("one-product", "one 4096² product on the 4:3:2:1 star",
             ("README.md", "1.09–1.27× the bound (median 1.18 over six runs)"),
             "<= 1.35x the bound; master <= 12%", False, one_product),
