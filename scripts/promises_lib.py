@@ -421,6 +421,44 @@ def transfer(env):
     return f"plain/raw {p:.3f}, AES-256-GCM/plain {a:.3f}", p >= 0.90 and a >= 0.75
 
 
+# -------------------------------------------------------------- python
+def python_venv():
+    """A Python with numpy and this tree's `dls` package: CI's venv when
+    it is there, else target/promises-venv, made once (`pip install
+    ./python`, which compiles the extension: minutes)."""
+    for venv in ("ci-venv", "promises-venv"):
+        py = os.path.join(ROOT, "target", venv, "bin", "python")
+        if os.access(py, os.X_OK) and subprocess.run([py, "-c", "import dls, numpy"],
+                                                     capture_output=True).returncode == 0:
+            return py
+    venv = os.path.join(ROOT, "target", "promises-venv")
+    subprocess.run(["python3", "-m", "venv", venv], check=True)
+    py = os.path.join(venv, "bin", "python")
+    r = subprocess.run([py, "-m", "pip", "install", "-q", os.path.join(ROOT, "python")], capture_output=True,
+                       text=True, timeout=1800)
+    if r.returncode != 0:
+        raise CannotMeasure("pip install ./python failed: " + r.stderr.strip()[-200:])
+    return py
+
+
+def python_overhead(env):
+    """`scripts/python-overhead.py`: dls.matmul against np.save + dls run +
+    np.load on the same batch and workers, at most 0.85 of it (the README:
+    0.76-0.78)."""
+    py = python_venv()
+    r = subprocess.run([py, os.path.join(ROOT, "scripts", "python-overhead.py")], capture_output=True, text=True,
+                       timeout=900, cwd=ROOT)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr.strip()[-300:])
+    m = re.search(r"python / cli\s+([0-9.]+)", r.stdout)
+    mp = re.search(r"dls\.matmul\s+([0-9.]+) s", r.stdout)
+    mc = re.search(r"np\.save \+ dls run \+ np\.load\s+([0-9.]+) s", r.stdout)
+    if not (m and mp and mc):
+        raise RuntimeError("could not read scripts/python-overhead.py's output: " + r.stdout[-300:])
+    ratio = float(m.group(1))
+    return f"dls.matmul {mp.group(1)} s, files and the command line {mc.group(1)} s, ratio {ratio:.2f}", ratio <= 0.85
+
+
 PROMISES = [
     Promise("cold-trace", "a run that calibrates itself: probes marked, the prediction the plan's",
             ("README.md", '`"phase": "probe"` for the probes of a run that calibrates itself'),
@@ -453,6 +491,9 @@ PROMISES = [
     Promise("transfer", "a chunk through Connection against raw TCP; the cost of encryption",
             ("docs/worker.md", "raw 1118 MB/s, dls 1087 MB/s, **ratio 0.972**"),
             "plain/raw >= 0.90; AES/plain >= 0.75", False, transfer),
+    Promise("python", "dls.matmul against files and the command line",
+            ("README.md", "run` + `np.load` 0.613 and 0.587 s, ratios 0.76 and 0.78"),
+            "ratio <= 0.85", False, python_overhead),
     Promise("one-product", "one 4096² product on the 4:3:2:1 star",
             ("README.md", "1.09–1.27× the bound (median 1.18 over six runs)"),
             "<= 1.35x the bound; master <= 12%", False, one_product),
