@@ -115,6 +115,32 @@ fn a_random_product_reports_its_plan_and_writes_a_trace() {
     assert!(events
         .iter()
         .any(|e| e["cat"] == "return" && e["args"]["predicted"] == false));
+    // Every event is the plan's, and each worker's sends, measured and
+    // predicted, name the same pieces and panels in the same order (the
+    // run follows the plan's port order; no worker was lost).
+    let spans: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "X" || e["ph"] == "i").collect();
+    assert!(
+        spans.iter().all(|e| e["args"]["phase"] == "plan"),
+        "an event without its phase"
+    );
+    let sends = |predicted: bool| -> Vec<(u64, u64, u64)> {
+        let mut v: Vec<(u64, u64, u64)> = (spans.iter())
+            .filter(|e| e["cat"] == "send" && e["tid"] != 0 && e["args"]["predicted"] == predicted)
+            .map(|e| {
+                let a = &e["args"];
+                (
+                    e["tid"].as_u64().expect("tid"),
+                    a["piece"].as_u64().expect("piece"),
+                    a["panel"].as_u64().expect("panel"),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let (measured, predicted) = (sends(false), sends(true));
+    assert!(!measured.is_empty());
+    assert_eq!(measured, predicted);
 }
 
 #[test]

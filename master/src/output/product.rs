@@ -207,14 +207,16 @@ fn measured_sent(measured: &Measured) -> u64 {
 /// The run panel by panel: on each worker's track its sends, additions and
 /// returns; predicted ones from the plan, measured ones as they happened.
 pub fn trace(names: &[String], plan: &ProductPlan, measured: &Measured) -> Trace {
+    use crate::output::trace::PLAN;
+    // Every event is the plan's (a product has no probes in its run), and
+    // says its piece and panel, measured and predicted alike.
     let mut spans = Vec::new();
-    let no = json!({ "predicted": false });
-    let yes = json!({ "predicted": true });
+    let no = json!({ "predicted": false, "phase": PLAN });
     let mut busy = vec![0.0f64; names.len()];
     for t in &measured.transfers {
         let (w, tid) = (&names[t.worker], t.worker as u32 + 1);
         let cat = if t.panel.is_some() { "send" } else { "return" };
-        let x = json!({ "predicted": false, "piece": t.piece, "panel": t.panel });
+        let x = json!({ "predicted": false, "piece": t.piece, "panel": t.panel, "phase": PLAN });
         spans.push(span(MEASURED_PID, tid, cat, w, t.start, t.end, x.clone()));
         spans.push(span(MEASURED_PID, 0, cat, w, t.start, t.end, no.clone()));
         if let Some(added) = t.added {
@@ -225,18 +227,19 @@ pub fn trace(names: &[String], plan: &ProductPlan, measured: &Measured) -> Trace
     }
     let mut busy = vec![0.0f64; names.len()];
     for (t, op) in plan.timing.times.iter().zip(&plan.timing.ops) {
-        let (piece, cat) = match *op {
-            dls_lp::product::Op::Send { piece, .. } => (piece, "send"),
-            dls_lp::product::Op::Return { piece } => (piece, "return"),
+        let (piece, panel, cat) = match *op {
+            dls_lp::product::Op::Send { piece, panel } => (piece, Some(panel), "send"),
+            dls_lp::product::Op::Return { piece } => (piece, None, "return"),
         };
         let wk = plan.pieces[piece].worker;
         let (w, tid) = (&names[wk], wk as u32 + 1);
+        let yes = json!({ "predicted": true, "piece": piece, "panel": panel, "phase": PLAN });
         spans.push(span(PREDICTED_PID, tid, cat, w, t.start, t.end, yes.clone()));
         spans.push(span(PREDICTED_PID, 0, cat, w, t.start, t.end, yes.clone()));
         if cat == "send" {
             let from = t.end.max(busy[wk]);
             busy[wk] = t.added;
-            spans.push(span(PREDICTED_PID, tid, "compute", w, from, t.added, yes.clone()));
+            spans.push(span(PREDICTED_PID, tid, "compute", w, from, t.added, yes));
         }
     }
     let mut marks = Vec::new();
@@ -244,7 +247,7 @@ pub fn trace(names: &[String], plan: &ProductPlan, measured: &Measured) -> Trace
         marks.push(
             json!({"name": format!("lost {}", names[l.worker]), "cat": "failure", "ph": "i", "s": "g",
             "ts": l.at * 1e6, "pid": MEASURED_PID, "tid": l.worker + 1,
-            "args": {"worker": names[l.worker], "reason": l.reason, "elements_lost": l.elements}}),
+            "args": {"worker": names[l.worker], "reason": l.reason, "elements_lost": l.elements, "phase": PLAN}}),
         );
     }
     let mut tracks = vec!["master port".to_string()];
