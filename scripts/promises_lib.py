@@ -347,6 +347,25 @@ def hidden_size(env):
     return (f"predicted/run at 128: {', '.join(f'{r:.2f}' for r in ratios)} (median {med:.2f})"), 0.5 <= med <= 2.0
 
 
+def cold_warm(env):
+    """`scripts/calibration-speed.sh 32 256 2100`: a run that calibrates
+    itself against the same run with a platform file, four emulated
+    workers, twice; median cold/warm at most 1.20 (the README's latest:
+    median 1.058, single runs up to 1.167), and `dls calibrate` of 32
+    loopback workers at most 3.6 s in the median."""
+    r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "calibration-speed.sh"), "32", "256", "2100"],
+                       capture_output=True, text=True, timeout=900, cwd=ROOT)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr.strip()[-300:])
+    ratios = [float(x) for x in re.findall(r"cold/warm ([0-9.]+)", r.stdout)]
+    cal = [float(x) for x in re.findall(r"calibrate 32 loopback workers, n=256: ([0-9.]+) s", r.stdout)]
+    if not ratios or not cal:
+        raise RuntimeError("could not read scripts/calibration-speed.sh's output: " + r.stdout[-300:])
+    med, cmed = statistics.median(ratios), statistics.median(cal)
+    return (f"cold/warm {', '.join(f'{x:.3f}' for x in ratios)} (median {med:.3f}); 32 workers calibrated in "
+            f"{', '.join(f'{x:.2f}' for x in cal)} s"), med <= 1.20 and cmed <= 3.6
+
+
 # -------------------------------------------------------------- planner
 def plan_10000(env):
     """The planner: one-port FIFO for 10,000 workers in milliseconds (the
@@ -485,6 +504,9 @@ PROMISES = [
     Promise("calibrate-32", "dls calibrate of 32 loopback workers at n = 256",
             ("README.md", "loopback workers at `--size 256` take 2.6–3.4 s in all"), "median <= 3.6 s", False,
             calibrate_32),
+    Promise("cold-warm", "a run that calibrates itself costs little more than one with a platform file",
+            ("README.md", "cold/warm 1.006-1.167× (median 1.058)"),
+            "median cold/warm <= 1.20; 32 workers calibrated <= 3.6 s", False, cold_warm),
     Promise("kernel", "the worker's kernel against OpenBLAS on this machine",
             ("docs/worker.md", "Medians over the sizes: 0.71 and 0.66 on one thread, 0.76 and 0.77 on two"),
             "median dls/OpenBLAS >= 0.5 at 1 and 2 threads", False, kernel),
