@@ -173,6 +173,15 @@ def resume_after_kill(env):
             f"and verified {run['verified']}"), ok
 
 
+def script(args, timeout, env=None, cannot=False):
+    """Run `args` in the tree; its stdout, or raise naming what it said
+    (CannotMeasure when `cannot`: what it needs is missing here)."""
+    r = subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+    if r.returncode != 0:
+        raise (CannotMeasure if cannot else RuntimeError)(f"{' '.join(args[:3])}: " + r.stderr.strip()[-300:])
+    return r.stdout
+
+
 def write_platform(env, workers, size):
     """A platform file of `workers` measured now at `size` (dls calibrate)."""
     path = env.path(f"platform-{size}-{abs(hash(workers)) % 10**6}.toml")
@@ -304,6 +313,18 @@ def toml_workers(path):
     return workers
 
 
+def one_core_ratios(env, what, once):
+    """`once(workers)` three times, each on a fresh worker on one core:
+    the ratios, their median, in words, and whether it is within 2x."""
+    ratios = []
+    for _ in range(3):
+        w = env.workers(["--threads 1"])
+        ratios.append(once(w))
+        env.stop_workers()
+    med = statistics.median(ratios)
+    return f"{what}: {', '.join(f'{r:.2f}' for r in ratios)} (median {med:.2f})", 0.5 <= med <= 2.0
+
+
 def calibration_accuracy(env):
     """A worker on one core calibrated at n = 64 (`dls calibrate --size
     64`): its cost a product within 2x of what a run of that size then
@@ -311,17 +332,12 @@ def calibration_accuracy(env):
     docs state 0.61-0.81; 2x keeps the check robust on a loaded machine
     while it still catches a fit clamped to nothing or lost in the
     latency, which were 2-4x and 1e-5x)."""
-    ratios = []
-    for _ in range(3):
-        w = env.workers(["--threads 1"])
+    def once(w):
         path = env.path("cal64.toml")
         env.dls("calibrate", "--workers", w, "--size", 64, "-o", path)
         cal = next(iter(toml_workers(path).values()))["w"]
-        run = next(iter(run_compute_per_product(env, w, 64, 2000, path).values()))
-        env.stop_workers()
-        ratios.append(cal / run)
-    med = statistics.median(ratios)
-    return (f"calibrated/run at 64: {', '.join(f'{r:.2f}' for r in ratios)} (median {med:.2f})"), 0.5 <= med <= 2.0
+        return cal / next(iter(run_compute_per_product(env, w, 64, 2000, path).values()))
+    return one_core_ratios(env, "calibrated/run at 64", once)
 
 
 def hidden_size(env):
@@ -331,20 +347,16 @@ def hidden_size(env):
     the prediction recomputed here from the file's speed points,
     interpolated linearly in log n)."""
     import math
-    ratios = []
-    for _ in range(3):
-        w = env.workers(["--threads 1"])
+
+    def once(w):
         path = env.path("sizes.toml")
         env.dls("calibrate", "--workers", w, "--sizes", "64,256", "-o", path)
         speed = next(iter(toml_workers(path).values()))["speed"]
         (n0, f0), (n1, f1) = speed[0], speed[-1]
         t = (math.log(128) - math.log(n0)) / (math.log(n1) - math.log(n0))
         predicted = 2 * 128 ** 3 / (f0 + t * (f1 - f0))
-        run = next(iter(run_compute_per_product(env, w, 128, 600, path).values()))
-        env.stop_workers()
-        ratios.append(predicted / run)
-    med = statistics.median(ratios)
-    return (f"predicted/run at 128: {', '.join(f'{r:.2f}' for r in ratios)} (median {med:.2f})"), 0.5 <= med <= 2.0
+        return predicted / next(iter(run_compute_per_product(env, w, 128, 600, path).values()))
+    return one_core_ratios(env, "predicted/run at 128", once)
 
 
 def cold_warm(env):
@@ -353,14 +365,11 @@ def cold_warm(env):
     workers, twice; median cold/warm at most 1.20 (the README's latest:
     median 1.058, single runs up to 1.167), and `dls calibrate` of 32
     loopback workers at most 3.6 s in the median."""
-    r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "calibration-speed.sh"), "32", "256", "2100"],
-                       capture_output=True, text=True, timeout=900, cwd=ROOT)
-    if r.returncode != 0:
-        raise RuntimeError(r.stderr.strip()[-300:])
-    ratios = [float(x) for x in re.findall(r"cold/warm ([0-9.]+)", r.stdout)]
-    cal = [float(x) for x in re.findall(r"calibrate 32 loopback workers, n=256: ([0-9.]+) s", r.stdout)]
+    out = script(["bash", os.path.join(ROOT, "scripts", "calibration-speed.sh"), "32", "256", "2100"], 900)
+    ratios = [float(x) for x in re.findall(r"cold/warm ([0-9.]+)", out)]
+    cal = [float(x) for x in re.findall(r"calibrate 32 loopback workers, n=256: ([0-9.]+) s", out)]
     if not ratios or not cal:
-        raise RuntimeError("could not read scripts/calibration-speed.sh's output: " + r.stdout[-300:])
+        raise RuntimeError("could not read scripts/calibration-speed.sh's output: " + out[-300:])
     med, cmed = statistics.median(ratios), statistics.median(cal)
     return (f"cold/warm {', '.join(f'{x:.3f}' for x in ratios)} (median {med:.3f}); 32 workers calibrated in "
             f"{', '.join(f'{x:.2f}' for x in cal)} s"), med <= 1.20 and cmed <= 3.6
@@ -391,12 +400,8 @@ def one_product(env):
     """One 4096² float64 product from .npy files on the 4:3:2:1 star
     (scripts/one-product.sh): within 1.35x the bound (the README: 1.09-1.27x,
     median 1.18), the master under 12% of A + B + C (9-11%)."""
-    r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "one-product.sh"), env.path("product")],
-                       capture_output=True, text=True, timeout=900, cwd=ROOT,
-                       env={**os.environ, "PATH": env.bins + ":" + os.environ.get("PATH", "")})
-    if r.returncode != 0:
-        raise RuntimeError(r.stderr.strip()[-300:])
-    text = r.stdout
+    text = script(["bash", os.path.join(ROOT, "scripts", "one-product.sh"), env.path("product")], 900,
+                  env={**os.environ, "PATH": env.bins + ":" + os.environ.get("PATH", "")})
     m = re.search(r"^heterogeneous .*?bound [0-9.]+ s \(([0-9.]+)x\).*?= ([0-9.]+)% of A\+B\+C", text, re.M)
     if not m:
         raise RuntimeError("could not read scripts/one-product.sh's output: " + text[-300:])
@@ -409,12 +414,9 @@ def kernel(env):
     """The worker's kernel against OpenBLAS on this machine
     (`scripts/blas-compare.sh`: numpy from PyPI in target/blas-venv): the
     median ratio over n = 64-1024 at least 0.5 on one thread and on two."""
-    r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "blas-compare.sh")], capture_output=True,
-                       text=True, timeout=900, cwd=ROOT)
-    if r.returncode != 0:
-        raise CannotMeasure("scripts/blas-compare.sh failed (numpy from PyPI?): " + r.stderr.strip()[-200:])
+    out = script(["bash", os.path.join(ROOT, "scripts", "blas-compare.sh")], 900, cannot=True)
     ratios = {}
-    for line in r.stdout.splitlines():
+    for line in out.splitlines():
         f = line.split()
         if len(f) == 5 and f[0].isdigit():
             ratios.setdefault(int(f[1]), []).append(float(f[4]))
@@ -428,14 +430,11 @@ def transfer(env):
     """`cargo bench -p dls-worker --bench transfer`: a chunk through dls's
     Connection at least 0.90 of raw TCP; sealed with AES-256-GCM at least
     0.75 of plain."""
-    r = subprocess.run(["cargo", "bench", "-q", "-p", "dls-worker", "--bench", "transfer"], capture_output=True,
-                       text=True, timeout=1200, cwd=ROOT)
-    if r.returncode != 0:
-        raise RuntimeError(r.stderr.strip()[-300:])
-    plain = re.search(r"ratio \(plain / raw\)\s+([0-9.]+)", r.stdout)
-    aes = re.search(r"ratio \(AES-256-GCM / plain\)\s+([0-9.]+)", r.stdout)
+    out = script(["cargo", "bench", "-q", "-p", "dls-worker", "--bench", "transfer"], 1200)
+    plain = re.search(r"ratio \(plain / raw\)\s+([0-9.]+)", out)
+    aes = re.search(r"ratio \(AES-256-GCM / plain\)\s+([0-9.]+)", out)
     if not (plain and aes):
-        raise RuntimeError("could not read the bench's ratios: " + r.stdout[-300:])
+        raise RuntimeError("could not read the bench's ratios: " + out[-300:])
     p, a = float(plain.group(1)), float(aes.group(1))
     return f"plain/raw {p:.3f}, AES-256-GCM/plain {a:.3f}", p >= 0.90 and a >= 0.75
 
@@ -453,10 +452,7 @@ def python_venv():
     venv = os.path.join(ROOT, "target", "promises-venv")
     subprocess.run(["python3", "-m", "venv", venv], check=True)
     py = os.path.join(venv, "bin", "python")
-    r = subprocess.run([py, "-m", "pip", "install", "-q", os.path.join(ROOT, "python")], capture_output=True,
-                       text=True, timeout=1800)
-    if r.returncode != 0:
-        raise CannotMeasure("pip install ./python failed: " + r.stderr.strip()[-200:])
+    script([py, "-m", "pip", "install", "-q", os.path.join(ROOT, "python")], 1800, cannot=True)
     return py
 
 
@@ -465,15 +461,12 @@ def python_overhead(env):
     np.load on the same batch and workers, at most 0.85 of it (the README:
     0.76-0.78)."""
     py = python_venv()
-    r = subprocess.run([py, os.path.join(ROOT, "scripts", "python-overhead.py")], capture_output=True, text=True,
-                       timeout=900, cwd=ROOT)
-    if r.returncode != 0:
-        raise RuntimeError(r.stderr.strip()[-300:])
-    m = re.search(r"python / cli\s+([0-9.]+)", r.stdout)
-    mp = re.search(r"dls\.matmul\s+([0-9.]+) s", r.stdout)
-    mc = re.search(r"np\.save \+ dls run \+ np\.load\s+([0-9.]+) s", r.stdout)
+    out = script([py, os.path.join(ROOT, "scripts", "python-overhead.py")], 900)
+    m = re.search(r"python / cli\s+([0-9.]+)", out)
+    mp = re.search(r"dls\.matmul\s+([0-9.]+) s", out)
+    mc = re.search(r"np\.save \+ dls run \+ np\.load\s+([0-9.]+) s", out)
     if not (m and mp and mc):
-        raise RuntimeError("could not read scripts/python-overhead.py's output: " + r.stdout[-300:])
+        raise RuntimeError("could not read scripts/python-overhead.py's output: " + out[-300:])
     ratio = float(m.group(1))
     return f"dls.matmul {mp.group(1)} s, files and the command line {mc.group(1)} s, ratio {ratio:.2f}", ratio <= 0.85
 

@@ -82,14 +82,9 @@ pub enum LogFormat {
 /// with it, 9.2 s against 9.8 s); the master only for `dls run` with one
 /// product: in one process with its workers (the demo), mapping every
 /// buffer afresh cost a batch of small products 70% of its speed.
-#[allow(unsafe_code)]
 pub fn return_freed_buffers() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets a parameter of glibc's allocator; it takes
-    // the allocator's own lock and touches no memory of ours.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
-    }
+    mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
 }
 
 /// Keep every thread's allocations in one heap. glibc's malloc gives the
@@ -101,13 +96,19 @@ pub fn return_freed_buffers() {
 /// peaked at 211-270 MB with a heap per thread, 95-128 MB in one, at the
 /// same speed (`scripts/stream-memory.sh`); a batch of 600 products of
 /// 256² from memory ran as fast too. Call it before the threads start.
-#[allow(unsafe_code)]
 pub fn one_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    mallopt(libc::M_ARENA_MAX, 1);
+}
+
+/// Set one parameter of glibc's allocator (a failure leaves the default).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+fn mallopt(param: libc::c_int, value: libc::c_int) {
     // SAFETY: mallopt only sets a parameter of glibc's allocator; it takes
     // the allocator's own lock and touches no memory of ours.
     unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
+        libc::mallopt(param, value);
     }
 }
 
