@@ -9,11 +9,12 @@
 # and the master's peak memory over A + B + C; then the ratio of the two
 # makespans.
 #
-#   scripts/one-product.sh [DIR] [N] [LINK] [SLOWDOWNS]
+#   scripts/one-product.sh [DIR] [N] [LINK] [SLOWDOWNS] [THREADS]
 #
 # Defaults: DIR a fresh temporary directory (removed at the end), N = 4096
 # (A, B and C of 134 MB each), LINK = 320 (MB/s, every worker's link),
-# SLOWDOWNS = "3 4 6 12" (one worker each). Uses target/release (built if missing).
+# SLOWDOWNS = "3 4 6 12" (one worker each), THREADS each worker's
+# compute threads (default: every core). Uses target/release (built if missing).
 # Stops by itself: each run is bounded by `timeout`, the workers are
 # killed on exit.
 set -euo pipefail
@@ -22,6 +23,7 @@ DIR=${1:-}
 N=${2:-4096}
 LINK=${3:-320}
 SLOWDOWNS=${4:-3 4 6 12}
+THREADS=${5:-}
 CLEAN=0
 if [[ -z "$DIR" ]]; then
   DIR=$(mktemp -d)
@@ -55,7 +57,7 @@ EOF
 # shellcheck source=scripts/local-workers.sh
 source scripts/local-workers.sh
 specs=()
-for s in $SLOWDOWNS; do specs+=("--link-rate $LINK --slowdown $s"); done
+for s in $SLOWDOWNS; do specs+=("--link-rate $LINK --slowdown $s${THREADS:+ --threads $THREADS}"); done
 start_workers "$DIR" "${specs[@]}"
 timeout 300 target/release/dls calibrate --workers "$WORKERS" --size 384 -o "$DIR/platform.toml" >/dev/null 2>&1
 DATA=$((3 * N * N * 8))
