@@ -1,6 +1,8 @@
 //! The state machine of one large product: it follows the plan's port
 //! order ([`dls_lp::product::timeline`]) strictly, one lane on one port,
-//! a send lane and a return lane when the port is full duplex; it lets a
+//! a send lane and a return lane when the port is full duplex (the send
+//! lane carrying as many sends at once as the plan's port says, each to
+//! its own worker, started in order); it lets a
 //! worker hold at most the plan's window of panels not yet added and two
 //! pieces of C; and when a worker is lost it cuts what it had not returned
 //! again over the survivors ([`dls_lp::product::plan_on`]) and appends
@@ -127,8 +129,10 @@ pub struct ProductMachine {
     /// One lane of op indices (one port), or sends then returns (duplex).
     lanes: Vec<VecDeque<usize>>,
     ops: Vec<(Op, Option<OpTimes>)>,
-    /// Op index on the port, per lane.
-    on_port: Vec<Option<usize>>,
+    /// Op indices on the port, per lane.
+    on_port: Vec<Vec<usize>>,
+    /// How many ops the send lane carries at once.
+    sends: usize,
     /// Panels sent and added, per worker.
     sent: Vec<usize>,
     added: Vec<usize>,
@@ -151,7 +155,8 @@ impl ProductMachine {
             by_worker: vec![Vec::new(); p],
             lanes: vec![VecDeque::new(); if plan.request.duplex { 2 } else { 1 }],
             ops: Vec::new(),
-            on_port: vec![None; if plan.request.duplex { 2 } else { 1 }],
+            on_port: vec![Vec::new(); if plan.request.duplex { 2 } else { 1 }],
+            sends: if plan.request.duplex { plan.port.sends.max(1) } else { 1 },
             sent: vec![0; p],
             added: vec![0; p],
             alive: vec![true; p],
@@ -219,11 +224,25 @@ impl ProductMachine {
 
     fn returning(&self) -> Option<usize> {
         let lane = self.lanes.len() - 1;
-        self.on_port[lane].filter(|&i| matches!(self.ops[i].0, Op::Return { .. }))
+        self.on_port[lane]
+            .iter()
+            .copied()
+            .find(|&i| matches!(self.ops[i].0, Op::Return { .. }))
     }
 
-    fn sending(&self) -> Option<usize> {
-        self.on_port[0].filter(|&i| matches!(self.ops[i].0, Op::Send { .. }))
+    /// The send on the port to `worker`, if any.
+    fn sending(&self, worker: usize) -> Option<usize> {
+        self.on_port[0]
+            .iter()
+            .copied()
+            .find(|&i| matches!(self.ops[i].0, Op::Send { piece, .. } if self.pieces[piece].piece.worker == worker))
+    }
+
+    /// Take op `i` off the port.
+    fn off_port(&mut self, i: usize) {
+        for lane in &mut self.on_port {
+            lane.retain(|&j| j != i);
+        }
     }
 
     pub fn on_event(&mut self, worker: usize, input: Input, now: f64) -> Vec<Command> {
@@ -247,10 +266,10 @@ impl ProductMachine {
             Input::Lost(why) => return Err(why),
             Input::Received(piece) => {
                 let i = self
-                    .sending()
+                    .sending(worker)
                     .filter(|&i| matches!(self.ops[i].0, Op::Send { piece: p, .. } if Some(p) == owned(self, piece)));
                 let i = i.ok_or_else(|| format!("said it received piece {} that was not being sent", piece.0))?;
-                self.on_port[0] = None;
+                self.off_port(i);
                 self.finish_transfer(i, now);
             }
             Input::Ready(piece, _) => {
@@ -271,8 +290,7 @@ impl ProductMachine {
                     .returning()
                     .filter(|&i| matches!(self.ops[i].0, Op::Return { piece: p } if Some(p) == owned(self, piece)));
                 let i = i.ok_or_else(|| format!("returned piece {} whose return was not granted", piece.0))?;
-                let lane = self.lanes.len() - 1;
-                self.on_port[lane] = None;
+                self.off_port(i);
                 self.finish_transfer(i, now);
                 let p = piece.0 as usize;
                 self.pieces[p].stage = Stage::Stored;
@@ -298,8 +316,8 @@ impl ProductMachine {
         self.measured.end = self.measured.end.max(now);
     }
 
-    /// Whether op `i` may start now (its lane's port is free is checked by
-    /// the caller).
+    /// Whether op `i` may start now (its lane's room is checked by the
+    /// caller).
     fn can_start(&self, i: usize) -> bool {
         match self.ops[i].0 {
             Op::Send { piece, panel } => {
@@ -308,7 +326,7 @@ impl ProductMachine {
                 let window_ok = self.sent[w] - self.added[w] < self.window;
                 let room_ok =
                     panel > 0 || pc.rank < 2 || self.pieces[self.by_worker[w][pc.rank - 2]].stage != Stage::Live;
-                window_ok && room_ok
+                window_ok && room_ok && self.sending(w).is_none()
             }
             Op::Return { piece } => {
                 let pc = &self.pieces[piece];
@@ -347,11 +365,12 @@ impl ProductMachine {
                     self.lanes[lane].pop_front();
                     continue;
                 }
-                if self.on_port[lane].is_some() || !self.can_start(i) {
+                let room = if lane == 0 { self.sends } else { 1 };
+                if self.on_port[lane].len() >= room || !self.can_start(i) {
                     break;
                 }
                 self.lanes[lane].pop_front();
-                self.on_port[lane] = Some(i);
+                self.on_port[lane].push(i);
                 out.push(self.begin(i, now));
             }
         }
@@ -414,15 +433,14 @@ impl ProductMachine {
     fn lose(&mut self, worker: usize, reason: String, now: f64, out: &mut Vec<Command>) {
         self.alive[worker] = false;
         out.push(Command::Release { worker, cancel: true });
-        for lane in 0..self.on_port.len() {
-            if let Some(i) = self.on_port[lane] {
-                let piece = match self.ops[i].0 {
-                    Op::Send { piece, .. } | Op::Return { piece } => piece,
-                };
-                if self.pieces[piece].piece.worker == worker {
-                    self.on_port[lane] = None;
-                    self.finish_transfer(i, now);
-                }
+        let on_port: Vec<usize> = self.on_port.iter().flatten().copied().collect();
+        for i in on_port {
+            let piece = match self.ops[i].0 {
+                Op::Send { piece, .. } | Op::Return { piece } => piece,
+            };
+            if self.pieces[piece].piece.worker == worker {
+                self.off_port(i);
+                self.finish_transfer(i, now);
             }
         }
         let lost: Vec<Rect> = self

@@ -17,7 +17,7 @@ pub mod timeline;
 use crate::error::{Error, Result};
 use crate::rectangles::{self, Rect};
 use std::ops::Range;
-pub use timeline::{Op, OpTimes, Timing};
+pub use timeline::{Op, OpTimes, Port, Timing};
 
 /// What one worker costs for a product, per value and per flop, and how
 /// many values it may hold (its memory limit over the type's size).
@@ -46,6 +46,10 @@ pub struct ProductRequest {
     pub distribution: Distribution,
     /// A send and a return may cross (full-duplex port).
     pub duplex: bool,
+    /// Seconds per value of A and B through the master's uplink when it
+    /// is full, behind a shared full-duplex uplink (sends to several
+    /// workers may then cross); 0: one send at a time.
+    pub uplink: f64,
     /// The most values of A and B in one panel message.
     pub panel_values: u64,
     /// The most values of C in one piece (what the master holds of a
@@ -63,6 +67,7 @@ impl ProductRequest {
             m,
             distribution: Distribution::Heterogeneous,
             duplex: false,
+            uplink: 0.0,
             panel_values: 1 << 19,
             piece_values: u64::MAX,
             select: true,
@@ -119,6 +124,8 @@ pub struct ProductPlan {
     pub pieces: Vec<Piece>,
     /// How many panels a worker holds at most, received and not yet added.
     pub window: usize,
+    /// How the port carries the transfers: sends at once, each's share.
+    pub port: Port,
     pub timing: Timing,
     pub bound: ProductBound,
     pub notes: Vec<String>,
@@ -154,6 +161,12 @@ fn check(workers: &[ProductWorker], req: &ProductRequest) -> Result<()> {
                 });
             }
         }
+    }
+    if !(req.uplink.is_finite() && req.uplink >= 0.0) {
+        return Err(Error::BadPartition(format!(
+            "the uplink's seconds per value must be >= 0 and finite, not {}",
+            req.uplink
+        )));
     }
     if req.panel_values == 0 || req.piece_values == 0 {
         return Err(Error::BadPartition(
@@ -265,7 +278,14 @@ fn plan_areas(workers: &[ProductWorker], req: &ProductRequest, subset: &[usize],
     for r in &rects {
         pieces.extend(cut(r, req, workers[r.worker].memory)?);
     }
-    let timing = timeline::greedy(workers, &pieces, req.duplex, WINDOW);
+    let one = Port::single(req.duplex);
+    let first = (one, timeline::greedy(workers, &pieces, one, WINDOW));
+    let (port, timing) = more_sends(req, rects.len())
+        .map(|port| (port, timeline::greedy(workers, &pieces, port, WINDOW)))
+        .fold(
+            first,
+            |best, next| if next.1.makespan < best.1.makespan { next } else { best },
+        );
     let bound = bound(workers, req, &rects, &pieces);
     Ok(ProductPlan {
         request: *req,
@@ -273,10 +293,20 @@ fn plan_areas(workers: &[ProductWorker], req: &ProductRequest, subset: &[usize],
         rects,
         pieces,
         window: WINDOW,
+        port,
         timing,
         bound,
         notes: Vec::new(),
     })
+}
+
+/// Beside one send at a time, the ways a shared full-duplex uplink may
+/// carry sends to `workers` workers: two to one per worker at once, each
+/// holding an equal share of it.
+fn more_sends(req: &ProductRequest, workers: usize) -> impl Iterator<Item = Port> {
+    let most = if req.duplex && req.uplink > 0.0 { workers } else { 1 };
+    let (duplex, uplink) = (req.duplex, req.uplink);
+    (2..=most).map(move |sends| Port { duplex, sends, uplink })
 }
 
 /// Values a worker holds for pieces of `h × w` with panels `kp` deep: the
@@ -368,10 +398,21 @@ fn bound(workers: &[ProductWorker], req: &ProductRequest, rects: &[Rect], pieces
     let flops = 2.0 * req.n as f64 * k * req.m as f64;
     let speed: f64 = rects.iter().map(|r| 1.0 / workers[r.worker].flop).sum();
     let compute = flops / speed;
-    let sends: f64 = rects
-        .iter()
-        .map(|r| workers[r.worker].send * 2.0 * k * (r.area() as f64).sqrt())
-        .sum();
+    let least = |r: &Rect| 2.0 * k * (r.area() as f64).sqrt();
+    // One send at a time: every send's link time in turn. Sends crossing
+    // behind an uplink: no less than the uplink carrying them all, nor
+    // than the slowest worker's own link.
+    let one_at_a_time: f64 = rects.iter().map(|r| workers[r.worker].send * least(r)).sum();
+    let sends = if req.duplex && req.uplink > 0.0 {
+        let through: f64 = rects.iter().map(|r| req.uplink * least(r)).sum();
+        let slowest = rects
+            .iter()
+            .map(|r| workers[r.worker].send * least(r))
+            .fold(0.0, f64::max);
+        through.max(slowest).min(one_at_a_time)
+    } else {
+        one_at_a_time
+    };
     let returns: f64 = rects.iter().map(|r| workers[r.worker].ret * r.area() as f64).sum();
     let port = if req.duplex {
         sends.max(returns)

@@ -1,12 +1,15 @@
 //! Plans of one product against what must hold whatever the planner
 //! chose: every element of C computed once over the whole of k, memory
 //! limits kept, a closed form for one worker, the makespan bound against
-//! every port order of small instances (brute force), and the timing rule
-//! the runtime follows reproducing the planner's order.
+//! every port order of small instances (brute force, one send at a time
+//! and sends crossing behind an uplink), the timing rule the runtime
+//! follows reproducing the planner's order, and its times against the
+//! port's model read off them (sends at once, one per worker, in order,
+//! each at its share).
 
 mod common;
 use common::rng;
-use dls_lp::product::timeline::{time, Op};
+use dls_lp::product::timeline::{time, Op, Port, Timing};
 use dls_lp::product::{plan_on, plan_product, Distribution, ProductRequest, ProductWorker, WINDOW};
 use rand::Rng;
 
@@ -120,8 +123,8 @@ fn one_worker_matches_the_closed_form() {
     }
 }
 
-/// Every order the rule can follow, for tiny plans.
-fn all_orders(plan: &dls_lp::product::ProductPlan, ws: &[ProductWorker], duplex: bool) -> Vec<f64> {
+/// Every order the rule can follow on `port`, for tiny plans.
+fn all_orders(plan: &dls_lp::product::ProductPlan, ws: &[ProductWorker], port: Port) -> Vec<f64> {
     let mut ops: Vec<Op> = Vec::new();
     for (i, pc) in plan.pieces.iter().enumerate() {
         ops.extend((0..pc.panels.len()).map(|j| Op::Send { piece: i, panel: j }));
@@ -129,7 +132,7 @@ fn all_orders(plan: &dls_lp::product::ProductPlan, ws: &[ProductWorker], duplex:
     }
     let mut out = Vec::new();
     permute(&mut ops, 0, &mut |order| {
-        if let Some(t) = time(ws, &plan.pieces, order, duplex, WINDOW) {
+        if let Some(t) = time(ws, &plan.pieces, order, port, WINDOW) {
             out.push(t.makespan);
         }
     });
@@ -158,10 +161,26 @@ fn no_port_order_beats_the_bound_and_the_greedy_one_is_close_to_the_best() {
         let mut req = ProductRequest::new(n, k, m);
         req.duplex = seed % 2 == 1;
         req.select = false;
+        // Behind an uplink: a third of the cases, it carrying one to three
+        // links' worth.
+        if seed % 3 == 0 {
+            req.uplink = ws[0].send.min(ws[1].send) * r.random_range(0.3..1.0);
+        }
         // Two panels per piece at most: 2 workers × (2 sends + 1 return).
         req.panel_values = ((n + m) * k.div_ceil(2)) as u64;
         let plan = plan_on(&ws, &req, &[0, 1]).expect("plans");
-        let times = all_orders(&plan, &ws, req.duplex);
+        // Sends cross only behind an uplink, and on a full-duplex port.
+        let most = if req.uplink > 0.0 && req.duplex { 2 } else { 1 };
+        let times: Vec<f64> = (1..=most)
+            .flat_map(|sends| {
+                let port = Port {
+                    duplex: req.duplex,
+                    sends,
+                    uplink: req.uplink,
+                };
+                all_orders(&plan, &ws, port)
+            })
+            .collect();
         assert!(!times.is_empty());
         let best = times.iter().copied().fold(f64::INFINITY, f64::min);
         assert!(
@@ -183,11 +202,115 @@ fn the_timing_rule_reproduces_the_planners_order() {
         let mut req = ProductRequest::new(r.random_range(5..60), r.random_range(5..60), r.random_range(5..60));
         req.duplex = seed % 2 == 0;
         req.panel_values = r.random_range(20..300);
+        if seed % 4 == 1 {
+            req.uplink = r.random_range(1e-7..4e-5);
+        }
         let Ok(plan) = plan_product(&ws, &req) else { continue };
-        let again = time(&ws, &plan.pieces, &plan.timing.ops, req.duplex, WINDOW).expect("a valid order");
+        let again = time(&ws, &plan.pieces, &plan.timing.ops, plan.port, WINDOW).expect("a valid order");
         assert_eq!(again, plan.timing);
         assert!(plan.makespan() >= plan.bound.makespan * (1.0 - 1e-12));
+        holds_the_port_model(&ws, &plan.pieces, &plan.timing, plan.port);
     }
+}
+
+/// What the port's model asks of a timing, read off its times: returns
+/// one at a time (with sends, on one port); at most `port.sends` sends at
+/// once, never two to one worker, started in order; a send of v values to
+/// worker i lasting `v · max(send_i, sends · uplink)`.
+fn holds_the_port_model(ws: &[ProductWorker], pieces: &[dls_lp::product::Piece], t: &Timing, port: Port) {
+    let mut last_start = 0.0f64;
+    let eps = 1e-12;
+    let sends: Vec<(usize, f64, f64)> = t
+        .ops
+        .iter()
+        .zip(&t.times)
+        .filter_map(|(op, tm)| match *op {
+            Op::Send { piece, panel } => {
+                let w = pieces[piece].worker;
+                let per = ws[w].send.max(port.sends as f64 * port.uplink);
+                let want = per * pieces[piece].panel_values(panel) as f64;
+                assert!(
+                    (tm.end - tm.start - want).abs() <= 1e-9 * want.max(1e-9),
+                    "send lasts {} not {want}",
+                    tm.end - tm.start
+                );
+                assert!(
+                    tm.start >= last_start - eps,
+                    "a send started before the one ahead of it"
+                );
+                last_start = tm.start;
+                Some((w, tm.start, tm.end))
+            }
+            Op::Return { .. } => None,
+        })
+        .collect();
+    for &(w, s, _) in &sends {
+        let at: Vec<usize> = sends
+            .iter()
+            .filter(|&&(_, a, b)| a <= s + eps && s < b - eps)
+            .map(|x| x.0)
+            .collect();
+        assert!(
+            at.len() <= port.sends,
+            "{} sends at once on a port of {}",
+            at.len(),
+            port.sends
+        );
+        assert_eq!(
+            at.iter().filter(|&&x| x == w).count(),
+            1,
+            "two sends to worker {w} at once"
+        );
+    }
+    let returns: Vec<(f64, f64)> = t
+        .ops
+        .iter()
+        .zip(&t.times)
+        .filter(|(op, _)| matches!(op, Op::Return { .. }))
+        .map(|(_, tm)| (tm.start, tm.end))
+        .collect();
+    let lane: Vec<(f64, f64)> = if port.duplex {
+        returns
+    } else {
+        t.times.iter().map(|tm| (tm.start, tm.end)).collect()
+    };
+    for (i, a) in lane.iter().enumerate() {
+        for b in &lane[i + 1..] {
+            assert!(
+                a.1 <= b.0 + eps || b.1 <= a.0 + eps,
+                "two transfers at once on a lane of one"
+            );
+        }
+    }
+}
+
+#[test]
+fn sends_cross_behind_an_uplink_that_carries_several_links() {
+    // Four equal workers whose links carry a quarter of the uplink each:
+    // sends at once finish sooner than one at a time, and the plan says
+    // how many cross.
+    let ws: Vec<ProductWorker> = (0..4).map(|_| worker(4e-6, 1e-6, 1e-10, None)).collect();
+    let mut req = ProductRequest::new(64, 64, 64);
+    req.duplex = true;
+    req.panel_values = 512;
+    let alone = plan_product(&ws, &req).expect("plans");
+    assert_eq!(alone.port.sends, 1);
+    req.uplink = 1e-6;
+    let crossing = plan_product(&ws, &req).expect("plans");
+    assert!(crossing.port.sends > 1, "{:?}", crossing.port);
+    assert!(
+        crossing.makespan() < 0.6 * alone.makespan(),
+        "{} vs {}",
+        crossing.makespan(),
+        alone.makespan()
+    );
+    holds_the_port_model(&ws, &crossing.pieces, &crossing.timing, crossing.port);
+    // The uplink carries every value of A and B the plan sends.
+    let sent = crossing.bound.sent as f64;
+    assert!(crossing.makespan() >= sent * req.uplink);
+    // An uplink no faster than one link leaves one send at a time.
+    req.uplink = 4e-6;
+    assert_eq!(plan_product(&ws, &req).expect("plans").port.sends, 1);
 }
 
 #[test]

@@ -1,10 +1,12 @@
 //! The product machine against a simulated platform: with the planned
 //! costs it reproduces the plan's timing rule to the nanosecond; the port
-//! never carries more than its model allows; a worker lost at any point
+//! never carries more than its model allows (one transfer, one each way,
+//! or behind an uplink several sends, one per worker, each at its share
+//! of the uplink); a worker lost at any point
 //! leaves C whole, each element stored once, by the survivors.
 
 use super::*;
-use dls_lp::product::{plan_product, ProductRequest, ProductWorker};
+use dls_lp::product::{plan_product, Port, ProductRequest, ProductWorker};
 use std::collections::BTreeMap;
 
 /// A simulated platform: workers at their true costs, events due by time
@@ -14,9 +16,10 @@ struct Sim {
     queue: BTreeMap<(u64, u64), (usize, Input)>,
     seq: u64,
     busy: Vec<f64>,
-    /// Transfers on the port now: (is a send, end time).
-    port: Vec<(bool, f64)>,
-    duplex: bool,
+    /// Transfers on the port now: (is a send, worker, end time).
+    port: Vec<(bool, usize, f64)>,
+    /// The plan's port: sends at once and the uplink's share of each.
+    model: Port,
     stored: Vec<Rect>,
     dead: Vec<bool>,
     /// Per worker: the panel the last one said would come next.
@@ -30,7 +33,7 @@ fn key(t: f64) -> u64 {
 }
 
 impl Sim {
-    fn new(truth: Vec<ProductWorker>, duplex: bool) -> Sim {
+    fn new(truth: Vec<ProductWorker>, model: Port) -> Sim {
         let p = truth.len();
         Sim {
             truth,
@@ -38,7 +41,7 @@ impl Sim {
             seq: 0,
             busy: vec![0.0; p],
             port: Vec::new(),
-            duplex,
+            model,
             stored: Vec::new(),
             dead: vec![false; p],
             promised: vec![None; p],
@@ -52,15 +55,21 @@ impl Sim {
     }
 
     /// A transfer starts: the port must admit it.
-    fn enter(&mut self, send: bool, now: f64, end: f64) {
-        self.port.retain(|&(_, e)| e > now + 1e-12);
-        let same = self.port.iter().filter(|(s, _)| *s == send).count();
-        if self.duplex {
-            assert_eq!(same, 0, "two {} at once", if send { "sends" } else { "returns" });
-        } else {
+    fn enter(&mut self, send: bool, worker: usize, now: f64, end: f64) {
+        self.port.retain(|&(_, _, e)| e > now + 1e-12);
+        let same = self.port.iter().filter(|(s, _, _)| *s == send).count();
+        if !self.model.duplex {
             assert!(self.port.is_empty(), "two transfers at once on one port");
+        } else if send {
+            assert!(same < self.model.sends, "{} sends at once", same + 1);
+            assert!(
+                !self.port.iter().any(|&(s, w, _)| s && w == worker),
+                "two sends to worker {worker} at once"
+            );
+        } else {
+            assert_eq!(same, 0, "two returns at once");
         }
-        self.port.push((send, end));
+        self.port.push((send, worker, end));
     }
 
     fn carry_out(&mut self, m: &ProductMachine, cmds: Vec<Command>, now: f64) {
@@ -82,8 +91,10 @@ impl Sim {
                     }
                     self.promised[worker] = then;
                     let values = (ks.len() * (rect.height + rect.width)) as f64;
-                    let end = now + self.truth[worker].send * values;
-                    self.enter(true, now, end);
+                    // Its link, or its share of the uplink, whichever is slower.
+                    let share = self.model.sends as f64 * self.model.uplink;
+                    let end = now + self.truth[worker].send.max(share) * values;
+                    self.enter(true, worker, now, end);
                     self.at(end, worker, Input::Received(piece));
                     let flops = 2.0 * (rect.height * rect.width * ks.len()) as f64;
                     self.busy[worker] = self.busy[worker].max(end) + self.truth[worker].flop * flops;
@@ -93,7 +104,7 @@ impl Sim {
                 Command::Grant { worker, piece } => {
                     let rect = m.expected(worker, piece).expect("a granted return has a rectangle");
                     let end = now + self.truth[worker].ret * rect.area() as f64;
-                    self.enter(false, now, end);
+                    self.enter(false, worker, now, end);
                     self.at(end, worker, Input::Results(piece));
                 }
                 Command::Store { rect, .. } => self.stored.push(rect),
@@ -117,8 +128,8 @@ impl Sim {
             }
             if matches!(input, Input::Lost(_)) {
                 self.dead[w] = true;
-                // Its transfer on the port ends with it.
-                self.port.clear();
+                // Its transfers on the port end with it.
+                self.port.retain(|&(_, x, _)| x != w);
             }
             let cmds = m.on_event(w, input, now);
             self.carry_out(m, cmds, now);
@@ -147,9 +158,14 @@ fn star() -> Vec<ProductWorker> {
     .collect()
 }
 
-fn request(duplex: bool) -> ProductRequest {
+/// The ports the tests run on: one, one each way, and a shared
+/// full-duplex uplink carrying about two of the star's links.
+const PORTS: [(bool, f64); 3] = [(false, 0.0), (true, 0.0), (true, 8e-9)];
+
+fn request((duplex, uplink): (bool, f64)) -> ProductRequest {
     let mut req = ProductRequest::new(300, 250, 280);
     req.duplex = duplex;
+    req.uplink = uplink;
     req.panel_values = 8_000;
     req
 }
@@ -168,12 +184,13 @@ fn covered_once(stored: &[Rect], n: usize, m: usize) {
 
 #[test]
 fn with_the_planned_costs_the_run_is_the_plan() {
-    for duplex in [false, true] {
+    for ports in PORTS {
         let ws = star();
-        let plan = plan_product(&ws, &request(duplex)).expect("plans");
+        let plan = plan_product(&ws, &request(ports)).expect("plans");
         assert!(plan.pieces.len() > plan.enrolled.len(), "memory cuts pieces");
+        assert_eq!(plan.port.sends > 1, ports.1 > 0.0, "{:?}", plan.port);
         let mut m = ProductMachine::new(ws.clone(), &plan);
-        let mut sim = Sim::new(ws, duplex);
+        let mut sim = Sim::new(ws, plan.port);
         let end = sim.run(&mut m, None);
         assert_eq!(*m.status(), Status::Done);
         assert!(
@@ -198,14 +215,14 @@ fn with_the_planned_costs_the_run_is_the_plan() {
 
 #[test]
 fn a_worker_lost_at_any_point_leaves_c_whole() {
-    for duplex in [false, true] {
+    for ports in PORTS {
         let ws = star();
-        let plan = plan_product(&ws, &request(duplex)).expect("plans");
+        let plan = plan_product(&ws, &request(ports)).expect("plans");
         let span = plan.makespan();
         for w in plan.enrolled.clone() {
             for f in [0.0, 0.1, 0.37, 0.8, 0.99] {
                 let mut m = ProductMachine::new(ws.clone(), &plan);
-                let mut sim = Sim::new(ws.clone(), duplex);
+                let mut sim = Sim::new(ws.clone(), plan.port);
                 let end = sim.run(&mut m, Some((w, f * span)));
                 assert_eq!(*m.status(), Status::Done, "worker {w} lost at {f}");
                 covered_once(&sim.stored, 300, 280);
@@ -220,7 +237,7 @@ fn a_worker_lost_at_any_point_leaves_c_whole() {
 #[test]
 fn with_every_worker_lost_the_product_fails_by_name() {
     let ws = star();
-    let plan = plan_product(&ws, &request(false)).expect("plans");
+    let plan = plan_product(&ws, &request(PORTS[0])).expect("plans");
     let mut m = ProductMachine::new(ws.clone(), &plan);
     m.start(0.0);
     for w in 0..ws.len() {
@@ -235,7 +252,7 @@ fn with_every_worker_lost_the_product_fails_by_name() {
 #[test]
 fn a_worker_saying_what_it_was_not_asked_is_lost() {
     let ws = star();
-    let plan = plan_product(&ws, &request(false)).expect("plans");
+    let plan = plan_product(&ws, &request(PORTS[0])).expect("plans");
     let mut m = ProductMachine::new(ws.clone(), &plan);
     let first = m.start(0.0);
     let Some(Command::Panel { worker, .. }) = first.first().cloned() else {

@@ -5,7 +5,11 @@
 //!
 //! The rule: transfers cross in the given order, one at a time on one
 //! port; with `duplex`, sends in their order and returns in theirs, a send
-//! and a return at once. A worker adds its panels in the order they
+//! and a return at once. Behind a shared uplink ([`Port::sends`] above
+//! one) up to that many sends cross at once, to distinct workers, each
+//! started in order and holding an equal share of the uplink: a send of
+//! `v` values to worker i takes `v · max(send_i, sends · uplink)`. A
+//! worker adds its panels in the order they
 //! arrive, one at a time. It holds at most `window` panels not yet added
 //! (panel j of a worker waits for the end of its panel j − window) and at
 //! most two pieces of C (the first panel of its piece q waits for the end
@@ -13,6 +17,36 @@
 //! is added.
 
 use super::{Piece, ProductWorker};
+
+/// How the master's port carries a product's transfers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Port {
+    /// A send and a return may cross.
+    pub duplex: bool,
+    /// Sends under way at once, each to its own worker (1: one at a time;
+    /// more only with `duplex`).
+    pub sends: usize,
+    /// Seconds per value of A and B through the master's uplink when it is
+    /// full (0: no uplink beyond the links).
+    pub uplink: f64,
+}
+
+impl Port {
+    /// One transfer at a time, or one each way with `duplex`.
+    pub fn single(duplex: bool) -> Port {
+        Port {
+            duplex,
+            sends: 1,
+            uplink: 0.0,
+        }
+    }
+
+    /// Seconds a value of A and B takes to a worker whose link takes
+    /// `link`, its send holding one of `sends` equal shares of the uplink.
+    pub fn per_value(&self, link: f64) -> f64 {
+        link.max(self.sends as f64 * self.uplink)
+    }
+}
 
 /// A transfer on the port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,10 +78,15 @@ pub struct Timing {
 struct State<'a> {
     workers: &'a [ProductWorker],
     pieces: &'a [Piece],
-    duplex: bool,
+    port: Port,
     window: usize,
-    send_free: f64,
+    /// When each send lane is free (one lane unless the uplink is shared).
+    send_free: Vec<f64>,
+    /// When the last send started: sends start in their order.
+    send_started: f64,
     ret_free: f64,
+    /// Per worker: when its last send ends (one send to it at a time).
+    link_free: Vec<f64>,
     /// Per worker: when it is done adding what it has.
     busy_until: Vec<f64>,
     /// Per worker: when each panel it received was added, in order.
@@ -62,7 +101,9 @@ struct State<'a> {
 }
 
 impl<'a> State<'a> {
-    fn new(workers: &'a [ProductWorker], pieces: &'a [Piece], duplex: bool, window: usize) -> State<'a> {
+    fn new(workers: &'a [ProductWorker], pieces: &'a [Piece], port: Port, window: usize) -> State<'a> {
+        let sends = if port.duplex { port.sends.max(1) } else { 1 };
+        let port = Port { sends, ..port };
         let p = workers.len();
         let mut count = vec![0usize; p];
         let rank = pieces
@@ -75,10 +116,12 @@ impl<'a> State<'a> {
         State {
             workers,
             pieces,
-            duplex,
+            port,
             window: window.max(1),
-            send_free: 0.0,
+            send_free: vec![0.0; sends],
+            send_started: 0.0,
             ret_free: 0.0,
+            link_free: vec![0.0; p],
             busy_until: vec![0.0; p],
             added: vec![Vec::new(); p],
             rank,
@@ -104,13 +147,18 @@ impl<'a> State<'a> {
                 if panel == 0 && self.rank[piece] >= 2 {
                     gate = gate.max(*self.returned[w].get(self.rank[piece] - 2)?);
                 }
-                let len = self.workers[w].send * pc.panel_values(panel) as f64;
-                Some((self.send_free.max(gate), len))
+                let len = self.port.per_value(self.workers[w].send) * pc.panel_values(panel) as f64;
+                let lane = self.send_free.iter().copied().fold(f64::INFINITY, f64::min);
+                Some((lane.max(gate).max(self.link_free[w]).max(self.send_started), len))
             }
             Op::Return { piece } => {
                 let pc = &self.pieces[piece];
                 let ready = self.done[piece]?;
-                let lane = if self.duplex { self.ret_free } else { self.send_free };
+                let lane = if self.port.duplex {
+                    self.ret_free
+                } else {
+                    self.send_free[0]
+                };
                 let len = self.workers[pc.worker].ret * pc.rect.area() as f64;
                 Some((lane.max(ready), len))
             }
@@ -129,8 +177,14 @@ impl<'a> State<'a> {
                 let added = end.max(self.busy_until[w]) + self.workers[w].flop * flops;
                 self.busy_until[w] = added;
                 self.added[w].push(added);
-                self.send_free = end;
-                if !self.duplex {
+                // The lane free the longest takes it (it is free by `start`).
+                let lane = (0..self.send_free.len())
+                    .min_by(|&a, &b| self.send_free[a].total_cmp(&self.send_free[b]))
+                    .unwrap_or(0);
+                self.send_free[lane] = end;
+                self.send_started = start;
+                self.link_free[w] = end;
+                if !self.port.duplex {
                     self.ret_free = end;
                 }
                 self.panels_sent[piece] += 1;
@@ -147,8 +201,8 @@ impl<'a> State<'a> {
                 }
                 self.returned[w][r] = end;
                 self.ret_free = end;
-                if !self.duplex {
-                    self.send_free = end;
+                if !self.port.duplex {
+                    self.send_free[0] = end;
                 }
                 OpTimes { start, end, added: end }
             }
@@ -165,8 +219,8 @@ fn finish(ops: Vec<Op>, times: Vec<OpTimes>) -> Timing {
 /// is not one the rule can follow (a return before its piece is wholly
 /// sent, a piece before its worker returned the piece two before it, or
 /// panels of a worker's pieces out of order).
-pub fn time(workers: &[ProductWorker], pieces: &[Piece], ops: &[Op], duplex: bool, window: usize) -> Option<Timing> {
-    let mut st = State::new(workers, pieces, duplex, window);
+pub fn time(workers: &[ProductWorker], pieces: &[Piece], ops: &[Op], port: Port, window: usize) -> Option<Timing> {
+    let mut st = State::new(workers, pieces, port, window);
     let mut times = Vec::with_capacity(ops.len());
     for &op in ops {
         if let Op::Send { piece, panel } = op {
@@ -185,7 +239,7 @@ pub fn time(workers: &[ProductWorker], pieces: &[Piece], ops: &[Op], duplex: boo
 /// sent), the one that starts first; on a tie a return, then the send to
 /// the worker that runs out of work first. Pieces of a worker go in the
 /// order listed.
-pub fn greedy(workers: &[ProductWorker], pieces: &[Piece], duplex: bool, window: usize) -> Timing {
+pub fn greedy(workers: &[ProductWorker], pieces: &[Piece], port: Port, window: usize) -> Timing {
     let p = workers.len();
     let mut queues: Vec<Vec<(usize, usize)>> = vec![Vec::new(); p];
     for (i, pc) in pieces.iter().enumerate() {
@@ -193,7 +247,7 @@ pub fn greedy(workers: &[ProductWorker], pieces: &[Piece], duplex: bool, window:
     }
     let mut next = vec![0usize; p];
     let mut returns: Vec<usize> = Vec::new();
-    let mut st = State::new(workers, pieces, duplex, window);
+    let mut st = State::new(workers, pieces, port, window);
     let (mut ops, mut times) = (Vec::new(), Vec::new());
     loop {
         let mut best: Option<(f64, f64, Op, f64)> = None;

@@ -53,6 +53,9 @@ pub struct ProductReport {
     pub dtype: String,
     pub distribution: &'static str,
     pub duplex: bool,
+    /// Sends under way at once, each to its own worker (more than one
+    /// only behind a shared full-duplex uplink).
+    pub sends_at_once: usize,
     pub workers: Vec<Part>,
     pub left_out: Vec<String>,
     pub predicted_makespan: f64,
@@ -108,6 +111,7 @@ impl ProductReport {
                 Distribution::Homogeneous => "homogeneous",
             },
             duplex: req.duplex,
+            sends_at_once: plan.port.sends,
             workers,
             left_out: (0..names.len())
                 .filter(|i| !plan.enrolled.contains(i))
@@ -162,10 +166,10 @@ impl ProductReport {
             self.m,
             self.dtype,
             self.distribution,
-            if self.duplex {
-                "sends and returns cross"
-            } else {
-                "one port"
+            match (self.duplex, self.sends_at_once) {
+                (false, _) => "one port".to_string(),
+                (true, 1) => "sends and returns cross".to_string(),
+                (true, s) => format!("sends and returns cross, up to {s} sends at once behind the shared uplink"),
             }
         );
         s.push_str(&t.text());

@@ -98,6 +98,7 @@ pub fn product_plan(names: &[String], plan: &dls_lp::product::ProductPlan) {
         pieces = plan.pieces.len(),
         panels = plan.timing.ops.len() - plan.pieces.len(),
         duplex = plan.request.duplex,
+        sends_at_once = plan.port.sends,
         predicted = plan.makespan(),
         bound = plan.bound.makespan,
         "product plan"

@@ -114,8 +114,8 @@ pub fn product_costs(platform: &Platform, links: &[Link], form: &Form, dtype: DT
 }
 
 /// The request for `job` under `cfg` on a platform whose measured port
-/// model is `measured`.
-pub fn request(job: &ProductJob, cfg: &ProductConfig, measured: Ports, workers: usize) -> ProductRequest {
+/// model is `measured` (its costs measured for products of `form`).
+pub fn request(job: &ProductJob, cfg: &ProductConfig, measured: Ports, form: &Form, workers: usize) -> ProductRequest {
     let (n, k, m) = job.dims();
     let size = job.dtype().size();
     let mut req = ProductRequest::new(n, k, m);
@@ -124,6 +124,12 @@ pub fn request(job: &ProductJob, cfg: &ProductConfig, measured: Ports, workers: 
         Some(1) => false,
         Some(_) => true,
         None => !matches!(measured, Ports::One),
+    };
+    // Behind a shared full-duplex uplink sends to several workers may
+    // cross, unless one port was asked for.
+    req.uplink = match (cfg.ports, measured) {
+        (None, Ports::Shared(u)) if u.duplex => u.send / form.in_len(1) as f64,
+        _ => 0.0,
     };
     let all = (n * k + k * m + n * m) as f64;
     // Each worker's link holds a panel going out, the next read ahead and
@@ -151,7 +157,7 @@ pub async fn run_product_on(
     mut on_piece: impl FnMut(usize) + Send,
 ) -> Result<ProductRun> {
     let costs = product_costs(platform, pool.links(), form, job.dtype())?;
-    let req = request(&job, cfg, platform.measured_ports(), pool.len());
+    let req = request(&job, cfg, platform.measured_ports(), form, pool.len());
     let (n, k, m) = job.dims();
     let plan = plan_product(&costs, &req).map_err(|e| anyhow!("planning the product {n}×{k} by {k}×{m}: {e}"))?;
     let names = pool.names();
