@@ -137,8 +137,12 @@ impl ProductPlan {
     }
 }
 
-/// Panels a worker holds at once: one being added, one arriving.
-pub const WINDOW: usize = 2;
+/// Panels a worker holds at once: one being added, two arriving or
+/// waiting. With two, a worker whose messages queued behind its piece's C
+/// (its "added" waits for the return to go out) starved: three ran 7–8%
+/// sooner on three single-threaded workers, four no sooner
+/// (docs/one-product.md).
+pub const WINDOW: usize = 3;
 
 fn check(workers: &[ProductWorker], req: &ProductRequest) -> Result<()> {
     if req.n == 0 || req.k == 0 || req.m == 0 {
