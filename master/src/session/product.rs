@@ -92,7 +92,7 @@ pub fn calibration_form(n: usize, k: usize, m: usize, dtype: DType, memory: u64)
 pub fn product_costs(platform: &Platform, links: &[Link], form: &Form, dtype: DType) -> Result<Vec<ProductWorker>> {
     let aligned = align(platform, links, form)?;
     // A piece of one element and its panels one deep (two values each).
-    let least = (1 + 2 * dls_lp::product::WINDOW) * dtype.size();
+    let least = (1 + 2 * dls_lp::product::WINDOW as u64) * dtype.size();
     if let Some(l) = links.iter().find(|l| l.caps.memory_limit < least) {
         anyhow::bail!(
             "worker {:?}: its memory limit ({} bytes) cannot hold one element of C and its panels",
