@@ -19,6 +19,8 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
+import tempfile
 from typing import Any, Callable, Dict, Iterable, List, Literal, Optional, Sequence, Tuple, TypedDict, TypeVar, Union
 
 import numpy as np
@@ -169,14 +171,25 @@ class PlanSummary(TypedDict, total=False):
     workers: List[Dict[str, Any]]
     notes: List[str]
 
-Workers = Union[str, Sequence[str], None]
+Workers = Union[str, Sequence[str], "LocalCluster", None]
 PathLike = Union[str, "os.PathLike[str]", None]
 
 
 def _workers(workers: Workers) -> Optional[str]:
+    if isinstance(workers, LocalCluster):
+        workers = workers.workers
     if workers is None or isinstance(workers, str):
         return workers
     return ",".join(workers)
+
+
+def _kept_model(workers: Workers, a: np.ndarray, b: np.ndarray) -> Tuple[Optional[str], int]:
+    """Where a :class:`LocalCluster` keeps what its batches of these
+    products taught (one model per kind of product), and how many batches
+    it has learned from; ``(None, 0)`` for other workers."""
+    if not isinstance(workers, LocalCluster):
+        return None, 0
+    return workers._model_for(a, b)
 
 
 def _path(p: PathLike) -> Optional[str]:
@@ -297,6 +310,12 @@ def run(
     ``chunk_mb`` (the largest message, in MiB), ``learn`` and ``model``
     (plan with the costs learned from earlier batches of these products,
     kept in ``model`` or beside the cluster file, and learn from this one).
+
+    ``workers`` may be a :class:`LocalCluster`: it then keeps what each
+    batch measured, one model per kind of product, and a later batch of
+    the same products on it is planned with those costs instead of being
+    calibrated again (unless ``platform``, ``model`` or ``learn`` is
+    given); ``summary["notes"]`` says so.
     """
     a, b = _arrays(a, b)
     if a.ndim == 2 and b.ndim == 2:
@@ -316,6 +335,9 @@ def run(
             require_all=require_all,
         )
         return _finished(native, trace, gantt)
+    kept, learned = (None, 0)
+    if platform is None and model is None and not learn:
+        kept, learned = _kept_model(workers, a, b)
     native = _native.run(
         a,
         b,
@@ -337,9 +359,14 @@ def run(
         adapt=adapt,
         chunk_mb=chunk_mb,
         learn=learn,
-        model=_path(model),
+        model=_path(model) if kept is None else kept,
     )
-    return _finished(native, trace, gantt)
+    done = _finished(native, trace, gantt)
+    if learned:
+        done.summary.setdefault("notes", []).append(
+            f"planned with the costs this LocalCluster learned from {learned} earlier batch(es) of these products"
+        )
+    return done
 
 
 def _finished(native: Any, trace: PathLike, gantt: PathLike) -> Run:
@@ -409,7 +436,9 @@ class LocalCluster:
     one machine (as ``dls demo`` does). ``emulate``: per worker, (link rate
     in MB/s or None, slowdown ≥ 1), to make them unequal; by default ``n``
     plain workers. Use it as a context manager; :attr:`workers` is what
-    ``workers=`` takes."""
+    ``workers=`` takes. Given itself as ``workers=``, it also keeps what
+    each batch measured, so that the next batch of the same products is
+    not calibrated again."""
 
     @_translated
     def __init__(self, n: int = 4, emulate: Optional[Iterable[Tuple[Optional[float], float]]] = None) -> None:
@@ -418,10 +447,25 @@ class LocalCluster:
         )
         self._native = _native.NativeLocalCluster(specs)
         self.workers: List[str] = list(self._native.addresses)
+        self._models = tempfile.mkdtemp(prefix="dls-models-")
+
+    def _model_for(self, a: np.ndarray, b: np.ndarray) -> Tuple[str, int]:
+        """The model file of batches of A and B's kind of product (shape,
+        type, one B shared or not) and how many batches it learned from."""
+        n, k = a.shape[-2:]
+        m = b.shape[-1]
+        shared = "-shared" if b.ndim == 2 else ""
+        path = os.path.join(self._models, f"model-{n}x{k}x{m}-{a.dtype}{shared}.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                return path, int(json.load(f).get("batches", 0))
+        except (OSError, ValueError):
+            return path, 0
 
     def close(self) -> None:
-        """Stop the daemons."""
+        """Stop the daemons and forget what their batches taught."""
         self._native.close()
+        shutil.rmtree(self._models, ignore_errors=True)
 
     def __enter__(self) -> "LocalCluster":
         return self

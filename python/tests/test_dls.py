@@ -130,6 +130,23 @@ def test_costs_learned_from_a_batch_plan_the_next(cluster, tmp_path):
         dls.run(a, a, workers=cluster.workers, learn=True)
 
 
+def test_a_local_cluster_plans_a_second_batch_with_what_the_first_measured():
+    a = np.ones((40, 12, 12))
+    with dls.LocalCluster(n=2) as local:
+        first = dls.run(a, a, workers=local)
+        second = dls.run(a, a, workers=local)
+        other = dls.run(np.ones((20, 10, 10)), np.ones((20, 10, 10)), workers=local)
+    phases = lambda r: {e.get("args", {}).get("phase") for e in json.loads(r._trace)["traceEvents"]}
+    # The first batch calibrates inside the run (probe chunks); the second,
+    # of the same products, is planned with what the first measured.
+    assert "probe" in phases(first) and "probe" not in phases(second)
+    assert any("learned from 1 earlier batch" in n for n in second.summary["notes"])
+    assert not any("learned" in n for n in first.summary.get("notes", []))
+    # Another kind of product is measured anew.
+    assert "probe" in phases(other)
+    assert np.array_equal(second.c, np.full((40, 12, 12), 12.0))
+
+
 def test_progress_is_shown_on_request_only(cluster, capsys):
     a = np.ones((30, 8, 8))
     dls.matmul(a, a, workers=cluster.workers)
