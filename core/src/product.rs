@@ -156,7 +156,7 @@ impl ProductMachine {
             lanes: vec![VecDeque::new(); if plan.request.duplex { 2 } else { 1 }],
             ops: Vec::new(),
             on_port: vec![Vec::new(); if plan.request.duplex { 2 } else { 1 }],
-            sends: if plan.request.duplex { plan.port.sends.max(1) } else { 1 },
+            sends: plan.port.at_once(),
             sent: vec![0; p],
             added: vec![0; p],
             alive: vec![true; p],

@@ -284,7 +284,8 @@ fn plan_areas(workers: &[ProductWorker], req: &ProductRequest, subset: &[usize],
     }
     let one = Port::single(req.duplex);
     let first = (one, timeline::greedy(workers, &pieces, one, WINDOW));
-    let (port, timing) = more_sends(req, rects.len())
+    let slowest = rects.iter().map(|r| workers[r.worker].send).fold(0.0, f64::max);
+    let (port, timing) = more_sends(req, rects.len(), slowest)
         .map(|port| (port, timeline::greedy(workers, &pieces, port, WINDOW)))
         .fold(
             first,
@@ -306,9 +307,15 @@ fn plan_areas(workers: &[ProductWorker], req: &ProductRequest, subset: &[usize],
 
 /// Beside one send at a time, the ways a shared full-duplex uplink may
 /// carry sends to `workers` workers: two to one per worker at once, each
-/// holding an equal share of it.
-fn more_sends(req: &ProductRequest, workers: usize) -> impl Iterator<Item = Port> {
-    let most = if req.duplex && req.uplink > 0.0 { workers } else { 1 };
+/// holding an equal share of it, up to as many as it takes for every
+/// send to run at its share rather than its link (`slowest`, the slowest
+/// link's seconds per value): beyond that more sends only split the same
+/// rate finer, and each count tried times the whole order again.
+fn more_sends(req: &ProductRequest, workers: usize, slowest: f64) -> impl Iterator<Item = Port> {
+    let most = match req.duplex && req.uplink > 0.0 {
+        true => workers.min((slowest / req.uplink).ceil().max(1.0) as usize),
+        false => 1,
+    };
     let (duplex, uplink) = (req.duplex, req.uplink);
     (2..=most).map(move |sends| Port { duplex, sends, uplink })
 }

@@ -41,6 +41,16 @@ impl Port {
         }
     }
 
+    /// Sends the port carries at once: `sends` on a full-duplex port, one
+    /// otherwise.
+    pub fn at_once(&self) -> usize {
+        if self.duplex {
+            self.sends.max(1)
+        } else {
+            1
+        }
+    }
+
     /// Seconds a value of A and B takes to a worker whose link takes
     /// `link`, its send holding one of `sends` equal shares of the uplink.
     pub fn per_value(&self, link: f64) -> f64 {
@@ -102,7 +112,7 @@ struct State<'a> {
 
 impl<'a> State<'a> {
     fn new(workers: &'a [ProductWorker], pieces: &'a [Piece], port: Port, window: usize) -> State<'a> {
-        let sends = if port.duplex { port.sends.max(1) } else { 1 };
+        let sends = port.at_once();
         let port = Port { sends, ..port };
         let p = workers.len();
         let mut count = vec![0usize; p];
