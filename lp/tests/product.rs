@@ -365,6 +365,12 @@ fn bad_requests_are_named() {
     assert!(e.to_string().contains("send"), "{e}");
     let e = plan_product(&[worker(1e-8, 1e-8, 1e-9, Some(2))], &ProductRequest::new(3, 3, 3)).expect_err("refused");
     assert!(e.to_string().contains("memory"), "{e}");
+    for bad in [f64::NAN, -1e-9, f64::INFINITY] {
+        let mut req = ProductRequest::new(3, 3, 3);
+        req.uplink = bad;
+        let e = plan_product(&ws, &req).expect_err("refused");
+        assert!(e.to_string().contains("uplink"), "{e}");
+    }
 }
 
 #[test]
