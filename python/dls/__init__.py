@@ -183,15 +183,6 @@ def _workers(workers: Workers) -> Optional[str]:
     return ",".join(workers)
 
 
-def _kept_model(workers: Workers, a: np.ndarray, b: np.ndarray) -> Tuple[Optional[str], int]:
-    """Where a :class:`LocalCluster` keeps what its batches of these
-    products taught (one model per kind of product), and how many batches
-    it has learned from; ``(None, 0)`` for other workers."""
-    if not isinstance(workers, LocalCluster):
-        return None, 0
-    return workers._model_for(a, b)
-
-
 def _path(p: PathLike) -> Optional[str]:
     return None if p is None else os.fspath(p)
 
@@ -335,9 +326,11 @@ def run(
             require_all=require_all,
         )
         return _finished(native, trace, gantt)
-    kept, learned = (None, 0)
-    if platform is None and model is None and not learn:
-        kept, learned = _kept_model(workers, a, b)
+    # A LocalCluster keeps what its batches of these products taught.
+    kept: Optional[str] = None
+    learned = 0
+    if isinstance(workers, LocalCluster) and platform is None and model is None and not learn:
+        kept, learned = workers._model_for(a, b)
     native = _native.run(
         a,
         b,
