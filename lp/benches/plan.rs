@@ -1,6 +1,7 @@
 //! Plan time: the reference LP against the exact fast paths; `rounds`
 //! under each port model; the default strategy on few workers, plain and
-//! with its paced candidates.
+//! with its paced candidates; one large product's plan, one send at a
+//! time and sends crossing behind an uplink.
 //!
 //! `cargo bench -p dls-lp --bench plan`
 
@@ -139,5 +140,37 @@ fn paced(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, best, paced);
+/// One 4096² product over p unequal workers (panels of 1 MiB of
+/// float64): one send at a time, and behind an uplink carrying about
+/// three links (the planner then times the order for each number of
+/// sends at once it tries).
+fn product(c: &mut Criterion) {
+    use dls_lp::product::{plan_product, ProductRequest, ProductWorker};
+    let mut g = c.benchmark_group("product");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(5))
+        .warm_up_time(Duration::from_millis(500));
+    for p in [4usize, 8, 16] {
+        let ws: Vec<ProductWorker> = (0..p)
+            .map(|i| ProductWorker {
+                send: 3e-9 * (1 + i % 3) as f64,
+                ret: 2e-9,
+                flop: 1e-10 * (1 + i % 4) as f64,
+                memory: Some(1 << 28),
+            })
+            .collect();
+        for (name, uplink) in [("one-send", 0.0), ("uplink", 1e-9)] {
+            let mut req = ProductRequest::new(4096, 4096, 4096);
+            req.duplex = true;
+            req.uplink = uplink;
+            req.panel_values = 1 << 17;
+            g.bench_with_input(BenchmarkId::new(name, p), &p, |b, _| {
+                b.iter(|| plan_product(black_box(&ws), &req).expect("plans"))
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, best, paced, product);
 criterion_main!(benches);
