@@ -77,11 +77,20 @@ struct DaemonArgs {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Measure the kernel's GFLOP/s at one matrix size.
+    /// Measure the kernel's GFLOP/s on products of one shape and type.
     Bench {
-        /// Matrix size n of the products timed.
+        /// Square products of size n (A, B and C n×n).
+        #[arg(long, conflicts_with = "shape", required_unless_present = "shape")]
+        size: Option<u32>,
+        /// Rectangular products: A n×k, B k×m, C n×m, given as n,k,m.
+        #[arg(long, value_name = "N,K,M", value_parser = dls_common::parse_shape)]
+        shape: Option<dls_protocol::Shape>,
+        /// The type of every matrix: float64 or float32.
+        #[arg(long, value_parser = dls_common::parse_dtype, default_value = "float64")]
+        dtype: dls_protocol::DType,
+        /// One B shared by every product of the batch.
         #[arg(long)]
-        size: usize,
+        shared_b: bool,
         /// Threads [default: all cores].
         #[arg(long)]
         threads: Option<usize>,
@@ -192,23 +201,21 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
     }
 }
 
-fn bench(size: usize, threads: Option<usize>, json: bool) -> Result<()> {
-    if size == 0 {
-        bail!("--size must be at least 1");
-    }
+fn bench(form: dls_protocol::Form, threads: Option<usize>, json: bool) -> Result<()> {
     let threads = threads.unwrap_or_else(cores).max(1);
     let k = kernel::Kernel::new(threads).map_err(anyhow::Error::msg)?;
-    let gflops = kernel::gflops(&k, size);
+    let gflops = kernel::gflops(&k, &form).map_err(anyhow::Error::msg)?;
+    let dls_protocol::Shape { n, k, m } = form.shape;
     if json {
         println!(
             "{}",
-            serde_json::json!({"size": size, "threads": threads, "kernel": kernel::KERNEL, "gflops": gflops})
+            serde_json::json!({
+                "size": n, "shape": [n, k, m], "dtype": form.dtype.name(), "shared_b": form.shared_b,
+                "threads": threads, "kernel": kernel::KERNEL, "gflops": gflops,
+            })
         );
     } else {
-        println!(
-            "{}: n = {size}, {threads} thread(s): {gflops:.1} GFLOP/s",
-            kernel::KERNEL
-        );
+        println!("{}: {form}, {threads} thread(s): {gflops:.1} GFLOP/s", kernel::KERNEL);
     }
     Ok(())
 }
@@ -219,7 +226,20 @@ pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     dls_common::init_logging("info", cli.log_format);
     let res = match cli.command {
-        Some(Command::Bench { size, threads, json }) => bench(size, threads, json),
+        Some(Command::Bench {
+            size,
+            shape,
+            dtype,
+            shared_b,
+            threads,
+            json,
+        }) => {
+            let shape = shape.unwrap_or_else(|| dls_protocol::Shape::square(size.unwrap_or(0)));
+            match shape.n.min(shape.k).min(shape.m) {
+                0 => Err(anyhow::anyhow!("--size must be at least 1")),
+                _ => bench(dls_protocol::Form { shape, dtype, shared_b }, threads, json),
+            }
+        }
         None => daemon(cli.daemon),
     };
     match res {

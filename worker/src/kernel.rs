@@ -2,6 +2,8 @@
 //! shape (A n×k, B k×m), in float32 or float64, with faer's GEMM; each
 //! product has its own B, or one B serves them all.
 
+mod spare;
+
 use dls_protocol::{Form, Values};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
@@ -50,16 +52,50 @@ impl Dims {
     }
 }
 
-fn gemm<T: Elem>(c: &mut [T], a: &[T], b: &[T], d: Dims, par: Par) {
-    gemm_into(c, Accum::Replace, a, b, d, par)
+fn gemm<T: Elem>(c: &mut [T], a: &[T], b: &[T], d: Dims, parts: usize) {
+    gemm_into(c, Accum::Replace, a, b, d, parts)
 }
 
-fn gemm_into<T: Elem>(c: &mut [T], accum: Accum, a: &[T], b: &[T], d: Dims, par: Par) {
+/// One product, its C cut into `parts` blocks computed at once on the
+/// current pool (faer on each block alone).
+fn gemm_into<T: Elem>(c: &mut [T], accum: Accum, a: &[T], b: &[T], d: Dims, parts: usize) {
     let a = MatRef::from_row_major_slice(a, d.n, d.k);
     let b = MatRef::from_row_major_slice(b, d.k, d.m);
     let c = MatMut::from_row_major_slice_mut(c, d.n, d.m);
-    matmul(c, accum, a, b, T::one_impl(), par);
+    split(c, accum, a, b, parts);
 }
+
+/// C's rows (or columns, when it is wider than tall) halved, and each half
+/// computed by half the threads. faer's own parallel product gave one
+/// product of 64×1024·1024×64 less on two threads than on one (0.4×).
+fn split<T: Elem>(c: MatMut<'_, T>, accum: Accum, a: MatRef<'_, T>, b: MatRef<'_, T>, parts: usize) {
+    let (rows, cols) = (c.nrows(), c.ncols());
+    if parts <= 1 || rows.max(cols) < 2 * SPLIT_STEP {
+        matmul(c, accum, a, b, T::one_impl(), Par::Seq);
+        return;
+    }
+    let half = parts / 2;
+    let cut = |len: usize| (len * half / parts).div_ceil(SPLIT_STEP) * SPLIT_STEP;
+    if rows >= cols {
+        let (c0, c1) = c.split_at_row_mut(cut(rows));
+        let (a0, a1) = a.split_at_row(cut(rows));
+        rayon::join(
+            || split(c0, accum, a0, b, half),
+            || split(c1, accum, a1, b, parts - half),
+        );
+    } else {
+        let (c0, c1) = c.split_at_col_mut(cut(cols));
+        let (b0, b1) = b.split_at_col(cut(cols));
+        rayon::join(
+            || split(c0, accum, a, b0, half),
+            || split(c1, accum, a, b1, parts - half),
+        );
+    }
+}
+
+/// Blocks of C are cut at multiples of this many rows or columns (whole
+/// register tiles of faer's micro-kernels).
+const SPLIT_STEP: usize = 16;
 
 /// The kernel with its own thread pool of `threads` threads (the pool is
 /// made once; spawning threads per batch costs more than small products).
@@ -67,7 +103,12 @@ pub struct Kernel {
     pool: rayon::ThreadPool,
     threads: usize,
     isolated: bool,
+    spare: spare::Spare,
 }
+
+/// Bytes of spare buffers a kernel keeps unless told otherwise
+/// ([`Kernel::spare_bytes`]).
+const SPARE_BYTES: u64 = 256 << 20;
 
 impl Kernel {
     pub fn new(threads: usize) -> Result<Kernel, String> {
@@ -81,7 +122,20 @@ impl Kernel {
             pool,
             threads,
             isolated: false,
+            spare: spare::Spare::new(SPARE_BYTES),
         })
+    }
+
+    /// Keep at most `bytes` of spare buffers (see [`Kernel::recycle`]).
+    pub fn spare_bytes(mut self, bytes: u64) -> Kernel {
+        self.spare = spare::Spare::new(bytes);
+        self
+    }
+
+    /// A buffer no longer needed (a computed chunk's inputs): kept for a
+    /// later result, already mapped, when it fits what is kept.
+    pub fn recycle(&self, values: Values) {
+        self.spare.keep(values)
     }
 
     /// Compute only on the pool's threads (named `dls-kernel-N`), also with
@@ -130,8 +184,12 @@ impl Kernel {
                 inputs.dtype()
             ));
         }
-        let mut c = Values::try_zeros(form.dtype, count * d.n * d.m)
-            .ok_or_else(|| format!("no memory for the results of {count} products of {form}"))?;
+        let len = count * d.n * d.m;
+        let mut c = match self.spare.take(form.dtype, len) {
+            Some(c) => c,
+            None => Values::try_zeros(form.dtype, len)
+                .ok_or_else(|| format!("no memory for the results of {count} products of {form}"))?,
+        };
         match (inputs, shared_b, &mut c) {
             (Values::F32(v), None, Values::F32(c)) if !form.shared_b => {
                 self.multiply(&v[..a_len], Bs::Each(&v[a_len..]), d, c, repeat)
@@ -167,11 +225,8 @@ impl Kernel {
         if acc.len() != c_len || acc.dtype() != form.dtype {
             return Err(format!("a panel of {form} for a piece of {} values", acc.len()));
         }
-        let par = match self.threads {
-            1 => Par::Seq,
-            t => Par::rayon(t),
-        };
-        fn add<T: Elem>(k: &Kernel, v: &[T], a_len: usize, c: &mut [T], d: Dims, par: Par, repeat: u32) {
+        let par = self.threads;
+        fn add<T: Elem>(k: &Kernel, v: &[T], a_len: usize, c: &mut [T], d: Dims, par: usize, repeat: u32) {
             let (a, b) = v.split_at(a_len);
             let run = |c: &mut [T]| {
                 // Extra rounds (a slower processor) add into a scratch C.
@@ -221,17 +276,13 @@ impl Kernel {
             };
             (&a[i * a_len..(i + 1) * a_len], bi)
         };
-        let each = |i: usize, ci: &mut [T], par: Par| {
+        let each = |i: usize, ci: &mut [T], par: usize| {
             let (ai, bi) = pair(i);
             for _ in 0..repeat {
                 gemm(ci, ai, bi, d, par);
             }
         };
-        let one_thread = |c: &mut [T]| {
-            c.chunks_mut(c_len)
-                .enumerate()
-                .for_each(|(i, ci)| each(i, ci, Par::Seq))
-        };
+        let one_thread = |c: &mut [T]| c.chunks_mut(c_len).enumerate().for_each(|(i, ci)| each(i, ci, 1));
         if self.threads == 1 && !self.isolated {
             // No hand-off to the pool: the caller's thread is the one thread.
             one_thread(c);
@@ -242,11 +293,9 @@ impl Kernel {
                 one_thread(c);
             } else if count >= self.threads && d.n * d.k * d.m < SPLIT_PRODUCTS_BELOW {
                 // Many small products: one product per task.
-                c.par_chunks_mut(c_len)
-                    .enumerate()
-                    .for_each(|(i, ci)| each(i, ci, Par::Seq));
+                c.par_chunks_mut(c_len).enumerate().for_each(|(i, ci)| each(i, ci, 1));
             } else {
-                let par = Par::rayon(self.threads);
+                let par = self.threads;
                 c.chunks_mut(c_len).enumerate().for_each(|(i, ci)| each(i, ci, par));
             }
         });
@@ -316,19 +365,25 @@ pub fn random_inputs(form: &Form, count: usize, seed: u64) -> Result<(Values, Op
 }
 
 /// Seconds to compute `count` products of `form` on fresh data, each
-/// `repeat` times over.
+/// `repeat` times over. The results go where a run's would: into a buffer
+/// already mapped, of the size of a chunk's inputs (a run's chunk finds
+/// the previous chunk's there, [`Kernel::recycle`]).
 pub fn time_batch(kernel: &Kernel, form: &Form, count: usize, repeat: u32) -> Result<f64, String> {
     let (inputs, shared) = random_inputs(form, count, 0x5eed ^ form.shape.n as u64)?;
+    if let Some(spent) = Values::try_zeros(form.dtype, form.in_len(count as u32) as usize) {
+        kernel.recycle(spent);
+    }
     let t = Instant::now();
     let c = kernel.multiply_form(form, count, &inputs, shared.as_ref(), repeat)?;
     let secs = t.elapsed().as_secs_f64();
-    std::hint::black_box(c);
+    kernel.recycle(std::hint::black_box(c));
     Ok(secs)
 }
 
 /// This machine's time for one product of `form`, unloaded: after a
 /// warm-up (the first products of a process pay for one-time set-up), the
-/// best of three batches of about 2 ms at 20 GFLOP/s.
+/// best of three batches of about 2 ms at 20 GFLOP/s, each into the
+/// buffer the one before used (as a run's chunks do).
 pub fn seconds_per_product(kernel: &Kernel, form: &Form) -> f64 {
     // Buffers made and touched once: page faults and allocation are not the
     // kernel's speed (and would make the reference depend on the process's
@@ -341,7 +396,13 @@ pub fn seconds_per_product(kernel: &Kernel, form: &Form) -> f64 {
         let t = Instant::now();
         let c = kernel.multiply_form(form, count, &inputs, shared.as_ref(), 1);
         let secs = t.elapsed().as_secs_f64();
-        std::hint::black_box(c).map_or(f64::INFINITY, |_| secs)
+        match std::hint::black_box(c) {
+            Ok(c) => {
+                kernel.recycle(c);
+                secs
+            }
+            Err(_) => f64::INFINITY,
+        }
     };
     run();
     let best = (0..3).map(|_| run()).fold(f64::INFINITY, f64::min) / count as f64;
@@ -352,165 +413,31 @@ pub fn seconds_per_product(kernel: &Kernel, form: &Form) -> f64 {
     }
 }
 
-/// GFLOP/s of the kernel at size `n` (2n³ flops a product): a batch of at
-/// most ~4 Mflop-sized products (so small sizes stay in cache, as a worker's
-/// chunk of them would be streamed), repeated for at least ~0.2 s; best of 3.
-pub fn gflops(kernel: &Kernel, n: usize) -> f64 {
-    let flops = 2.0 * (n as f64).powi(3);
-    let k = (4 * 1024 * 1024 / (n * n * n).max(1)).clamp(1, 64);
-    let mut ab = vec![0.0; 2 * k * n * n];
-    fill_random(&mut ab, 0x5eed ^ n as u64);
+/// GFLOP/s of the kernel on products of `form` (2·n·k·m flops each): a
+/// batch of 32 Mi multiply-adds' worth of products (1 to 64 of them: a
+/// worker's chunk of small products, streamed through the caches),
+/// repeated for at least ~0.2 s; best of 3. Each batch's results go into the buffer the one
+/// before used, as a daemon's chunk's go into a spare one.
+pub fn gflops(kernel: &Kernel, form: &Form) -> Result<f64, String> {
+    let flops = form.shape.flops();
+    let count = ((32.0 * 1024.0 * 1024.0 * 2.0 / flops) as usize).clamp(1, 64);
+    let (inputs, shared) = random_inputs(form, count, 0x5eed ^ form.shape.n as u64)?;
     let run = |reps: usize| {
         let t = Instant::now();
         for _ in 0..reps {
-            std::hint::black_box(kernel.multiply_batch(&ab, n, k));
+            let c = kernel.multiply_form(form, count, &inputs, shared.as_ref(), 1)?;
+            kernel.recycle(std::hint::black_box(c));
         }
-        t.elapsed().as_secs_f64()
+        Ok::<_, String>(t.elapsed().as_secs_f64())
     };
-    let once = run(1).max(1e-6);
+    let once = run(1)?.max(1e-6);
     let reps = ((0.2 / once).ceil() as usize).clamp(1, 100_000);
-    let best = (0..3).map(|_| run(reps)).fold(f64::INFINITY, f64::min);
-    flops * (k * reps) as f64 / best / 1e9
+    let mut best = f64::INFINITY;
+    for _ in 0..3 {
+        best = best.min(run(reps)?);
+    }
+    Ok(flops * (count * reps) as f64 / best / 1e9)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use dls_protocol::DType;
-
-    fn check(n: usize, k: usize, threads: usize, isolated: bool) {
-        let mut ab = vec![0.0; 2 * k * n * n];
-        fill_random(&mut ab, (n * 31 + k) as u64);
-        let mut kernel = Kernel::new(threads).expect("pool");
-        if isolated {
-            kernel = kernel.isolated();
-        }
-        let c = kernel.multiply_batch(&ab, n, k);
-        let nn = n * n;
-        for i in 0..k {
-            let want = naive(&ab[i * nn..(i + 1) * nn], &ab[(k + i) * nn..(k + i + 1) * nn], n);
-            for (x, y) in c[i * nn..(i + 1) * nn].iter().zip(&want) {
-                assert!(
-                    (x - y).abs() <= 1e-12 * n as f64,
-                    "n={n} k={k} threads={threads}: {x} vs {y}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn matches_the_naive_product() {
-        for (n, k) in [(1, 1), (2, 3), (7, 5), (16, 4), (33, 3), (64, 2), (300, 1)] {
-            for threads in [1, 2, 3] {
-                check(n, k, threads, false);
-            }
-            check(n, k, 1, true);
-        }
-    }
-
-    #[test]
-    fn rectangular_layout_is_row_major() {
-        // [[1, 2], [3, 4]] · [[5, 6], [7, 8]] = [[19, 22], [43, 50]]
-        let c = Kernel::new(1)
-            .expect("pool")
-            .multiply_batch(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], 2, 1);
-        assert_eq!(c, vec![19.0, 22.0, 43.0, 50.0]);
-    }
-
-    /// Every shape (thin, wide, k = 1, degenerate), type and sharing of B,
-    /// against the naive product in float64, within k·ε of the type.
-    #[test]
-    fn every_form_matches_the_naive_product() {
-        let shapes = [
-            (1, 1, 1),
-            (3, 5, 2),
-            (2, 7, 9),
-            (17, 1, 4),
-            (40, 33, 3),
-            (5, 64, 70),
-            (0, 3, 2),
-            (3, 0, 2),
-        ];
-        for (n, k, m) in shapes {
-            for dtype in [DType::F32, DType::F64] {
-                for shared_b in [false, true] {
-                    let form = Form {
-                        shape: dls_protocol::Shape { n, k, m },
-                        dtype,
-                        shared_b,
-                    };
-                    for threads in [1, 2] {
-                        check_form(&form, 3, threads);
-                    }
-                }
-            }
-        }
-    }
-
-    fn check_form(form: &Form, count: usize, threads: usize) {
-        let d = Dims::of(form);
-        let (inputs, shared) = random_inputs(form, count, 7).expect("memory");
-        let c = Kernel::new(threads)
-            .expect("pool")
-            .multiply_form(form, count, &inputs, shared.as_ref(), 1)
-            .expect("lengths agree");
-        assert_eq!(c.dtype(), form.dtype);
-        assert_eq!(c.len(), count * d.n * d.m);
-        let x: Vec<f64> = inputs.to_f64(0..inputs.len()).into_owned();
-        let (a_len, b_len, c_len) = (d.n * d.k, d.k * d.m, d.n * d.m);
-        let shared: Option<Vec<f64>> = shared.map(|b| b.to_f64(0..b.len()).into_owned());
-        for i in 0..count {
-            let a = &x[i * a_len..(i + 1) * a_len];
-            let b = match &shared {
-                Some(b) => &b[..],
-                None => &x[count * a_len + i * b_len..count * a_len + (i + 1) * b_len],
-            };
-            let want = naive_dims(a, b, d);
-            // The rounding bound of a dot product of length k: k·ε·Σ|a||b|.
-            let abs = |v: &[f64]| v.iter().map(|x| x.abs()).collect::<Vec<_>>();
-            let scale = naive_dims(&abs(a), &abs(b), d);
-            for (j, y) in want.iter().enumerate() {
-                let got = c.get(i * c_len + j);
-                let tol = (d.k as f64 + 2.0) * form.dtype.epsilon() * scale[j];
-                assert!((got - y).abs() <= tol, "{form} product {i} entry {j}: {got} vs {y}");
-            }
-        }
-    }
-
-    #[test]
-    fn a_chunk_that_disagrees_with_its_form_is_refused() {
-        let kernel = Kernel::new(1).expect("pool");
-        let form = Form::square(2);
-        let e = kernel
-            .multiply_form(&form, 1, &Values::F64(vec![0.0; 7]), None, 1)
-            .expect_err("short");
-        assert!(e.contains("7 float64 values"), "{e}");
-        let f32_form = Form {
-            dtype: DType::F32,
-            ..form
-        };
-        assert!(kernel
-            .multiply_form(&f32_form, 1, &Values::F64(vec![0.0; 8]), None, 1)
-            .is_err());
-        let shared = Form { shared_b: true, ..form };
-        assert!(kernel
-            .multiply_form(&shared, 1, &Values::F64(vec![0.0; 4]), None, 1)
-            .is_err());
-        assert!(kernel
-            .multiply_form(
-                &shared,
-                1,
-                &Values::F64(vec![0.0; 4]),
-                Some(&Values::F64(vec![0.0; 3])),
-                1
-            )
-            .is_err());
-    }
-
-    #[test]
-    fn empty_batches() {
-        let kernel = Kernel::new(2).expect("pool");
-        assert!(kernel.multiply_batch(&[], 4, 0).is_empty());
-        assert!(kernel.multiply_batch(&[], 0, 3).is_empty());
-    }
-}
+mod tests;

@@ -27,7 +27,11 @@ use tracing::{debug, info, warn};
 /// Serve masters on `listener` until `shutdown` completes; then tell the
 /// current master goodbye and return.
 pub async fn serve(listener: TcpListener, cfg: Config, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
-    let mut kernel = kernel::Kernel::new(cfg.threads).map_err(std::io::Error::other)?;
+    // Spare buffers beside the chunks the memory limit counts: an eighth
+    // of it at most.
+    let mut kernel = kernel::Kernel::new(cfg.threads)
+        .map_err(std::io::Error::other)?
+        .spare_bytes(cfg.memory_limit / 8);
     if cfg.isolate_compute {
         kernel = kernel.isolated();
     }

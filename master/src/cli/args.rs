@@ -38,31 +38,7 @@ pub struct Products {
     pub shared_b: bool,
 }
 
-/// `n,k,m` (or `n` for a square n×n·n×n product), each at least 1.
-pub fn parse_shape(s: &str) -> std::result::Result<dls_protocol::Shape, String> {
-    let dims: Vec<u32> = s
-        .split(',')
-        .map(|d| {
-            d.trim()
-                .parse::<u32>()
-                .map_err(|_| format!("{d:?} is not a dimension (a whole number from 1 to {})", u32::MAX))
-        })
-        .collect::<std::result::Result<_, _>>()?;
-    let shape = match dims[..] {
-        [n] => dls_protocol::Shape::square(n),
-        [n, k, m] => dls_protocol::Shape { n, k, m },
-        _ => return Err(format!("{s:?}: give n,k,m (A n×k, B k×m)")),
-    };
-    if shape.n == 0 || shape.k == 0 || shape.m == 0 {
-        return Err(format!("{s:?}: every dimension must be at least 1"));
-    }
-    Ok(shape)
-}
-
-/// `float32` or `float64` (also `f32`, `f64`).
-pub fn parse_dtype(s: &str) -> std::result::Result<dls_protocol::DType, String> {
-    dls_protocol::DType::parse(s).ok_or_else(|| format!("{s:?}: the type is float32 or float64"))
-}
+pub use dls_common::{parse_dtype, parse_shape};
 
 impl Products {
     /// The shape the flags give, if any, and which flag gave it.

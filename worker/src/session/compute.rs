@@ -45,12 +45,15 @@ pub(super) fn compute(
         } => {
             debug!(job = key.0 .0, chunk = key.1 .0, "computing");
             let c = kernel.multiply_form(&form, count as usize, &inputs, shared_b.as_deref(), work_factor);
+            let secs = t0.elapsed().as_secs_f64();
+            // The inputs, already mapped, take the next chunk's results.
+            kernel.recycle(inputs);
             Done::Chunk {
                 key,
                 form,
                 count,
                 c,
-                secs: t0.elapsed().as_secs_f64(),
+                secs,
             }
         }
         Work::Probe { form, count } => Done::Probe {
