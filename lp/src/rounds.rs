@@ -247,18 +247,19 @@ fn search(platform: &Platform, ports: Ports, load: u64, one_round: Option<&Seque
     // regret), never one predicting later than the one-round plan.
     let bare = hedged(platform);
     let mut weighed: Vec<Candidate> = Vec::new();
-    let consider = |weighed: &mut Vec<Candidate>, chunks: Vec<RoundChunk>, ops: Vec<PortOp>, count: usize, lag: usize| {
-        let strict = strict_makespan(platform, &chunks, &ops, ports);
-        let without = bare.as_ref().map(|b| strict_makespan(b, &chunks, &ops, ports));
-        weighed.push(Candidate {
-            strict,
-            without,
-            chunks,
-            ops,
-            count,
-            lag,
-        });
-    };
+    let consider =
+        |weighed: &mut Vec<Candidate>, chunks: Vec<RoundChunk>, ops: Vec<PortOp>, count: usize, lag: usize| {
+            let strict = strict_makespan(platform, &chunks, &ops, ports);
+            let without = bare.as_ref().map(|b| strict_makespan(b, &chunks, &ops, ports));
+            weighed.push(Candidate {
+                strict,
+                without,
+                chunks,
+                ops,
+                count,
+                lag,
+            });
+        };
     if let Some(one) = one_round {
         consider(&mut weighed, one.chunks.clone(), one.ops.clone(), 1, 0);
     }

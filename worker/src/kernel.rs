@@ -132,10 +132,17 @@ impl Kernel {
         self
     }
 
-    /// A buffer no longer needed (a computed chunk's inputs): kept for a
-    /// later result, already mapped, when it fits what is kept.
+    /// A buffer no longer needed (a computed chunk's inputs, results
+    /// written): kept for a later chunk, already mapped, when it fits what
+    /// is kept.
     pub fn recycle(&self, values: Values) {
         self.spare.keep(values)
+    }
+
+    /// A kept buffer of `len` values of `dtype`, holding whatever it held:
+    /// for a chunk arriving in pieces, which write every value.
+    pub fn spare(&self, dtype: dls_protocol::DType, len: usize) -> Option<Values> {
+        self.spare.take(dtype, len)
     }
 
     /// Compute only on the pool's threads (named `dls-kernel-N`), also with

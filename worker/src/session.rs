@@ -143,6 +143,8 @@ impl Out {
 /// What came of a write: the chunk whose results are out, or the failure.
 struct Wrote {
     results: Option<(Key, Form, u32)>,
+    /// The payload written, for the kernel's spare buffers.
+    payload: Values,
     failed: Option<Error>,
 }
 
@@ -153,8 +155,15 @@ type Outbox = dls_protocol::Outbox<Writing, Out, Wrote>;
 fn write(mut w: Writing, out: Out) -> dls_protocol::outbox::Writing<Writing, Wrote> {
     Box::pin(async move {
         let failed = w.write_frame(&out.msg, &out.payload).await.err();
-        let results = out.results;
-        (w, Wrote { results, failed })
+        let Out { results, payload, .. } = out;
+        (
+            w,
+            Wrote {
+                results,
+                payload,
+                failed,
+            },
+        )
     })
 }
 
@@ -377,6 +386,7 @@ impl Session {
             return Err(e);
         }
         if let Some((key, form, count)) = w.results {
+            self.kernel.recycle(w.payload);
             let bytes = form.out_bytes(count);
             self.held = self.held.saturating_sub(bytes);
             self.in_flight.remove(&key);

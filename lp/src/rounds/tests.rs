@@ -11,7 +11,12 @@ fn star(r: &mut ChaCha8Rng, p: usize, latencies: bool) -> Platform {
     let workers = (0..p)
         .map(|i| {
             let c = r.random_range(0.001..0.05);
-            let mut w = Worker::new(format!("w{i}"), c, r.random_range(0.002..0.2), c * r.random_range(0.2..1.0));
+            let mut w = Worker::new(
+                format!("w{i}"),
+                c,
+                r.random_range(0.002..0.2),
+                c * r.random_range(0.2..1.0),
+            );
             if latencies {
                 w.latency = Latency {
                     send: r.random_range(0.0..0.003),

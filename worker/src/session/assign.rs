@@ -89,10 +89,14 @@ impl Session {
         if !self.partial.contains_key(&key) {
             let shared_b = self.open(key, form, count)?;
             let total = form.in_len(count) as usize;
-            let values = Values::try_zeros(form.dtype, total).ok_or_else(|| Error::Refused {
-                code: ErrorCode::MemoryLimit,
-                message: format!("cannot allocate chunk {} of {count} products of {form}", chunk.0),
-            })?;
+            // Every value is written by a piece before the chunk is computed.
+            let spare = self.kernel.spare(form.dtype, total);
+            let values = spare
+                .or_else(|| Values::try_zeros(form.dtype, total))
+                .ok_or_else(|| Error::Refused {
+                    code: ErrorCode::MemoryLimit,
+                    message: format!("cannot allocate chunk {} of {count} products of {form}", chunk.0),
+                })?;
             let filled = 0;
             self.partial.insert(
                 key,
