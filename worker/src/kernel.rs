@@ -182,6 +182,20 @@ impl Kernel {
         shared_b: Option<&Values>,
         repeat: u32,
     ) -> Result<Values, String> {
+        self.multiply_form_in(form, count, inputs, shared_b, repeat, true)
+    }
+
+    /// [`Kernel::multiply_form`], the results in a spare buffer if `spare`
+    /// and one is kept, else in a fresh one.
+    fn multiply_form_in(
+        &self,
+        form: &Form,
+        count: usize,
+        inputs: &Values,
+        shared_b: Option<&Values>,
+        repeat: u32,
+        spare: bool,
+    ) -> Result<Values, String> {
         let d = Dims::of(form);
         let a_len = count * d.n * d.k;
         if inputs.len() as u64 != form.in_len(count as u32) || inputs.dtype() != form.dtype {
@@ -192,7 +206,7 @@ impl Kernel {
             ));
         }
         let len = count * d.n * d.m;
-        let mut c = match self.spare.take(form.dtype, len) {
+        let mut c = match self.spare.take(form.dtype, len).filter(|_| spare) {
             Some(c) => c,
             None => Values::try_zeros(form.dtype, len)
                 .ok_or_else(|| format!("no memory for the results of {count} products of {form}"))?,
@@ -372,18 +386,19 @@ pub fn random_inputs(form: &Form, count: usize, seed: u64) -> Result<(Values, Op
 }
 
 /// Seconds to compute `count` products of `form` on fresh data, each
-/// `repeat` times over. The results go where a run's would: into a buffer
-/// already mapped, of the size of a chunk's inputs (a run's chunk finds
-/// the previous chunk's there, [`Kernel::recycle`]).
+/// `repeat` times over, into a fresh result buffer: what a run's first
+/// chunk pays, and a price every probe pays alike (a spare buffer taken by
+/// some probes and not others would bend the fitted line). A run's later
+/// chunks go into spare buffers ([`Kernel::recycle`]): at 64² a node alone
+/// computes them up to 2.5× faster than its probe says (docs/worker.md);
+/// on one machine with its master, the master's transfers take about that
+/// much from a run's compute (docs/partitioning.md).
 pub fn time_batch(kernel: &Kernel, form: &Form, count: usize, repeat: u32) -> Result<f64, String> {
     let (inputs, shared) = random_inputs(form, count, 0x5eed ^ form.shape.n as u64)?;
-    if let Some(spent) = Values::try_zeros(form.dtype, form.in_len(count as u32) as usize) {
-        kernel.recycle(spent);
-    }
     let t = Instant::now();
-    let c = kernel.multiply_form(form, count, &inputs, shared.as_ref(), repeat)?;
+    let c = kernel.multiply_form_in(form, count, &inputs, shared.as_ref(), repeat, false)?;
     let secs = t.elapsed().as_secs_f64();
-    kernel.recycle(std::hint::black_box(c));
+    std::hint::black_box(c);
     Ok(secs)
 }
 

@@ -34,10 +34,17 @@ impl Spare {
 
     /// Keep `v` for a later [`Spare::take`] if it fits the cap (the
     /// smallest kept buffers make room for it).
-    pub(super) fn keep(&self, v: Values) {
+    pub(super) fn keep(&self, mut v: Values) {
         let size = bytes(&v);
         if size == 0 || size > self.cap {
             return;
+        }
+        // Its whole capacity holds values from here on, so that `take`
+        // only ever shortens it: a later chunk's timed work writes no
+        // zeros (a results buffer is often shorter than what it held).
+        match &mut v {
+            Values::F32(v) => v.resize(v.capacity(), 0.0),
+            Values::F64(v) => v.resize(v.capacity(), 0.0),
         }
         let Ok(mut kept) = self.kept.lock() else { return };
         kept.push(v);
@@ -48,7 +55,8 @@ impl Spare {
     }
 
     /// A kept buffer of `len` values of `dtype`, the smallest that holds
-    /// them; its values are whatever it held (the kernel overwrites them).
+    /// them, shortened to them; its values are whatever it held (the
+    /// kernel, or the pieces of a chunk, overwrite them).
     pub(super) fn take(&self, dtype: DType, len: usize) -> Option<Values> {
         let mut kept = self.kept.lock().ok()?;
         let fits = |v: &Values| v.dtype() == dtype && bytes(v) >= len as u64 * dtype.size();
@@ -56,8 +64,8 @@ impl Spare {
         let mut v = kept.remove(at);
         drop(kept);
         match &mut v {
-            Values::F32(v) => v.resize(len, 0.0),
-            Values::F64(v) => v.resize(len, 0.0),
+            Values::F32(v) => v.truncate(len),
+            Values::F64(v) => v.truncate(len),
         }
         Some(v)
     }
