@@ -206,7 +206,8 @@ impl Kernel {
             ));
         }
         let len = count * d.n * d.m;
-        let mut c = match self.spare.take(form.dtype, len).filter(|_| spare) {
+        let kept = if spare { self.spare.take(form.dtype, len) } else { None };
+        let mut c = match kept {
             Some(c) => c,
             None => Values::try_zeros(form.dtype, len)
                 .ok_or_else(|| format!("no memory for the results of {count} products of {form}"))?,
