@@ -220,6 +220,23 @@ fn bench(form: dls_protocol::Form, threads: Option<usize>, json: bool) -> Result
     Ok(())
 }
 
+/// The products `dls-worker bench` times: square of `--size`, or of
+/// `--shape` (whose dimensions `parse_shape` has checked).
+fn bench_form(
+    size: Option<u32>,
+    shape: Option<dls_protocol::Shape>,
+    dtype: dls_protocol::DType,
+    shared_b: bool,
+) -> Result<dls_protocol::Form> {
+    let shape = match (shape, size) {
+        (Some(shape), _) => shape,
+        (None, Some(0)) => bail!("--size must be at least 1"),
+        (None, Some(n)) => dls_protocol::Shape::square(n),
+        (None, None) => bail!("give --size N or --shape N,K,M"),
+    };
+    Ok(dls_protocol::Form { shape, dtype, shared_b })
+}
+
 /// The whole `dls-worker` program: flags, logging, daemon or bench.
 pub fn main() -> std::process::ExitCode {
     dls_common::return_freed_buffers();
@@ -233,13 +250,7 @@ pub fn main() -> std::process::ExitCode {
             shared_b,
             threads,
             json,
-        }) => {
-            let shape = shape.unwrap_or_else(|| dls_protocol::Shape::square(size.unwrap_or(0)));
-            match shape.n.min(shape.k).min(shape.m) {
-                0 => Err(anyhow::anyhow!("--size must be at least 1")),
-                _ => bench(dls_protocol::Form { shape, dtype, shared_b }, threads, json),
-            }
-        }
+        }) => bench_form(size, shape, dtype, shared_b).and_then(|form| bench(form, threads, json)),
         None => daemon(cli.daemon),
     };
     match res {
@@ -253,7 +264,30 @@ pub fn main() -> std::process::ExitCode {
 
 #[cfg(test)]
 mod help_tests {
-    use clap::CommandFactory;
+    use clap::{CommandFactory, Parser};
+
+    #[test]
+    fn bench_refuses_what_it_cannot_time_by_name() {
+        let parse = |args: &[&str]| {
+            super::Cli::try_parse_from([&["dls-worker", "bench"], args].concat()).map_err(|e| e.to_string())
+        };
+        let e = parse(&["--shape", "3,4"]).expect_err("two dimensions");
+        assert!(e.contains("give n,k,m"), "{e}");
+        let e = parse(&["--shape", "3,0,4"]).expect_err("a zero dimension");
+        assert!(e.contains("at least 1"), "{e}");
+        let e = parse(&["--size", "64", "--dtype", "float16"]).expect_err("a type");
+        assert!(e.contains("float32 or float64"), "{e}");
+        assert!(parse(&[]).is_err(), "a size or a shape is needed");
+        let f64 = dls_protocol::DType::F64;
+        let e = super::bench_form(Some(0), None, f64, false).expect_err("size 0");
+        assert!(e.to_string().contains("--size must be at least 1"), "{e}");
+        let form = super::bench_form(None, Some(dls_protocol::Shape { n: 2, k: 3, m: 4 }), f64, true).expect("a shape");
+        assert_eq!((form.shape.k, form.shared_b), (3, true));
+        assert_eq!(
+            super::bench_form(Some(5), None, f64, false).expect("a size").shape,
+            dls_protocol::Shape::square(5)
+        );
+    }
 
     #[test]
     fn every_option_of_every_command_says_what_it_is() {
