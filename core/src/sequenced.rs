@@ -368,8 +368,10 @@ impl Sequenced {
 
     /// When piece `q` should be computed, at the planned costs and the pace
     /// seen, from when its worker received it and computed the ones before;
-    /// infinite if it has not started to cross.
-    fn expected_ready(&self, q: usize) -> f64 {
+    /// if it has not started to cross, infinite, or if `earliest` the
+    /// soonest it can be (its send taken now), as the planner's two lanes
+    /// read an awaited chunk (`dls_lp::sequence::execute`).
+    fn expected_ready(&self, q: usize, earliest: bool) -> f64 {
         let w = self.chunks[q].worker;
         let (c, pace) = (&self.costs[w], self.clock.pace[w][1]);
         let compute = |x: usize| (c.latency.compute + c.w * self.chunks[x].len as f64) * pace;
@@ -382,6 +384,7 @@ impl Sequenced {
         }
         match self.stage[q] {
             Stage::Sending => free.max(self.clock.sent_at[q] + self.duration(true, q)) + compute(q),
+            Stage::Pending if earliest => free.max(self.clock.now + self.duration(true, q)) + compute(q),
             _ => f64::INFINITY,
         }
     }
@@ -427,7 +430,7 @@ impl Sequenced {
         if matches!(self.stage[hq], Stage::Returning | Stage::Granted) {
             return Err(None);
         }
-        let awaited = self.expected_ready(hq);
+        let awaited = self.expected_ready(hq, true);
         let hshare = port.share(self.chunks[hq].worker, false, self.chunks[hq].len);
         let now = self.clock.now;
         // Before the awaited instant: what ends by then. After it: what
@@ -453,7 +456,8 @@ impl Sequenced {
                         .iter()
                         .copied()
                         .find(|&q| self.stage[q] != Stage::Returned);
-                    due |= q.is_some_and(|q| self.expected_ready(q) + self.duration(false, q) <= awaited + GAP_FIT);
+                    due |=
+                        q.is_some_and(|q| self.expected_ready(q, false) + self.duration(false, q) <= awaited + GAP_FIT);
                 }
                 continue;
             };

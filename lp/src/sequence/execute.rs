@@ -23,7 +23,7 @@ use crate::schedule::{Ports, Transfer};
 use crate::tol::GAP_FIT;
 use std::collections::BTreeSet;
 
-mod receiving;
+mod joint;
 mod shared;
 
 /// The earliest execution of `ops` (every chunk sent once, then returned
@@ -56,11 +56,6 @@ pub fn strict_makespan(platform: &Platform, chunks: &[RoundChunk], ops: &[PortOp
     simulate(platform, chunks, ops, ports, false).makespan()
 }
 
-/// Rounds of placing both lanes after which a two-lane execution whose
-/// release times still move is taken as it is (they only grow, and settle
-/// within a few rounds on every plan seen).
-const SETTLE_ROUNDS: usize = 64;
-
 fn simulate<'a>(platform: &'a Platform, chunks: &'a [RoundChunk], ops: &[PortOp], ports: Ports, fill: bool) -> Sim<'a> {
     let mut sim = Sim {
         ports,
@@ -69,33 +64,13 @@ fn simulate<'a>(platform: &'a Platform, chunks: &'a [RoundChunk], ops: &[PortOp]
         times: vec![ChunkTimes::default(); chunks.len()],
         busy_until: vec![0.0; platform.len()],
         release: vec![0.0; chunks.len()],
-        receiving: Vec::new(),
     };
-    let shared = matches!(ports, Ports::Shared(_));
-    if ports.one_lane() {
-        sim.either_lane(ops, fill, shared);
-        return sim;
-    }
-    // Two lanes: sends have a capacity of their own, but a worker's send
-    // waits for its returns planned before it, so that it never holds
-    // more chunks than the sequence lets it (its memory bound). The sends
-    // are placed with those returns' ends as release times, then the
-    // returns, again until the release times stop moving (sends that wait
-    // for no return are placed once).
-    let (sends, returns): (Vec<PortOp>, Vec<PortOp>) = ops.iter().partition(|op| matches!(op, PortOp::Send(_)));
-    let before = returns_before(chunks, ops);
-    for _ in 0..SETTLE_ROUNDS {
-        sim.busy_until.iter_mut().for_each(|b| *b = 0.0);
-        sim.either_lane(&sends, fill, shared);
-        sim.note_receiving(&sends);
-        sim.either_lane(&returns, fill, shared);
-        let release: Vec<f64> = (before.iter())
-            .map(|b| b.map_or(0.0, |r| sim.times[r].return_end))
-            .collect();
-        if release == sim.release {
-            break;
-        }
-        sim.release = release;
+    if !ports.one_lane() {
+        sim.two_lanes(ops, fill);
+    } else if matches!(ports, Ports::Shared(_)) {
+        sim.shared_lane(ops, fill);
+    } else {
+        sim.lane(ops, fill);
     }
     sim
 }
@@ -124,9 +99,6 @@ struct Sim<'a> {
     /// When each chunk may be sent at the earliest: its worker's returns
     /// planned before it are over (two lanes).
     release: Vec<f64>,
-    /// When each worker receives, where its returns are slowed meanwhile
-    /// (two lanes; empty otherwise).
-    receiving: Vec<receiving::Spans>,
 }
 
 impl Sim<'_> {
@@ -150,28 +122,14 @@ impl Sim<'_> {
         self.cost(op).secs
     }
 
-    /// One lane of transfers: behind a shared uplink, several at once
-    /// ([`shared`]); otherwise one at a time.
-    fn either_lane(&mut self, ops: &[PortOp], fill: bool, shared: bool) {
-        if shared {
-            self.shared_lane(ops, fill);
-        } else {
-            self.lane(ops, fill);
-        }
-    }
-
     /// `op` starts at `t` (a return's chunk computed by then); returns when
-    /// it ends (a return later while its worker receives, if slowed then).
+    /// it ends.
     fn run(&mut self, op: PortOp, t: f64) -> f64 {
-        let end = match op {
-            PortOp::Send(_) => t + self.duration(op),
-            PortOp::Return(j) => self.return_end(self.chunks[j].worker, t, self.duration(op)),
-        };
-        self.run_until(op, t, end)
+        self.run_until(op, t, t + self.duration(op))
     }
 
-    /// As [`Sim::run`], the transfer ending at `end` (behind a shared
-    /// uplink, later than its own time when it shares the lane).
+    /// As [`Sim::run`], the transfer ending at `end` (later than its own
+    /// time when it shares a lane, or is slowed while its worker receives).
     fn run_until(&mut self, op: PortOp, t: f64, end: f64) -> f64 {
         match op {
             PortOp::Send(j) => {

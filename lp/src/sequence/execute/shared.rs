@@ -31,7 +31,7 @@ impl Sim<'_> {
     /// uplink): its worker's link free on this lane (never while a
     /// transfer of its is under way), its chunk computed (a return) or its
     /// worker's earlier returns over (a send).
-    fn ready(&self, op: PortOp, link_free: &[f64]) -> f64 {
+    pub(super) fn ready(&self, op: PortOp, link_free: &[f64]) -> f64 {
         let w = self.chunks[op.chunk()].worker;
         match op {
             PortOp::Send(j) => link_free[w].max(self.release[j]),
@@ -54,25 +54,14 @@ impl Sim<'_> {
                 send_pos[j] = Some(pos);
             }
         }
-        // Returns under way of workers slowed while they receive, by
-        // position and worker: their speed follows whether their worker
-        // receives ([`super::receiving`]).
-        let mut returning: Vec<(usize, usize)> = Vec::new();
         let mut t = 0.0f64;
         loop {
             while let Some((end, pos)) = flights.next_end().filter(|e| e.0 <= t) {
                 flights.finish(end, pos);
                 self.run_until(ops[pos], began[pos], end);
                 link_free[self.chunks[ops[pos].chunk()].worker] = end;
-                returning.retain(|r| r.0 != pos);
             }
-            // The next instant a transfer ends or a return changes speed.
-            let mut changes = f64::INFINITY;
-            for &(pos, w) in &returning {
-                flights.set_speed(t, pos, self.return_speed(w, t));
-                changes = changes.min(self.receiving_changes(w, t));
-            }
-            let next_end = flights.next_end().map_or(f64::INFINITY, |e| e.0).min(changes);
+            let next_end = flights.next_end().map_or(f64::INFINITY, |e| e.0);
             let Some(head) = lane.head() else {
                 if next_end.is_finite() {
                     t = next_end;
@@ -104,17 +93,7 @@ impl Sim<'_> {
                     let op = ops[pos];
                     let cost = self.cost(op);
                     let w = self.chunks[op.chunk()].worker;
-                    let speed = match op {
-                        PortOp::Send(_) => 1.0,
-                        PortOp::Return(_) => {
-                            let speed = self.return_speed(w, t);
-                            if speed < 1.0 || self.receiving_changes(w, t).is_finite() {
-                                returning.push((pos, w));
-                            }
-                            speed
-                        }
-                    };
-                    flights.start_at(t, pos, cost.secs, cost.share, speed);
+                    flights.start(t, pos, cost.secs, cost.share);
                     began[pos] = t;
                     link_free[w] = f64::INFINITY;
                     lane.make(pos);
@@ -150,7 +129,7 @@ impl Sim<'_> {
     /// holding `used`; else the next instant something may change (a
     /// chunk is computed, a link frees), at the latest `awaited`.
     #[allow(clippy::too_many_arguments)]
-    fn filler(
+    pub(super) fn filler(
         &self,
         lane: &Lane,
         head: usize,
