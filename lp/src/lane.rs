@@ -33,6 +33,7 @@
 //! and so does the simulator.
 
 use crate::tol::SHARE_EPS;
+use std::cell::Cell;
 
 /// Share of a lane that transfers whose shares do not fit together carry
 /// at once: a lane filled to its measured rate keeps its queues full,
@@ -66,23 +67,35 @@ pub fn admits(used: f64, share: f64) -> bool {
 /// its full rate: all of it when the shares fit, else max-min fair shares
 /// of [`CAP`] (see the module).
 pub fn rates(shares: &[f64]) -> Vec<f64> {
+    let mut out = Vec::new();
+    rates_into(shares, &mut Vec::new(), &mut out);
+    out
+}
+
+/// [`rates`] into `out`, with `order` to sort in: no allocation once the
+/// buffers are as long as `shares` (a lane's rates change at every start
+/// and end of a transfer).
+fn rates_into(shares: &[f64], order: &mut Vec<usize>, out: &mut Vec<f64>) {
+    out.clear();
     if shares.iter().sum::<f64>() <= 1.0 + SHARE_EPS {
-        return vec![1.0; shares.len()];
+        out.resize(shares.len(), 1.0);
+        return;
     }
     // Water-filling: the smallest shares are served whole while they are
     // below an equal part of what is left.
-    let mut order: Vec<usize> = (0..shares.len()).collect();
+    order.clear();
+    order.extend(0..shares.len());
     order.sort_by(|&a, &b| shares[a].total_cmp(&shares[b]));
+    out.resize(shares.len(), 0.0);
     let mut left = CAP;
-    let mut got = vec![0.0; shares.len()];
     for (k, &i) in order.iter().enumerate() {
         let part = left / (shares.len() - k) as f64;
-        got[i] = shares[i].min(part);
-        left -= got[i];
+        out[i] = shares[i].min(part);
+        left -= out[i];
     }
-    (shares.iter().zip(&got))
-        .map(|(&s, &g)| if s > 0.0 { g / s } else { 1.0 })
-        .collect()
+    for (g, &s) in out.iter_mut().zip(shares) {
+        *g = if s > 0.0 { *g / s } else { 1.0 };
+    }
 }
 
 /// The transfers under way on one lane, each known by a key of the
@@ -95,13 +108,20 @@ pub fn rates(shares: &[f64]) -> Vec<f64> {
 /// only moves forward: starts, ends and changes of speed at instants no
 /// earlier than the last.
 #[derive(Debug, Clone)]
-pub struct Fluid<K> {
+pub struct Fluid<K: Copy> {
     at: f64,
     flows: Vec<Flow<K>>,
+    /// [`Fluid::next_end`] once worked out, until the transfers or their
+    /// rates change (it is asked several times an instant).
+    next: Cell<Option<Option<(f64, K)>>>,
+    /// Scratch for [`Fluid::rerate`].
+    asked: Vec<f64>,
+    order: Vec<usize>,
+    rated: Vec<f64>,
 }
 
 #[derive(Debug, Clone)]
-struct Flow<K> {
+struct Flow<K: Copy> {
     key: K,
     /// Seconds of work left at the link's full rate.
     left: f64,
@@ -116,6 +136,10 @@ impl<K: Copy + PartialEq> Default for Fluid<K> {
         Fluid {
             at: 0.0,
             flows: Vec::new(),
+            next: Cell::new(None),
+            asked: Vec::new(),
+            order: Vec::new(),
+            rated: Vec::new(),
         }
     }
 }
@@ -175,7 +199,12 @@ impl<K: Copy + PartialEq> Fluid<K> {
 
     /// The transfer that ends first at the present rates, and when.
     pub fn next_end(&self) -> Option<(f64, K)> {
-        self.ends().min_by(|a, b| a.0.total_cmp(&b.0))
+        if let Some(known) = self.next.get() {
+            return known;
+        }
+        let next = self.ends().min_by(|a, b| a.0.total_cmp(&b.0));
+        self.next.set(Some(next));
+        next
     }
 
     /// When the transfer `key`, if under way, ends at the present rates.
@@ -193,6 +222,7 @@ impl<K: Copy + PartialEq> Fluid<K> {
 
     /// Every transfer progresses until `t` at its present rate.
     fn advance(&mut self, t: f64) {
+        self.next.set(None);
         let dt = (t - self.at).max(0.0);
         for f in &mut self.flows {
             f.left = (f.left - f.pace * dt).max(0.0);
@@ -203,8 +233,11 @@ impl<K: Copy + PartialEq> Fluid<K> {
     /// Each transfer takes what [`rates`] gives the part of its share its
     /// speed asks for; its work goes at that over its whole share.
     fn rerate(&mut self) {
-        let asked: Vec<f64> = self.flows.iter().map(|f| f.share * f.speed).collect();
-        for (f, r) in self.flows.iter_mut().zip(rates(&asked)) {
+        self.next.set(None);
+        self.asked.clear();
+        self.asked.extend(self.flows.iter().map(|f| f.share * f.speed));
+        rates_into(&self.asked, &mut self.order, &mut self.rated);
+        for (f, &r) in self.flows.iter_mut().zip(&self.rated) {
             f.pace = r * f.speed;
         }
     }

@@ -18,63 +18,9 @@
 use crate::bound::preferring_slack;
 use crate::error::{Error, Result};
 use crate::platform::{Latency, Platform, Worker};
-use crate::rounding::{proportional, spread};
 use crate::schedule::Ports;
 use crate::sequence::{strict_makespan, PortOp, RoundChunk, Sequence};
-
-/// K rounds with lag L over `enrolled` (in send order) with steady-state
-/// `shares`: `None` when a chunk would not fit in its worker's memory
-/// (L + 1 chunks of a worker may be out at once). A round may have no
-/// chunk for a worker whose part is smaller than K.
-fn periodic(
-    platform: &Platform,
-    enrolled: &[usize],
-    shares: &[f64],
-    load: u64,
-    k: usize,
-    lag: usize,
-) -> Option<(Vec<RoundChunk>, Vec<PortOp>)> {
-    let wk = platform.workers();
-    // Each worker's part of the whole batch, spread over the rounds
-    // (`spread`: no worker gains or loses a unit to rounding in every
-    // round); a worker with a part smaller than K starts in the first round
-    // and skips later ones.
-    let per_round: Vec<Vec<u64>> = proportional(load, shares)
-        .into_iter()
-        .map(|part| spread(part, k).collect())
-        .collect();
-    let mut chunks = Vec::new();
-    let mut by_round: Vec<Vec<usize>> = Vec::with_capacity(k);
-    for r in 0..k {
-        let mut these = Vec::new();
-        for (pos, &w) in enrolled.iter().enumerate() {
-            let u = per_round[pos][r];
-            if u == 0 {
-                continue;
-            }
-            if wk[w].max_load.is_some_and(|b| u.saturating_mul(lag as u64 + 1) > b) {
-                return None;
-            }
-            these.push(chunks.len());
-            chunks.push(RoundChunk {
-                worker: w,
-                units: u,
-                round: r,
-            });
-        }
-        by_round.push(these);
-    }
-    let mut ops = Vec::with_capacity(2 * chunks.len());
-    for period in 0..k + lag {
-        if let Some(sends) = by_round.get(period) {
-            ops.extend(sends.iter().map(|&j| PortOp::Send(j)));
-        }
-        if period >= lag {
-            ops.extend(by_round[period - lag].iter().map(|&j| PortOp::Return(j)));
-        }
-    }
-    Some((chunks, ops))
-}
+use periodic::Periodic;
 
 /// Candidate round counts: from the fewest the memory allows, growing by
 /// about a third each time, up to `max_chunks` chunks in all.
@@ -108,15 +54,36 @@ fn round_counts(platform: &Platform, enrolled: &[usize], shares: &[f64], load: u
     ks
 }
 
-/// A candidate sequence and its makespan taken strictly in order (and
-/// without latencies, when there are some).
-struct Candidate {
+/// A candidate and its makespan taken strictly in order (and without
+/// latencies, when there are some): the one-round plan's sequence, or a
+/// periodic plan built when it is executed.
+struct Candidate<'a> {
     strict: f64,
     without: Option<f64>,
-    chunks: Vec<RoundChunk>,
-    ops: Vec<PortOp>,
+    plan: Shape<'a>,
     count: usize,
     lag: usize,
+}
+
+enum Shape<'a> {
+    Sequence(Vec<RoundChunk>, Vec<PortOp>),
+    Periodic(Periodic<'a>),
+}
+
+impl Shape<'_> {
+    fn build(&self) -> (Vec<RoundChunk>, Vec<PortOp>) {
+        match self {
+            Shape::Sequence(chunks, ops) => (chunks.clone(), ops.clone()),
+            Shape::Periodic(per) => per.build(),
+        }
+    }
+
+    fn chunks(&self) -> usize {
+        match self {
+            Shape::Sequence(chunks, _) => chunks.len(),
+            Shape::Periodic(per) => per.chunks(),
+        }
+    }
 }
 
 /// The platform without its per-message latencies, if it has any.
@@ -247,28 +214,29 @@ fn search(platform: &Platform, ports: Ports, load: u64, one_round: Option<&Seque
     // regret), never one predicting later than the one-round plan.
     let bare = hedged(platform);
     let mut weighed: Vec<Candidate> = Vec::new();
-    let consider =
-        |weighed: &mut Vec<Candidate>, chunks: Vec<RoundChunk>, ops: Vec<PortOp>, count: usize, lag: usize| {
-            let strict = strict_makespan(platform, &chunks, &ops, ports);
-            let without = bare.as_ref().map(|b| strict_makespan(b, &chunks, &ops, ports));
-            weighed.push(Candidate {
-                strict,
-                without,
-                chunks,
-                ops,
-                count,
-                lag,
-            });
-        };
     if let Some(one) = one_round {
-        consider(&mut weighed, one.chunks.clone(), one.ops.clone(), 1, 0);
+        let (chunks, ops) = (&one.chunks, &one.ops);
+        weighed.push(Candidate {
+            strict: strict_makespan(platform, chunks, ops, ports),
+            without: bare.as_ref().map(|b| strict_makespan(b, chunks, ops, ports)),
+            plan: Shape::Sequence(chunks.clone(), ops.clone()),
+            count: 1,
+            lag: 0,
+        });
     }
     let mut stall = Stall::new(slack(ports));
     for k in round_counts(platform, &enrolled, &shares, load, MAX_CHUNKS) {
         let before = weighed.len();
         for lag in 0..=2 {
-            if let Some((chunks, ops)) = periodic(platform, &enrolled, &shares, load, k, lag) {
-                consider(&mut weighed, chunks, ops, k, lag);
+            if let Some(per) = Periodic::new(platform, &enrolled, &shares, load, k, lag) {
+                let (chunks, ops) = per.build();
+                weighed.push(Candidate {
+                    strict: strict_makespan(platform, &chunks, &ops, ports),
+                    without: bare.as_ref().map(|b| strict_makespan(b, &chunks, &ops, ports)),
+                    plan: Shape::Periodic(per),
+                    count: k,
+                    lag,
+                });
             }
         }
         if stall.stalled(&weighed[before..]) && stop {
@@ -289,49 +257,52 @@ fn search(platform: &Platform, ports: Ports, load: u64, one_round: Option<&Seque
     // The few best are executed with their gaps filled, which only moves
     // transfers earlier.
     let filled = |c: &Candidate| {
-        let (times, makespan) = crate::sequence::execute(platform, &c.chunks, &c.ops, ports);
-        (regret(makespan, c), times, makespan)
+        let (chunks, ops) = c.plan.build();
+        let (times, makespan) = crate::sequence::execute(platform, &chunks, &ops, ports);
+        (
+            regret(makespan, c),
+            Sequence {
+                chunks,
+                ops,
+                times,
+                count: c.count,
+                lag: c.lag,
+                fill_gaps: true,
+                makespan,
+            },
+        )
     };
-    // (index in `weighed`, score, times, makespan) of the choice so far.
-    let mut best: Option<(usize, f64, Vec<crate::sequence::ChunkTimes>, f64)> = None;
+    // (index in `weighed`, score, sequence) of the choice so far.
+    let mut best: Option<(usize, f64, Sequence)> = None;
     for (i, c) in weighed.iter().enumerate().take(FILLED) {
-        let (score, times, makespan) = filled(c);
+        let (score, seq) = filled(c);
         if best.as_ref().is_none_or(|b| score < b.1) {
-            best = Some((i, score, times, makespan));
+            best = Some((i, score, seq));
         }
     }
     // Where the platform knows no cost a message, of the candidates sure
     // to end within the slack of it (taken strictly in order, which
     // filling only shortens), the fewest chunks. (Latencies that are known
     // are weighed, and hedged against, above.)
-    if let Some((at, score, ..)) = best.as_ref().filter(|_| bare.is_none()) {
-        let (limit, most) = (score * (1.0 + slack(ports)), weighed[*at].chunks.len());
+    if let Some((at, score, _)) = best.as_ref().filter(|_| bare.is_none()) {
+        let (limit, most) = (score * (1.0 + slack(ports)), weighed[*at].plan.chunks());
         let fewest = (weighed.iter().enumerate())
-            .filter(|(_, c)| regret(c.strict, c) <= limit && c.chunks.len() < most)
-            .min_by_key(|(_, c)| c.chunks.len());
+            .filter(|(_, c)| regret(c.strict, c) <= limit && c.plan.chunks() < most)
+            .min_by_key(|(_, c)| c.plan.chunks());
         if let Some((i, c)) = fewest {
-            let (score, times, makespan) = filled(c);
-            best = Some((i, score, times, makespan));
+            let (score, seq) = filled(c);
+            best = Some((i, score, seq));
         }
     }
-    let best = best.map(|(i, _, times, makespan)| {
-        let c = weighed.swap_remove(i);
-        Sequence {
-            chunks: c.chunks,
-            ops: c.ops,
-            times,
-            count: c.count,
-            lag: c.lag,
-            fill_gaps: true,
-            makespan,
-        }
-    });
+    let best = best.map(|b| b.2);
     best.ok_or_else(|| {
         Error::Solver(format!(
             "no multi-round schedule of {load} units fits the workers' memory (max_load)"
         ))
     })
 }
+
+mod periodic;
 
 #[cfg(test)]
 mod tests;

@@ -74,8 +74,7 @@ fn a_stall_is_three_round_counts_that_gained_less_than_a_tenth_of_the_slack() {
     let cand = |strict: f64| Candidate {
         strict,
         without: None,
-        chunks: Vec::new(),
-        ops: Vec::new(),
+        plan: Shape::Sequence(Vec::new(), Vec::new()),
         count: 1,
         lag: 0,
     };

@@ -58,12 +58,17 @@ pub fn strict_makespan(platform: &Platform, chunks: &[RoundChunk], ops: &[PortOp
 
 fn simulate<'a>(platform: &'a Platform, chunks: &'a [RoundChunk], ops: &[PortOp], ports: Ports, fill: bool) -> Sim<'a> {
     let mut sim = Sim {
-        ports,
         wk: platform.workers(),
         chunks,
         times: vec![ChunkTimes::default(); chunks.len()],
         busy_until: vec![0.0; platform.len()],
         release: vec![0.0; chunks.len()],
+        costs: (chunks.iter())
+            .map(|c| {
+                let (x, n) = (&platform.workers()[c.worker], c.units as f64);
+                [ports.transfer(x, true, n), ports.transfer(x, false, n)]
+            })
+            .collect(),
     };
     if !ports.one_lane() {
         sim.two_lanes(ops, fill);
@@ -91,7 +96,6 @@ pub fn returns_before(chunks: &[RoundChunk], ops: &[PortOp]) -> Vec<Option<usize
 }
 
 struct Sim<'a> {
-    ports: Ports,
     wk: &'a [Worker],
     chunks: &'a [RoundChunk],
     times: Vec<ChunkTimes>,
@@ -99,6 +103,8 @@ struct Sim<'a> {
     /// When each chunk may be sent at the earliest: its worker's returns
     /// planned before it are over (two lanes).
     release: Vec<f64>,
+    /// What each chunk's send and return cost the port.
+    costs: Vec<[Transfer; 2]>,
 }
 
 impl Sim<'_> {
@@ -106,15 +112,12 @@ impl Sim<'_> {
         self.times.iter().map(|t| t.return_end).fold(0.0, f64::max)
     }
 
-    fn worker(&self, j: usize) -> &Worker {
-        &self.wk[self.chunks[j].worker]
-    }
-
     /// What `op` costs the port: how long, and what share of it.
     fn cost(&self, op: PortOp) -> Transfer {
-        let j = op.chunk();
-        let send = matches!(op, PortOp::Send(_));
-        self.ports.transfer(self.worker(j), send, self.chunks[j].units as f64)
+        match op {
+            PortOp::Send(j) => self.costs[j][0],
+            PortOp::Return(j) => self.costs[j][1],
+        }
     }
 
     /// How long `op` holds the port.
