@@ -19,6 +19,7 @@ fn run_with_npy_files_writes_c_trace_and_gantt() {
     npy::write(&pb, &mats(m, n, n, b.clone())).expect("writes B");
     let (trace, gantt) = (tmp("t.json"), tmp("g.svg"));
     let list = w.list();
+    let started = std::time::Instant::now();
     let (ok, out, err) = dls(
         &[
             "run",
@@ -40,7 +41,23 @@ fn run_with_npy_files_writes_c_trace_and_gantt() {
         Some("tok-0123456789abcdef"),
     );
     assert!(ok, "{err}");
+    let command_secs = started.elapsed().as_secs_f64();
     let v: serde_json::Value = serde_json::from_str(&out).expect("JSON summary");
+    // What the user waited for: inside the command's own time, the plan's
+    // run inside it, the first send (a probe's) before the plan.
+    let waited = |k: &str| {
+        v["waited"][k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("waited.{k}: {}", v["waited"]))
+    };
+    let wall = waited("wall_secs");
+    assert!(wall <= command_secs && wall >= v["measured_makespan"].as_f64().expect("makespan"));
+    assert!(waited("first_send_secs") <= waited("connect_secs") + waited("calibration_secs"));
+    assert!(waited("plan_secs") > 0.0 && waited("plan_secs") + waited("calibration_secs") <= wall);
+    assert_eq!(
+        waited("calibration_secs"),
+        v["probes"]["seconds"].as_f64().expect("probe seconds")
+    );
     for key in [
         "strategy",
         "load",
@@ -174,6 +191,16 @@ fn calibrate_writes_a_platform_that_plan_and_run_accept() {
     );
     assert!(ok && err.contains("rescaled to 12×12 float64"), "{err}");
     assert!(out.contains("\"predicted_makespan\""), "{out}");
+    // Costs given: nothing measured before the plan, the first send after it.
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON summary");
+    let waited = |k: &str| {
+        v["waited"][k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("waited.{k}: {}", v["waited"]))
+    };
+    assert_eq!(waited("calibration_secs"), 0.0);
+    assert!(waited("first_send_secs") >= waited("connect_secs") + waited("plan_secs"));
+    assert!(waited("wall_secs") >= waited("first_send_secs") + v["measured_makespan"].as_f64().expect("makespan"));
     let (ok, _, err) = dls(
         &["calibrate", "--workers", &list, "--sizes", "16,8", "-o", s(&scaled)],
         None,

@@ -135,6 +135,30 @@ pub struct RunReport {
     /// products (computed and kept; `load` counts them too).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub probes: Option<ProbeReport>,
+    /// What the caller waited for (`dls run`, the Python call), from the
+    /// start of the run; absent for a plan run on a pool already open.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waited: Option<Waited>,
+}
+
+/// Where the time went from the start of a run (connecting to the
+/// workers) to its report, seconds: what the user waits for, beside the
+/// makespan every other figure is about.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct Waited {
+    /// Until the workers answered.
+    pub connect_secs: f64,
+    /// Measuring the workers before the plan: the probes of a run that
+    /// calibrates inside itself (their products are the batch's), or a
+    /// calibration before the run; 0 with costs given or learned.
+    pub calibration_secs: f64,
+    /// Planning the batch (after the probes, the rest of it).
+    pub plan_secs: f64,
+    /// Until the first chunk went out (a probe's, if any).
+    pub first_send_secs: f64,
+    /// Until the report was made: the run, its checks, the report (the
+    /// output files excepted).
+    pub wall_secs: f64,
 }
 
 /// The calibration inside a run: its probes were the batch's first
@@ -276,6 +300,7 @@ impl RunReport {
             notes: plan.notes.clone(),
             resumed: 0,
             probes: None,
+            waited: None,
         }
     }
 
@@ -361,6 +386,13 @@ impl RunReport {
             "makespan predicted {:.4} s, measured {:.4} s; steady-state bound {:.4} s (measured {:.3}× the bound)",
             self.predicted_makespan, self.measured_makespan, self.bound, self.measured_over_bound
         );
+        if let Some(w) = &self.waited {
+            let _ = writeln!(
+                s,
+                "waited {:.3} s in all: workers answered at {:.3} s, {:.3} s measuring them, {:.3} s planning, first send at {:.3} s",
+                w.wall_secs, w.connect_secs, w.calibration_secs, w.plan_secs, w.first_send_secs
+            );
+        }
         let _ = writeln!(
             s,
             "{:<14} {:>8}  {:>19}  {:>19}  {:>19}  {:>8}",

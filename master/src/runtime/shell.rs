@@ -67,6 +67,8 @@ pub struct Outcome {
     pub c: Values,
     pub kept: BTreeMap<usize, Vec<f64>>,
     pub measured: Measured,
+    /// The instant the measurements count from (the machine's 0 s).
+    pub started: Instant,
 }
 
 /// Where a run's results go: every product's C to `sink`, and the C of
@@ -134,7 +136,8 @@ pub async fn execute(
         arrived: None,
         on_chunk: results.on_chunk,
     };
-    let result = shell.drive(&mut machine, ev_rx).await;
+    let started = Instant::now();
+    let result = shell.drive(&mut machine, ev_rx, started).await;
     let restored = shell.links.restore(pool).await;
     pace_links(pool, &plan.pace, batch.form.in_bytes(1), false);
     restored?;
@@ -143,6 +146,7 @@ pub async fn execute(
         c: Values::default(),
         kept: shell.kept,
         measured: machine.finish(),
+        started,
     })
 }
 
@@ -184,8 +188,12 @@ struct Shell<'a> {
 }
 
 impl Shell<'_> {
-    async fn drive(&mut self, machine: &mut BatchMachine, mut events: mpsc::Receiver<(usize, Ev)>) -> Result<()> {
-        let t0 = Instant::now();
+    async fn drive(
+        &mut self,
+        machine: &mut BatchMachine,
+        mut events: mpsc::Receiver<(usize, Ev)>,
+        t0: Instant,
+    ) -> Result<()> {
         // The machine's clock never goes back: events of different link
         // tasks, each stamped when read, may reach this loop a few
         // microseconds out of order.

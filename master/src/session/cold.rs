@@ -99,7 +99,9 @@ pub(super) async fn run(
     let platform = learned(workers, platform, model).map_err(RunError::Workers)?;
     let seconds = t0.elapsed().as_secs_f64();
     let rest = batch.subset(std::slice::from_ref(&(probed..batch.count)));
+    let planning = Instant::now();
     let (platform, plan) = plan_for(pool, &platform, &rest, cfg).map_err(RunError::Batch)?;
+    let plan_secs = planning.elapsed().as_secs_f64();
     let into = Results {
         sink: &mut Offset {
             inner: sink,
@@ -112,6 +114,7 @@ pub(super) async fn run(
         .await
         .map_err(RunError::Batch)?;
     done.report.add_probes(&probes.report, seconds, ports);
+    (done.plan_secs, done.first_send) = (plan_secs, probes.first_send);
     done.trace = done.trace.after(probes.trace, seconds);
     done.trace.title = Some(format!(
         "{} products of {}, {}",

@@ -86,6 +86,11 @@ pub struct BatchRun {
     pub outcome: Outcome,
     pub report: RunReport,
     pub trace: Trace,
+    /// Seconds spent planning it (0 for a plan made elsewhere).
+    pub plan_secs: f64,
+    /// When its first chunk went out at the earliest (a probe's, when the
+    /// run calibrated inside itself).
+    pub first_send: std::time::Instant,
 }
 
 /// The platform in the links' order, each worker's `max_load` capped by
@@ -135,8 +140,12 @@ pub async fn run_batch(
     job: u64,
     on_chunk: impl FnMut(usize) + Send,
 ) -> Result<BatchRun> {
+    let t0 = std::time::Instant::now();
     let (platform, plan) = plan_for(pool, platform, batch, cfg)?;
-    run_plan(pool, platform, plan, batch, cfg, job, on_chunk).await
+    let plan_secs = t0.elapsed().as_secs_f64();
+    let mut done = run_plan(pool, platform, plan, batch, cfg, job, on_chunk).await?;
+    done.plan_secs = plan_secs;
+    Ok(done)
 }
 
 /// As [`run_batch`], with every product's C given to `sink` as it arrives
@@ -150,17 +159,13 @@ pub async fn run_batch_into(
     sink: &mut dyn Sink,
     mut on_chunk: impl FnMut(usize) + Send,
 ) -> Result<BatchRun> {
+    let t0 = std::time::Instant::now();
     let (platform, plan) = plan_for(pool, platform, batch, cfg)?;
-    run_plan_into(
-        pool,
-        platform,
-        plan,
-        batch,
-        cfg,
-        job,
-        results(batch, cfg, sink, &mut on_chunk),
-    )
-    .await
+    let plan_secs = t0.elapsed().as_secs_f64();
+    let into = results(batch, cfg, sink, &mut on_chunk);
+    let mut done = run_plan_into(pool, platform, plan, batch, cfg, job, into).await?;
+    done.plan_secs = plan_secs;
+    Ok(done)
 }
 
 /// The platform aligned with the pool's links and the plan of `batch` on
@@ -251,12 +256,15 @@ async fn run_plan_into(
     let names: Vec<String> = platform.workers().iter().map(|w| w.name.clone()).collect();
     let mut trace = Trace::new(&names, &plan, &outcome.measured);
     trace.title = Some(format!("{} products of {}, {}", batch.count, batch.form, plan.strategy));
+    let first_send = outcome.started;
     Ok(BatchRun {
         platform,
         plan,
         outcome,
         report,
         trace,
+        plan_secs: 0.0,
+        first_send,
     })
 }
 

@@ -5,6 +5,7 @@
 use super::{run_batch_into, BatchRun, RunConfig};
 use crate::config::cluster::Cluster;
 use crate::learn::Model;
+use crate::output::report::Waited;
 use crate::runtime::batch::Batch;
 use crate::runtime::calibrate::{self, CalibrateOptions, Calibration};
 use crate::runtime::data::Sink;
@@ -14,6 +15,7 @@ use crate::runtime::pool::{LeftOut, Pool};
 use anyhow::{anyhow, bail, Result};
 use dls_lp::Platform;
 use dls_protocol::{Form, Token};
+use std::time::Instant;
 
 /// Where the workers are and how to reach them.
 #[derive(Debug, Clone)]
@@ -156,7 +158,10 @@ pub async fn run(
     sink: &mut dyn Sink,
     on_chunk: impl FnMut(usize) + Send,
 ) -> std::result::Result<BatchRun, RunError> {
+    let t0 = Instant::now();
     let (mut pool, mut left) = workers.connect().await.map_err(RunError::Workers)?;
+    let connect_secs = t0.elapsed().as_secs_f64();
+    let mut calibration_secs = 0.0;
     if let Some(m) = model.as_deref_mut() {
         let pairs: Vec<(String, String)> = pool
             .links()
@@ -172,9 +177,14 @@ pub async fn run(
             left.extend(l);
             return Ok(done);
         }
+        let measuring = Instant::now();
+        let measures = platform.is_none() && !model.as_deref().is_some_and(|m| m.covers(&pool.names()));
         let (platform, l) = costs(workers, &mut pool, platform, model, batch.form)
             .await
             .map_err(RunError::Workers)?;
+        if measures {
+            calibration_secs = measuring.elapsed().as_secs_f64();
+        }
         left.extend(l);
         run_batch_into(&mut pool, &platform, batch, cfg, 1, sink, on_chunk)
             .await
@@ -184,6 +194,14 @@ pub async fn run(
     pool.close().await;
     let mut done = done?;
     done.report.left_out = left;
+    let since = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
+    done.report.waited = Some(Waited {
+        connect_secs,
+        calibration_secs: done.report.probes.as_ref().map_or(calibration_secs, |p| p.seconds),
+        plan_secs: done.plan_secs,
+        first_send_secs: since(done.first_send),
+        wall_secs: t0.elapsed().as_secs_f64(),
+    });
     Ok(done)
 }
 
