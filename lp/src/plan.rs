@@ -8,8 +8,8 @@ use crate::rounds;
 use crate::schedule::{Ports, Scenario, Timeline, WorkerTimes};
 use crate::search::{best_fifo, better, fifo_local_search};
 pub use crate::search::{
-    exhaustive, order_dec_c, order_inc_c, order_inc_cd, order_inc_w, solve_fifo, solve_lifo, solve_scenario, Problem,
-    Solved, EXHAUSTIVE_MAX_WORKERS, LOCAL_SEARCH_BUDGET,
+    exhaustive, exhaustive_programs, exhaustive_worth, order_dec_c, order_inc_c, order_inc_cd, order_inc_w, solve_fifo,
+    solve_lifo, solve_scenario, Problem, Solved, EXHAUSTIVE_MAX_WORKERS, LOCAL_SEARCH_BUDGET,
 };
 use crate::sequence::Sequence;
 use crate::tol::{REL_TOL, STRICT_GAIN};
@@ -220,7 +220,7 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
     match req.strategy {
         Strategy::Rounds => return plan_multi_round(platform, req),
         Strategy::Best => {
-            let one = match plan_one_round(platform, req) {
+            let one = match plan_one_round(platform, req, false) {
                 Ok(one) => one,
                 // A batch larger than the workers' memory runs in rounds
                 // (chunks that fit), which `best` weighs too.
@@ -234,7 +234,24 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
                 }
                 Err(e) => return Err(e),
             };
-            let rounds = rounds::plan_rounds(platform, req.ports, req.load, Some(&one.sequence))?;
+            let mut rounds = rounds::plan_rounds(platform, req.ports, req.load, Some(&one.sequence))?;
+            // Every pair of orders only where it is worth its time.
+            let quick = one.makespan().min(rounds.makespan);
+            let p = platform.len();
+            let one = if exhaustive_worth(p, req.ports, quick) {
+                let one = plan_one_round(platform, req, true)?;
+                rounds = rounds::plan_rounds(platform, req.ports, req.load, Some(&one.sequence))?;
+                one
+            } else {
+                let mut one = one;
+                if p <= EXHAUSTIVE_MAX_WORKERS {
+                    one.notes.push(format!(
+                        "best: every pair of orders not searched: {:.0} linear programs for a batch predicted to take {quick:.3} s",
+                        exhaustive_programs(p, req.ports)
+                    ));
+                }
+                one
+            };
             if rounds.count == 1 && rounds.lag == 0 || rounds.makespan >= one.makespan() {
                 return Ok(one);
             }
@@ -249,7 +266,7 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
         }
         _ => {}
     }
-    plan_one_round(platform, req)
+    plan_one_round(platform, req, true)
 }
 
 /// `rounds`: the best multi-round schedule, against the best one-round
@@ -260,7 +277,7 @@ fn plan_multi_round(platform: &Platform, req: &Request) -> Result<Plan> {
     }
     let one = [Strategy::Fifo, Strategy::Lifo]
         .into_iter()
-        .filter_map(|strategy| plan_one_round(platform, &Request { strategy, ..*req }).ok())
+        .filter_map(|strategy| plan_one_round(platform, &Request { strategy, ..*req }, false).ok())
         .min_by(|a, b| a.makespan().total_cmp(&b.makespan()));
     let r = rounds::plan_rounds(platform, req.ports, req.load, one.as_ref().map(|p| &p.sequence))?;
     let note = if r.count == 1 && r.lag == 0 {
@@ -301,7 +318,9 @@ fn from_rounds(platform: &Platform, req: &Request, r: Sequence, notes: Vec<Strin
 }
 
 /// The one-round strategies.
-fn plan_one_round(real: &Platform, req: &Request) -> Result<Plan> {
+/// With `every_pair`, `best` searches every pair of orders too (up to
+/// [`EXHAUSTIVE_MAX_WORKERS`] workers).
+fn plan_one_round(real: &Platform, req: &Request, every_pair: bool) -> Result<Plan> {
     real.check_load(req.load)?;
     // Behind a shared uplink, the orders and loads are solved in the
     // classical model nearest to it; the sequence is timed on the real one.
@@ -345,8 +364,10 @@ fn plan_one_round(real: &Platform, req: &Request) -> Result<Plan> {
                 ("lifo", solve_lifo(&pb, order_inc_cd(platform))),
             ]
             .into_iter()
-            .chain((platform.len() <= EXHAUSTIVE_MAX_WORKERS).then(|| ("every pair of orders", exhaustive(&pb))))
-            {
+            .chain(
+                (every_pair && platform.len() <= EXHAUSTIVE_MAX_WORKERS)
+                    .then(|| ("every pair of orders", exhaustive(&pb))),
+            ) {
                 match solved {
                     Ok(c) => {
                         if name == "every pair of orders" {
