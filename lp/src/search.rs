@@ -20,9 +20,16 @@ use crate::{fast, lp};
 /// rarely the one run.
 pub const EXHAUSTIVE_MAX_WORKERS: usize = 4;
 
-/// Seconds one linear program of the exhaustive search takes, about (576
-/// of them, four workers on one port: 40 ms; AMD EPYC, 2026-11-29).
+/// Seconds one linear program over four workers takes, about (576 of
+/// them, the exhaustive search on one port: 40 ms; AMD EPYC, 2026-11-29).
 pub const LP_SECS: f64 = 1e-4;
+
+/// Seconds one linear program over `p` workers takes, about: [`LP_SECS`]
+/// at four, growing as p^1.5 (a FIFO scenario under memory bounds over 64
+/// workers: 254 of them in 1.67 s, 6.6 ms each, where this says 6.4).
+pub fn lp_secs(p: usize) -> f64 {
+    LP_SECS * (p as f64 / 4.0).powf(1.5)
+}
 
 /// The exhaustive search runs only where it costs at most this part of the
 /// makespan the quick plan (FIFO, LIFO, rounds) predicts: the user waits
@@ -47,7 +54,7 @@ pub fn exhaustive_programs(p: usize, ports: Ports) -> f64 {
 /// Whether every pair of orders is worth searching for a batch whose quick
 /// plan predicts `makespan` ([`EXHAUSTIVE_WORTH`]).
 pub fn exhaustive_worth(p: usize, ports: Ports, makespan: f64) -> bool {
-    p <= EXHAUSTIVE_MAX_WORKERS && exhaustive_programs(p, ports) * LP_SECS <= EXHAUSTIVE_WORTH * makespan
+    p <= EXHAUSTIVE_MAX_WORKERS && exhaustive_programs(p, ports) * lp_secs(p) <= EXHAUSTIVE_WORTH * makespan
 }
 
 /// The FIFO local search (used when `d/c` differs between workers) stops
@@ -161,7 +168,11 @@ pub(crate) fn better(a: &Solved, b: &Solved) -> bool {
 
 /// FIFO when `d/c` differs between workers: start from the better of inc-c
 /// and dec-c, then apply improving adjacent swaps until none improves or the
-/// evaluation budget is spent. Never worse than inc-c.
+/// evaluation budget is spent. Never worse than inc-c. Where memory bounds
+/// bind, each evaluation is a linear program ([`solve_fifo`]), and the
+/// swaps stop once their programs would cost more than
+/// [`EXHAUSTIVE_WORTH`] of the makespan found so far ([`lp_secs`]: over
+/// 64 workers, 254 of them took 1.67 s of a plan predicting 4.6 s).
 pub(crate) fn fifo_local_search(pb: &Problem) -> Result<Solved> {
     let mut best = solve_fifo(pb, order_inc_c(pb.platform))?;
     let dec = solve_fifo(pb, order_dec_c(pb.platform))?;
@@ -170,17 +181,22 @@ pub(crate) fn fifo_local_search(pb: &Problem) -> Result<Solved> {
     }
     let mut evaluations = 2;
     let p = pb.platform.len();
+    let mut spent = 0.0;
+    let affordable = |spent: f64, best: &Solved| spent + lp_secs(p) <= EXHAUSTIVE_WORTH * best.makespan;
     let mut improved = true;
     while improved && evaluations < LOCAL_SEARCH_BUDGET {
         improved = false;
         for k in 0..p.saturating_sub(1) {
-            if evaluations >= LOCAL_SEARCH_BUDGET {
+            if evaluations >= LOCAL_SEARCH_BUDGET || best.bounded && !affordable(spent, &best) {
                 break;
             }
             let mut order = best.scenario.send_order.clone();
             order.swap(k, k + 1);
             let cand = solve_fifo(pb, order)?;
             evaluations += 1;
+            if cand.bounded {
+                spent += lp_secs(p);
+            }
             if better(&cand, &best) {
                 best = cand;
                 improved = true;
