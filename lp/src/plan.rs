@@ -326,7 +326,13 @@ fn plan_one_round(real: &Platform, req: &Request, every_pair: bool) -> Result<Pl
     // classical model nearest to it; the sequence is timed on the real one.
     let (classical, solved_in) = req.ports.classical(real);
     let platform = &classical;
-    let pb = Problem::new(platform, solved_in, req.load);
+    let mut pb = Problem::new(platform, solved_in, req.load);
+    if platform.uniform_z().is_none() && matches!(req.strategy, Strategy::Fifo | Strategy::Best | Strategy::Rounds) {
+        // The local search weighs its cost against what the batch takes.
+        if let Ok(ss) = crate::bound::steady_state(real, req.ports) {
+            pb = pb.with_horizon(ss.makespan_bound(req.load));
+        }
+    }
     let (ports, load) = (req.ports, req.load);
     let z = platform.uniform_z();
     let mut notes = Vec::new();

@@ -68,11 +68,25 @@ pub struct Problem<'a> {
     pub platform: &'a Platform,
     pub ports: Ports,
     pub load: u64,
+    /// A makespan no plan of the batch beats (its steady-state bound),
+    /// where known: what the searches' cost is weighed against
+    /// ([`EXHAUSTIVE_WORTH`]).
+    pub horizon: f64,
 }
 
 impl<'a> Problem<'a> {
     pub fn new(platform: &'a Platform, ports: Ports, load: u64) -> Self {
-        Problem { platform, ports, load }
+        Problem {
+            platform,
+            ports,
+            load,
+            horizon: f64::INFINITY,
+        }
+    }
+
+    /// The same problem, its search weighed against `horizon`.
+    pub fn with_horizon(self, horizon: f64) -> Self {
+        Problem { horizon, ..self }
     }
 }
 
@@ -171,8 +185,9 @@ pub(crate) fn better(a: &Solved, b: &Solved) -> bool {
 /// evaluation budget is spent. Never worse than inc-c. Where memory bounds
 /// bind, each evaluation is a linear program ([`solve_fifo`]), and the
 /// swaps stop once their programs would cost more than
-/// [`EXHAUSTIVE_WORTH`] of the makespan found so far ([`lp_secs`]: over
-/// 64 workers, 254 of them took 1.67 s of a plan predicting 4.6 s).
+/// [`EXHAUSTIVE_WORTH`] of the makespan found so far, or of the batch's
+/// steady-state bound (`Problem::horizon`) if less ([`lp_secs`]: over 64
+/// workers, 254 of them took 1.67 s of a plan predicting 4.6 s).
 pub(crate) fn fifo_local_search(pb: &Problem) -> Result<Solved> {
     let mut best = solve_fifo(pb, order_inc_c(pb.platform))?;
     let dec = solve_fifo(pb, order_dec_c(pb.platform))?;
@@ -182,7 +197,7 @@ pub(crate) fn fifo_local_search(pb: &Problem) -> Result<Solved> {
     let mut evaluations = 2;
     let p = pb.platform.len();
     let mut spent = 0.0;
-    let affordable = |spent: f64, best: &Solved| spent + lp_secs(p) <= EXHAUSTIVE_WORTH * best.makespan;
+    let affordable = |spent: f64, best: &Solved| spent + lp_secs(p) <= EXHAUSTIVE_WORTH * best.makespan.min(pb.horizon);
     let mut improved = true;
     while improved && evaluations < LOCAL_SEARCH_BUDGET {
         improved = false;
