@@ -296,3 +296,46 @@ pub(crate) fn best_fifo(pb: &Problem, z: Option<f64>) -> Result<Solved> {
         None => fifo_local_search(pb),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Worker;
+
+    /// Eight workers whose `d/c` differ, each holding at most `bound`.
+    fn bounded(bound: u64) -> Platform {
+        let workers = (0..8)
+            .map(|i| {
+                let x = i as f64;
+                let c = 0.01 + 0.003 * ((3.0 * x) % 8.0);
+                Worker::new(format!("w{i}"), c, 0.05 + 0.01 * x, c * (0.3 + 0.1 * ((5.0 * x) % 7.0)))
+                    .with_max_load(bound)
+            })
+            .collect();
+        Platform::new(workers).expect("valid")
+    }
+
+    #[test]
+    fn the_local_search_spends_on_programs_what_the_horizon_allows() {
+        let platform = bounded(40);
+        let pb = Problem::new(&platform, Ports::One, 200);
+        let inc = solve_fifo(&pb, order_inc_c(&platform)).expect("solves");
+        assert!(inc.bounded, "the bounds bind: every step is a program");
+        // A horizon too short for one program: the better start only.
+        let none = fifo_local_search(&pb.with_horizon(lp_secs(8) * 0.5 / LOCAL_SEARCH_WORTH)).expect("solves");
+        let dec = solve_fifo(&pb, order_dec_c(&platform)).expect("solves");
+        let start = if better(&dec, &inc) { &dec } else { &inc };
+        assert_eq!(none.scenario, start.scenario);
+        // Unweighed, the search goes on; never later than where it started.
+        let full = fifo_local_search(&pb).expect("solves");
+        assert!(
+            full.makespan < start.makespan,
+            "the search finds better: {} against {}",
+            full.makespan,
+            start.makespan
+        );
+        // Room for a few programs: between the two.
+        let few = fifo_local_search(&pb.with_horizon(lp_secs(8) * 3.5 / LOCAL_SEARCH_WORTH)).expect("solves");
+        assert!(full.makespan <= few.makespan * (1.0 + 1e-12) && few.makespan <= start.makespan * (1.0 + 1e-12));
+    }
+}
