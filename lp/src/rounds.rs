@@ -145,6 +145,12 @@ pub fn slack(ports: Ports) -> f64 {
 /// 0.33 s, for a plan predicting 2.6 s).
 pub const SIM_SECS: f64 = 0.8e-6;
 
+/// Enrolled workers over which a chunk's timing costs [`SIM_SECS`] more
+/// again: behind an uplink, every transfer's start and end changes the
+/// rates of those under way beside it (over 64 enrolled workers, the
+/// search's timing took 1.3× what [`SIM_SECS`] alone says, over 256 2.8×).
+pub const SIM_WIDTH: f64 = 128.0;
+
 /// Chunks in all that the search allows, so that planning stays fast for
 /// many workers.
 pub const MAX_CHUNKS: usize = 20_000;
@@ -238,11 +244,12 @@ fn search(platform: &Platform, ports: Ports, load: u64, one_round: Option<&Seque
     // Seconds of timing spent so far ([`SIM_SECS`]).
     let mut spent = 0.0;
     let timings = if bare.is_some() { 2.0 } else { 1.0 };
+    let per_chunk = SIM_SECS * (1.0 + enrolled.len() as f64 / SIM_WIDTH);
     for k in round_counts(platform, &enrolled, &shares, load, MAX_CHUNKS) {
         let before = weighed.len();
         // More rounds only while timing them costs at most a small part
         // of the makespan found so far: the user waits for the plan too.
-        let next = 3.0 * timings * SIM_SECS * (enrolled.len() * k) as f64;
+        let next = 3.0 * timings * per_chunk * (enrolled.len() * k) as f64;
         let found = weighed.iter().map(|c| c.strict).fold(f64::INFINITY, f64::min);
         if stop && before > 0 && spent + next > EXHAUSTIVE_WORTH * found {
             break;
@@ -250,7 +257,7 @@ fn search(platform: &Platform, ports: Ports, load: u64, one_round: Option<&Seque
         for lag in 0..=2 {
             if let Some(per) = Periodic::new(platform, &enrolled, &shares, load, k, lag) {
                 let (chunks, ops) = per.build();
-                spent += timings * SIM_SECS * chunks.len() as f64;
+                spent += timings * per_chunk * chunks.len() as f64;
                 weighed.push(Candidate {
                     strict: strict_makespan(platform, &chunks, &ops, ports),
                     without: bare.as_ref().map(|b| strict_makespan(b, &chunks, &ops, ports)),
