@@ -1,25 +1,23 @@
-//! The schedule of every planned round: one planned sequence of transfers
-//! on the master's port (sends and returns interleaved), taken in order;
-//! with two ports, the sends in their order and the returns in theirs. The
-//! head of a lane goes when the port is free (the machine asks only then)
-//! and, for a return, its chunk is computed. A one-round plan of the
-//! report's orders is taken strictly so. In a multi-round plan
-//! (`Sequence::fill_gaps`), while the head is a return
-//! still computing, the port does not idle if it need not: the first later
-//! transfer that is its worker's next one in the lane and can go now is
-//! taken if it ends before the awaited chunk is expected to be computed
-//! (the gap the plan itself fills, `dls_lp::sequence::execute`), or, once
-//! that expected instant has passed by some time, if it takes no longer
-//! than that time (the awaited worker is late: others are not held up by
-//! it, and it waits at most as long again). Each worker's transfers keep
-//! their planned order, so none holds more than the plan lets it. Run on
-//! the planned costs, this is exactly the earliest execution the planner
-//! measured.
+//! The schedule of every planned round: one planned sequence of transfers on
+//! the master's port (sends and returns interleaved), taken in order; with two
+//! ports, the sends in their order and the returns in theirs. The head of a
+//! lane goes when the port is free (the machine asks only then) and, for a
+//! return, its chunk is computed. A one-round plan of the report's orders is
+//! taken strictly so. In a multi-round plan (`Sequence::fill_gaps`), while the
+//! head is a return still computing, the port does not idle if it need not:
+//! the first later transfer that is its worker's next one in the lane and can
+//! go now is taken if it ends before the awaited chunk is expected to be
+//! computed (the gap the plan itself fills, `dls_lp::sequence::execute`), or,
+//! once that expected instant has passed by some time, if it takes no longer
+//! than that time (the awaited worker is late: others are not held up by it,
+//! and it waits at most as long again). Each worker's transfers keep their
+//! planned order, so none holds more than the plan lets it. Run on the planned
+//! costs, this is exactly the earliest execution the planner measured.
 //!
 //! A planned chunk larger than the largest message goes as several pieces,
-//! in order. A planned chunk none of whose pieces
-//! has started may be resized ([`Sequenced::resize`]): online correction
-//! moves products between the chunks not yet sent.
+//! in order. A planned chunk none of whose pieces has started may be
+//! resized ([`Sequenced::resize`]): online correction moves products
+//! between the chunks not yet sent.
 
 use crate::chunk::{Chunk, Event, Stage, Unexpected};
 use crate::port::Port;
@@ -366,11 +364,9 @@ impl Sequenced {
         self.ports.transfer(c, send, n).secs * if send { pace[0] } else { pace[2] }
     }
 
-    /// When piece `q` should be computed, at the planned costs and the pace
-    /// seen, from when its worker received it and computed the ones before;
-    /// if it has not started to cross, infinite, or if `earliest` the
-    /// soonest it can be (its send taken now), as the planner's two lanes
-    /// read an awaited chunk (`dls_lp::sequence::execute`).
+    /// When piece `q` should be computed at the planned costs and the pace
+    /// seen, after the ones before; not yet crossing: infinite, or if
+    /// `earliest` its send taken now (as the planner reads an awaited chunk).
     fn expected_ready(&self, q: usize, earliest: bool) -> f64 {
         let w = self.chunks[q].worker;
         let (c, pace) = (&self.costs[w], self.clock.pace[w][1]);
@@ -456,8 +452,8 @@ impl Sequenced {
                         .iter()
                         .copied()
                         .find(|&q| self.stage[q] != Stage::Returned);
-                    due |=
-                        q.is_some_and(|q| self.expected_ready(q, false) + self.duration(false, q) <= awaited + GAP_FIT);
+                    let ready = |q: usize| self.expected_ready(q, false) + self.duration(false, q);
+                    due |= q.is_some_and(|q| ready(q) <= awaited + GAP_FIT);
                 }
                 continue;
             };

@@ -245,14 +245,13 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
             } else {
                 Effort::Orders
             };
-            let one = if effort == Effort::Orders {
+            let mut one = if effort == Effort::Orders {
                 one
             } else {
                 let one = plan_one_round(platform, req, effort)?;
                 rounds = rounds::plan_rounds(platform, req.ports, req.load, Some(&one.sequence))?;
                 one
             };
-            let mut one = one;
             if effort != Effort::Every && p <= EXHAUSTIVE_MAX_WORKERS {
                 one.notes.push(format!(
                     "best: every pair of orders not searched: {:.0} linear programs for a batch predicted to take {quick:.3} s",
@@ -354,6 +353,23 @@ fn from_rounds(platform: &Platform, req: &Request, r: Sequence, notes: Vec<Strin
     }
 }
 
+/// The problem the one-round solvers solve on `platform` (the classical
+/// form of `real`, in `ports`), its local search weighed as `effort` says:
+/// not at all, or against the batch's steady-state bound.
+fn problem<'a>(real: &Platform, platform: &'a Platform, ports: Ports, req: &Request, effort: Effort) -> Problem<'a> {
+    let pb = Problem::new(platform, ports, req.load);
+    if effort == Effort::Orders {
+        // No swap is worth anything: the local search keeps its start.
+        return pb.with_horizon(0.0);
+    }
+    let searched =
+        platform.uniform_z().is_none() && matches!(req.strategy, Strategy::Fifo | Strategy::Best | Strategy::Rounds);
+    if !searched {
+        return pb;
+    }
+    crate::bound::steady_state(real, req.ports).map_or(pb, |ss| pb.with_horizon(ss.makespan_bound(req.load)))
+}
+
 /// The one-round strategies.
 /// With `effort`, the FIFO local search and every pair of orders (`best`,
 /// up to [`EXHAUSTIVE_MAX_WORKERS`] workers) run or not.
@@ -363,18 +379,7 @@ fn plan_one_round(real: &Platform, req: &Request, effort: Effort) -> Result<Plan
     // classical model nearest to it; the sequence is timed on the real one.
     let (classical, solved_in) = req.ports.classical(real);
     let platform = &classical;
-    let mut pb = Problem::new(platform, solved_in, req.load);
-    if effort == Effort::Orders {
-        // No swap is worth anything: the local search keeps its start.
-        pb = pb.with_horizon(0.0);
-    } else if platform.uniform_z().is_none()
-        && matches!(req.strategy, Strategy::Fifo | Strategy::Best | Strategy::Rounds)
-    {
-        // The local search weighs its cost against what the batch takes.
-        if let Ok(ss) = crate::bound::steady_state(real, req.ports) {
-            pb = pb.with_horizon(ss.makespan_bound(req.load));
-        }
-    }
+    let pb = problem(real, platform, solved_in, req, effort);
     let (ports, load) = (req.ports, req.load);
     let z = platform.uniform_z();
     let mut notes = Vec::new();

@@ -161,6 +161,16 @@ pub struct Waited {
     pub wall_secs: f64,
 }
 
+impl Waited {
+    /// The table's line.
+    fn line(&self) -> String {
+        format!(
+            "waited {:.3} s in all: workers answered at {:.3} s, {:.3} s measuring them, {:.3} s planning, first send at {:.3} s",
+            self.wall_secs, self.connect_secs, self.calibration_secs, self.plan_secs, self.first_send_secs
+        )
+    }
+}
+
 /// The calibration inside a run: its probes were the batch's first
 /// products, computed and kept.
 #[derive(Debug, Clone, Serialize)]
@@ -387,11 +397,7 @@ impl RunReport {
             self.predicted_makespan, self.measured_makespan, self.bound, self.measured_over_bound
         );
         if let Some(w) = &self.waited {
-            let _ = writeln!(
-                s,
-                "waited {:.3} s in all: workers answered at {:.3} s, {:.3} s measuring them, {:.3} s planning, first send at {:.3} s",
-                w.wall_secs, w.connect_secs, w.calibration_secs, w.plan_secs, w.first_send_secs
-            );
+            let _ = writeln!(s, "{}", w.line());
         }
         let _ = writeln!(
             s,
