@@ -45,7 +45,7 @@ run() { # mode p load args...
   timeout 900 target/release/dls run --workers "$WORKERS" --batch "$load" --size "$size" --json "$@" \
     >"$dir/out.json" 2>"$dir/err" || { echo "$mode p=$p M=$load failed: $(tail -3 "$dir/err")" >&2; return; }
   t1=$(date +%s.%N)
-  report "$mode" "$p" "$load" "$dir/out.json" "$(echo "$t1 - $t0" | bc)"
+  report "$mode" "$p" "$load" "$dir/out.json" "$(awk "BEGIN { print $t1 - $t0 }")"
 }
 
 printf '%-6s %4s %7s %8s %8s %8s %8s %9s %8s %8s %8s %8s\n' mode p M connect calib plan "1st send" makespan bound wall command "-makespan"
@@ -61,7 +61,7 @@ for p in $ps; do
   timeout 900 target/release/dls calibrate --workers "$WORKERS" --size "$size" -o "$dir/p.toml" >/dev/null 2>"$dir/err" ||
     { echo "calibrating $p workers failed: $(tail -3 "$dir/err")" >&2; continue; }
   t1=$(date +%s.%N)
-  echo "# p = $p: dls calibrate $(echo "$t1 - $t0" | bc) s; $(grep -c '^\[uplink\]' "$dir/p.toml" || true) shared uplink found"
+  echo "# p = $p: dls calibrate $(awk "BEGIN { printf \"%.2f\", $t1 - $t0 }") s; $(grep -c '^\[uplink\]' "$dir/p.toml" || true) shared uplink found"
   for load in $loads; do
     run cold "$p" "$load"
     run warm "$p" "$load" --platform "$dir/p.toml"
