@@ -45,6 +45,7 @@ fn two_2d_files_make_one_product_written_to_a_2d_file() {
     let (pa, pb, pc) = (tmp("pa.npy"), tmp("pb.npy"), tmp("pc.npy"));
     write_f32(&pa, n, k, &a, false);
     write_f32(&pb, k, m, &b, true);
+    let started = std::time::Instant::now();
     let (ok, out, err) = dls(
         &[
             "run",
@@ -60,6 +61,7 @@ fn two_2d_files_make_one_product_written_to_a_2d_file() {
         None,
     );
     assert!(ok, "{err}");
+    let command_secs = started.elapsed().as_secs_f64();
     let c = npy::read(&pc).expect("C");
     assert_eq!(
         (c.count, c.rows, c.cols, c.data.dtype()),
@@ -86,6 +88,18 @@ fn two_2d_files_make_one_product_written_to_a_2d_file() {
     assert!(v["bound"]["makespan"].as_f64().expect("a bound") > 0.0);
     let ratio = v["communication"]["partition_over_lower"].as_f64().expect("a ratio");
     assert!(ratio >= 1.0 - 1e-9, "{ratio}");
+    // What the user waited for (no platform: calibrated first), in the
+    // order it happened and inside the command's own time.
+    let waited = |k: &str| {
+        v["waited"][k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("waited.{k}: {}", v["waited"]))
+    };
+    let makespan = v["measured_makespan"].as_f64().expect("a makespan");
+    assert!(waited("calibration_secs") > 0.0);
+    assert!(waited("first_send_secs") >= waited("connect_secs") + waited("calibration_secs") + waited("plan_secs"));
+    assert!(waited("wall_secs") >= waited("calibration_secs") + makespan);
+    assert!(waited("wall_secs") <= command_secs, "{} > {command_secs}", v["waited"]);
 }
 
 #[test]

@@ -103,7 +103,8 @@ pub fn product(
     };
     let (done, c) = wait_run(py, fut, progress, &stored, n * m, "elements of C")?;
     let c = numpy_of(py, c, &[n, m])?;
-    let report = ProductReport::new(&done.names, &done.plan, &done.measured, dtype);
+    let mut report = ProductReport::new(&done.names, &done.plan, &done.measured, dtype);
+    report.waited = done.waited;
     let t = trace(&done.names, &done.plan, &done.measured);
     let title = t.title.clone().unwrap_or_default();
     Ok(NativeRun {

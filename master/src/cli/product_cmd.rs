@@ -160,7 +160,8 @@ fn write_outputs(
             Err(e) => failed.push(format!("writing {}: {e}", path.display())),
         }
     }
-    let report = ProductReport::new(&done.names, &done.plan, &done.measured, dtype);
+    let mut report = ProductReport::new(&done.names, &done.plan, &done.measured, dtype);
+    report.waited = done.waited;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

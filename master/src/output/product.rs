@@ -3,6 +3,7 @@
 //! communication against its lower bound) and the trace (the same Chrome
 //! trace as batches: measured and predicted, the port and each worker).
 
+use crate::output::report::Waited;
 use crate::output::table::{Col, Table};
 use crate::output::trace::{span, Trace, MEASURED_PID, PREDICTED_PID};
 use dls_core::product::{Loss, Measured};
@@ -66,6 +67,10 @@ pub struct ProductReport {
     pub communication: Communication,
     pub losses: Vec<Loss>,
     pub notes: Vec<String>,
+    /// What the caller waited for, from connecting on (absent for a plan
+    /// run on a pool already open).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waited: Option<Waited>,
 }
 
 impl ProductReport {
@@ -134,6 +139,7 @@ impl ProductReport {
             },
             losses: measured.losses.clone(),
             notes: plan.notes.clone(),
+            waited: None,
         }
     }
 
@@ -193,6 +199,10 @@ impl ProductReport {
             self.communication.partition_over_lower,
             self.communication.lower
         ));
+        if let Some(w) = &self.waited {
+            s.push_str(&w.line());
+            s.push('\n');
+        }
         s
     }
 }

@@ -163,7 +163,7 @@ pub struct Waited {
 
 impl Waited {
     /// The table's line.
-    fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         format!(
             "waited {:.3} s in all: workers answered at {:.3} s, {:.3} s measuring them, {:.3} s planning, first send at {:.3} s",
             self.wall_secs, self.connect_secs, self.calibration_secs, self.plan_secs, self.first_send_secs

@@ -4,6 +4,7 @@
 
 use super::align;
 use super::workers::{RunError, Workers};
+use crate::output::report::Waited;
 use crate::runtime::link::Link;
 use crate::runtime::log;
 use crate::runtime::pool::{LeftOut, Pool};
@@ -15,6 +16,7 @@ use dls_lp::product::{plan_product, Distribution, ProductPlan, ProductRequest, P
 use dls_lp::{Platform, Ports};
 use dls_protocol::{DType, Form, JobId, Shape};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// How to plan and run one product.
 #[derive(Debug, Clone, Copy)]
@@ -68,17 +70,33 @@ pub struct ProductRun {
     pub measured: Measured,
     /// Workers left out when connecting or calibrating.
     pub left_out: Vec<LeftOut>,
+    /// Seconds spent planning.
+    pub plan_secs: f64,
+    /// When the run's clock started (its first send went out at once).
+    pub started: Instant,
+    /// What the caller waited for, from connecting on ([`Workers::run_product`]).
+    pub waited: Option<Waited>,
 }
 
 /// The products calibration measures for one product of n×k by k×m on
 /// workers the smallest of whose memory limits is `memory` bytes: square,
-/// of its type, as large as its smallest side up to 384 (large enough that
-/// per-message costs do not dominate, small enough to be quick), and small
-/// enough that a probe of two products fits that memory (a product needs
-/// three side² matrices; a worker may hold a tenth of its share and less).
+/// of its type, a sixteenth of its smallest side within 128 to 384 (never
+/// more than that side), and small enough that a probe of two products
+/// fits that memory (a product needs three side² matrices; a worker may
+/// hold a tenth of its share and less).
+///
+/// The probes' data grows with the side's square and is sent before the
+/// product starts: at 384 they carried three times the inputs of a 1024²
+/// product on three workers. Smaller probes also predicted better, their
+/// cost per flop nearer what adding panels into a piece costs: three
+/// loopback workers (300 MB/s, slowdowns 2, 4, 6), measured/predicted of
+/// 2048² products 1.03-1.05 calibrated at 128, 1.21 at 256, 1.23-1.30 at
+/// 384; of 1024² products 1.29-1.30, 1.29-1.43, 1.48-1.53 (2026-11-29,
+/// `docs/one-product.md`).
 pub fn calibration_form(n: usize, k: usize, m: usize, dtype: DType, memory: u64) -> Form {
     let fits = ((memory / (6 * dtype.size())) as f64).sqrt() as usize;
-    let side = n.min(k).min(m).clamp(16, 384).min(fits).max(1) as u32;
+    let smallest = n.min(k).min(m);
+    let side = (smallest / 16).clamp(128, 384).min(smallest).max(16).min(fits).max(1) as u32;
     Form {
         shape: Shape::square(side),
         dtype,
@@ -160,9 +178,12 @@ pub async fn run_product_on(
     let costs = product_costs(platform, pool.links(), form, job.dtype())?;
     let req = request(&job, cfg, platform.measured_ports(), form, pool.len());
     let (n, k, m) = job.dims();
+    let planning = Instant::now();
     let plan = plan_product(&costs, &req).map_err(|e| anyhow!("planning the product {n}×{k} by {k}×{m}: {e}"))?;
+    let plan_secs = planning.elapsed().as_secs_f64();
     let names = pool.names();
     log::product_plan(&names, &plan);
+    let started = Instant::now();
     let measured = shell::execute(pool, &costs, &plan, job, JobId(1), &cfg.options, sink, &mut on_piece).await?;
     for loss in &measured.losses {
         log::product_loss(&names, loss);
@@ -173,6 +194,9 @@ pub async fn run_product_on(
         plan,
         measured,
         left_out: Vec::new(),
+        plan_secs,
+        started,
+        waited: None,
     })
 }
 
@@ -189,7 +213,10 @@ impl Workers {
         sink: &mut dyn Blocks,
         on_piece: impl FnMut(usize) + Send,
     ) -> std::result::Result<ProductRun, RunError> {
+        let t0 = Instant::now();
         let (mut pool, mut left) = self.connect().await.map_err(RunError::Workers)?;
+        let connect_secs = t0.elapsed().as_secs_f64();
+        let mut calibration_secs = 0.0;
         let done = async {
             let (platform, form) = match platform {
                 Some(p) => p,
@@ -206,7 +233,9 @@ impl Workers {
                         "calibrating {} worker(s) (no --platform given) ...",
                         pool.len()
                     ));
+                    let measuring = Instant::now();
                     let (cal, l) = self.calibrate(&mut pool, form, true).await.map_err(RunError::Workers)?;
+                    calibration_secs = measuring.elapsed().as_secs_f64();
                     left.extend(l);
                     (cal.platform().map_err(RunError::Workers)?, form)
                 }
@@ -219,6 +248,20 @@ impl Workers {
         pool.close().await;
         let mut done = done?;
         done.left_out = left;
+        let first = done
+            .measured
+            .transfers
+            .iter()
+            .map(|t| t.start)
+            .fold(f64::INFINITY, f64::min);
+        let started = done.started.saturating_duration_since(t0).as_secs_f64();
+        done.waited = Some(Waited {
+            connect_secs,
+            calibration_secs,
+            plan_secs: done.plan_secs,
+            first_send_secs: started + if first.is_finite() { first } else { 0.0 },
+            wall_secs: t0.elapsed().as_secs_f64(),
+        });
         Ok(done)
     }
 }

@@ -87,6 +87,11 @@ pub struct CalibrateOptions {
     pub ports: bool,
     /// Repetitions of each port probe (the shortest is kept).
     pub port_reps: usize,
+    /// Behind a full-duplex uplink, measure the fastest workers' costs
+    /// while they receive, compute and return at once (`coupled.rs`):
+    /// pipelines of about [`coupled::PIPELINE_SECONDS`] each, seconds in
+    /// all.
+    pub under_load: bool,
     /// Told each step as it ends, for people waiting (`dls calibrate`
     /// at n = 768 takes 15-20 s); by default nobody.
     pub progress: fn(&str),
@@ -114,17 +119,26 @@ impl CalibrateOptions {
             keep_alive: Duration::from_secs(5),
             ports: true,
             port_reps: 3,
+            under_load: true,
             progress: |_| {},
         }
     }
 
     /// For a run without a platform, which corrects the costs as it goes
     /// (multi-round plans): each probe size once, each port probe twice
-    /// (a port model taken wrong would cost more than the probes).
+    /// (a port model taken wrong would cost more than the probes), and no
+    /// costs under load: their pipelines (about two seconds a worker, up
+    /// to `ports::GROUP` workers) cost more than most runs they would
+    /// correct, and calibration inside a batch (`session/cold.rs`) does
+    /// not measure them either. One 2048² product on three loopback
+    /// workers (2026-11-29): 4.2 s of its 5.1 s command went to them; its
+    /// prediction with them and without was the same (0.48 s, measured
+    /// 0.64-0.69 s either way).
     pub fn within_run(form: Form) -> Self {
         CalibrateOptions {
             reps: 1,
             port_reps: 2,
+            under_load: false,
             ..Self::for_form(form)
         }
     }
@@ -383,7 +397,10 @@ async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_fir
     let mut workers: Vec<WorkerCalibration> = (probed.into_iter())
         .map(|(i, p)| finish(&links[i].name, p.samples, p.scatter, p.max_load))
         .collect();
-    if let Some(found) = ports.as_mut().filter(|p| p.uplink.is_some_and(|u| u.duplex)) {
+    if let Some(found) = (ports.as_mut())
+        .filter(|p| p.uplink.is_some_and(|u| u.duplex))
+        .filter(|_| opts.under_load)
+    {
         let t0 = std::time::Instant::now();
         under_load(links, &room, &mut workers, opts).await;
         tracing::debug!(secs = t0.elapsed().as_secs_f64(), "costs under load measured");
