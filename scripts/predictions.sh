@@ -43,16 +43,18 @@ fi
 dls=${1:-target/release/dls}
 loads=${2:-40 3000}
 [ "$dls" = target/release/dls ] && cargo build --release -q -p dls-master
+err=$(mktemp)
+trap 'rm -f "$err"' EXIT
 find . -path ./target -prune -o -name '*.toml' -print | sort | xargs grep -l '^\[\[worker\]\]' |
   while read -r f; do
     for load in $loads; do
-      if out=$("$dls" plan --platform "$f" --load "$load" --json 2>&1); then
+      if out=$("$dls" plan --platform "$f" --load "$load" --json 2>"$err"); then
         echo "$out" | python3 -c "
 import json, sys
 d = json.load(sys.stdin)
 print('$f $load %s %s | %.9g %.9g' % (d['ports'], d['strategy'], d['makespan'], d['bound']))"
       else
-        echo "$f $load | error: $(echo "$out" | tail -1)"
+        echo "$f $load | error: $(head -1 "$err")"
       fi
     done
   done

@@ -3,6 +3,7 @@
 //! on which to run.
 
 use crate::error::Result;
+use crate::pace::Pace;
 use crate::plan::{plan, Plan, Request, Strategy};
 use crate::platform::Platform;
 use crate::schedule::Ports;
@@ -104,31 +105,81 @@ pub fn pace_verdict(platform: &Platform, ports: Ports, plain: f64, paced: f64, f
 /// earliest of them whose verdict ([`pace_verdict`]) is to pace.
 /// Returns the platform the plan was made on, which is the one to run it
 /// on (a paced worker's `c` is its pace).
+///
+/// A paced candidate is planned only if it could be taken: no plan ends
+/// before its platform's steady-state bound, so a candidate whose bound
+/// is already past what the verdict asks against the plain plan, or past
+/// a paced plan that the verdict takes, is not planned ([`Screen`]). The
+/// plain plan and the candidates (most promising bound first) share the
+/// machine's threads: planning is on the path to a run's first send.
 pub fn plan_paced(platform: &Platform, req: &Request) -> Result<(Platform, Plan)> {
+    screened(platform, req).map(|(planned, _)| planned)
+}
+
+/// [`plan_paced`], and how many candidates it did not plan.
+fn screened(platform: &Platform, req: &Request) -> Result<((Platform, Plan), usize)> {
     let (Ports::Shared(u), Strategy::Best | Strategy::Rounds) = (req.ports, req.strategy) else {
-        return Ok((platform.clone(), plan(platform, req)?));
+        return Ok(((platform.clone(), plan(platform, req)?), 0));
     };
     let margin = crate::pace::paces(platform, u).map(|p| (p, false));
     let fitted = crate::pace::fitted(platform, u).into_iter().map(|p| (p, true));
-    let candidates: Vec<_> = margin.into_iter().chain(fitted).collect();
-    // The candidates are planned beside the plain plan, each on a thread
-    // of its own: planning is on the path to a run's first send.
-    let (plain, planned) = std::thread::scope(|s| {
-        let each: Vec<_> = (candidates.into_iter())
-            .map(|(pace, fitted)| {
-                s.spawn(move || {
-                    let slow = crate::pace::paced(platform, &pace);
-                    plan(&slow, req).ok().map(|p| (pace, fitted, slow, p))
-                })
-            })
-            .collect();
+    let mut candidates: Vec<Candidate> = (margin.into_iter().chain(fitted).enumerate())
+        .map(|(at, (pace, fitted))| {
+            let slow = crate::pace::paced(platform, &pace);
+            let bound = crate::bound::steady_state(&slow, req.ports).map_or(0.0, |s| s.makespan_bound(req.load));
+            Candidate {
+                at,
+                pace,
+                fitted,
+                slow,
+                bound,
+            }
+        })
+        .collect();
+    candidates.sort_by(|a, b| a.bound.total_cmp(&b.bound).then(a.at.cmp(&b.at)));
+    let screen = Screen {
+        platform,
+        ports: req.ports,
+        queue: std::sync::Mutex::new(candidates.into()),
+        plain: std::sync::OnceLock::new(),
+        planned: std::sync::Mutex::new(Vec::new()),
+        skipped: std::sync::atomic::AtomicUsize::new(0),
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).max(2) - 1;
+    let plain = std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| screen.drain(req));
+        }
         let plain = plan(platform, req);
-        let planned: Vec<_> = (each.into_iter())
-            .filter_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect();
-        (plain, planned)
+        if let Ok(p) = &plain {
+            let _ = screen.plain.set(p.makespan());
+        }
+        screen.drain(req);
+        plain
     });
-    let mut plain = plain?;
+    let mut planned = (screen.planned.lock())
+        .map(|mut v| std::mem::take(&mut *v))
+        .unwrap_or_else(|e| std::mem::take(&mut *e.into_inner()));
+    // In the candidates' own order, as they were weighed before any was
+    // screened out.
+    planned.sort_by_key(|c| c.0);
+    let planned = planned
+        .into_iter()
+        .map(|(_, pace, fitted, slow, p)| (pace, fitted, slow, p));
+    let skipped = screen.skipped.into_inner();
+    Ok((choose(platform, req, plain?, planned)?, skipped))
+}
+
+/// Of the paced plans `planned` (each with its paces, whether fitted, and
+/// its platform, in the candidates' order), the earliest whose verdict is
+/// to pace against `plain`; else `plain`, with a note where a paced plan
+/// was short only of the gain asked of costs not measured under load.
+fn choose(
+    platform: &Platform,
+    req: &Request,
+    mut plain: Plan,
+    planned: impl Iterator<Item = (Vec<Option<Pace>>, bool, Platform, Plan)>,
+) -> Result<(Platform, Plan)> {
     let verdict = |p: &Plan, fitted: bool| pace_verdict(platform, req.ports, plain.makespan(), p.makespan(), fitted);
     // The earliest paced plan whose verdict is to pace; failing that, the
     // earliest short only of the gain asked of unmeasured costs (a note).
@@ -160,3 +211,90 @@ pub fn plan_paced(platform: &Platform, req: &Request) -> Result<(Platform, Plan)
         _ => Ok((platform.clone(), plain)),
     }
 }
+
+/// A paced candidate: its place among the candidates, its paces, whether
+/// they are [`crate::pace::fitted`]'s, the platform with them, and that
+/// platform's steady-state bound on the load.
+struct Candidate {
+    at: usize,
+    pace: Vec<Option<Pace>>,
+    fitted: bool,
+    slow: Platform,
+    bound: f64,
+}
+
+/// A planned candidate: its place, paces, whether fitted, platform, plan.
+type Planned = (usize, Vec<Option<Pace>>, bool, Platform, Plan);
+
+/// The paced candidates still to plan, and what decides whether one may
+/// be skipped: the plain plan's makespan once known, and the candidates
+/// planned so far.
+struct Screen<'a> {
+    platform: &'a Platform,
+    ports: Ports,
+    queue: std::sync::Mutex<std::collections::VecDeque<Candidate>>,
+    plain: std::sync::OnceLock<f64>,
+    planned: std::sync::Mutex<Vec<Planned>>,
+    skipped: std::sync::atomic::AtomicUsize,
+}
+
+impl Screen<'_> {
+    /// Plan the candidates left, one at a time, skipping those that
+    /// cannot be taken ([`Screen::hopeless`]).
+    fn drain(&self, req: &Request) {
+        loop {
+            let next = self.queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+            let Some(c) = next else { return };
+            if self.hopeless(c.bound) {
+                self.skipped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                continue;
+            }
+            if let Ok(p) = plan(&c.slow, req) {
+                let done = (c.at, c.pace, c.fitted, c.slow, p);
+                self.planned.lock().unwrap_or_else(|e| e.into_inner()).push(done);
+            }
+        }
+    }
+
+    /// Whether a candidate whose plan can end no earlier than `bound`
+    /// cannot be taken: the plain plan is known and the verdict would keep
+    /// it even at its bound ([`pace_verdict`]'s least gain,
+    /// [`PACE_GAIN`], asked of any), or a paced plan already taken ends
+    /// before `bound`.
+    fn hopeless(&self, bound: f64) -> bool {
+        let Some(&plain) = self.plain.get() else {
+            return false;
+        };
+        // A plan's prediction never falls below its bound; a hair of room
+        // for rounding in the bound's own sum.
+        let least = bound * (1.0 - 1e-9);
+        if pace_verdict(self.platform, self.ports, plain, least, true) == PaceVerdict::Plain {
+            return true;
+        }
+        let planned = self.planned.lock().unwrap_or_else(|e| e.into_inner());
+        (planned.iter())
+            .filter(|c| pace_verdict(self.platform, self.ports, plain, c.4.makespan(), c.2) == PaceVerdict::Paced)
+            .any(|c| c.4.makespan() < least)
+    }
+}
+
+/// Every paced candidate planned, none screened out: what [`plan_paced`]
+/// must agree with.
+#[cfg(test)]
+fn plan_paced_every(platform: &Platform, req: &Request) -> Result<(Platform, Plan)> {
+    let Ports::Shared(u) = req.ports else {
+        unreachable!("only behind an uplink")
+    };
+    let margin = crate::pace::paces(platform, u).map(|p| (p, false));
+    let fitted = crate::pace::fitted(platform, u).into_iter().map(|p| (p, true));
+    let planned: Vec<_> = (margin.into_iter().chain(fitted))
+        .filter_map(|(pace, fitted)| {
+            let slow = crate::pace::paced(platform, &pace);
+            plan(&slow, req).ok().map(|p| (pace, fitted, slow, p))
+        })
+        .collect();
+    choose(platform, req, plan(platform, req)?, planned.into_iter())
+}
+
+#[cfg(test)]
+mod tests;

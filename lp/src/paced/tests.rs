@@ -1,0 +1,63 @@
+//! The screen against brute force: on seeded random stars behind a shared
+//! full-duplex uplink, [`plan_paced`] (candidates that cannot be taken
+//! not planned) gives exactly the plan of planning every candidate.
+
+use super::{plan_paced_every, screened};
+use crate::plan::{Request, Strategy};
+use crate::schedule::Ports;
+use crate::uplink::Uplink;
+use crate::{Platform, Worker};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// A star of `p` workers whose links are alike within `spread` (paces
+/// matter where equal links crowd the uplink), processors from fast to
+/// slow, costs measured under load on every other seed, behind an uplink
+/// carrying `carry` of the fastest link.
+fn star(r: &mut ChaCha8Rng, p: usize, spread: f64, carry: f64, measured: bool) -> Platform {
+    let c0 = r.random_range(0.01..0.05);
+    let workers: Vec<Worker> = (0..p)
+        .map(|i| {
+            let c = c0 * (1.0 + spread * r.random::<f64>());
+            let mut w = Worker::new(format!("w{i}"), c, r.random_range(0.2..4.0) * c, 0.5 * c);
+            if measured {
+                w.under_load = Some([1.0 + 0.2 * r.random::<f64>(), 1.0, 1.0]);
+            }
+            w
+        })
+        .collect();
+    let fastest = workers.iter().map(|w| w.c).fold(f64::INFINITY, f64::min);
+    let uplink = Uplink::new(fastest / carry, fastest / (2.0 * carry), true).expect("valid uplink");
+    Platform::new(workers).expect("valid").with_uplink(Some(uplink))
+}
+
+#[test]
+fn screening_paced_candidates_changes_no_plan() {
+    let (mut skipped, mut paced, mut cases) = (0, 0, 0);
+    for seed in 0..24u64 {
+        let mut r = ChaCha8Rng::seed_from_u64(seed);
+        let p = 2 + (seed as usize % 9);
+        let carry = r.random_range(1.2..3.5);
+        let platform = star(&mut r, p, [0.05, 0.5, 2.0][seed as usize % 3], carry, seed % 2 == 0);
+        let u = platform.uplink().expect("an uplink");
+        for (load, strategy) in [(60, Strategy::Best), (2000, Strategy::Best), (2000, Strategy::Rounds)] {
+            let req = Request {
+                ports: Ports::Shared(u),
+                ..Request::new(load, strategy)
+            };
+            let ((slow, got), skips) = screened(&platform, &req).expect("plans");
+            let (every_slow, want) = plan_paced_every(&platform, &req).expect("plans");
+            let what = format!("seed {seed}, {p} workers, {load} units, {strategy:?}");
+            assert_eq!(got.makespan().to_bits(), want.makespan().to_bits(), "{what}");
+            assert_eq!(got.pace, want.pace, "{what}");
+            assert_eq!(got.notes, want.notes, "{what}");
+            assert_eq!(got.loads, want.loads, "{what}");
+            assert_eq!(slow.workers(), every_slow.workers(), "{what}");
+            skipped += skips;
+            paced += usize::from(!got.pace.is_empty());
+            cases += 1;
+        }
+    }
+    // The screen had something to do, and paced plans were taken.
+    assert!(skipped > 0 && paced > 0, "{skipped} skipped, {paced} paced of {cases}");
+}
