@@ -15,7 +15,8 @@
 # for none), one product of N² float64 (`--product`, p = 1) on three
 # single-threaded workers (links of 300 MB/s, slowdowns 2, 4, 6), cold
 # and warm (a platform from `dls calibrate --size 384`). Uses target/release (built first); every
-# worker is killed on exit, every command bounded by a timeout.
+# worker is killed on exit, every command bounded by a timeout. With KEEP
+# set to a directory, each p's platform file is kept there (pP.toml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 size=${1:-32}
@@ -66,6 +67,7 @@ for p in $ps; do
   timeout 900 target/release/dls calibrate --workers "$WORKERS" --size "$size" -o "$dir/p.toml" >/dev/null 2>"$dir/err" ||
     { echo "calibrating $p workers failed: $(tail -3 "$dir/err")" >&2; continue; }
   t1=$(date +%s.%N)
+  [[ -n "${KEEP:-}" ]] && cp "$dir/p.toml" "$KEEP/p$p.toml"
   echo "# p = $p: dls calibrate $(awk "BEGIN { printf \"%.2f\", $t1 - $t0 }") s; $(grep -c '^\[uplink\]' "$dir/p.toml" || true) shared uplink found"
   for load in $loads; do
     run cold "$p" "$load" --batch "$load" --size "$size"

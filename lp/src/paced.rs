@@ -193,7 +193,7 @@ fn choose(
                 .collect();
             p.notes.push(format!(
                 "paced: sends to {} held below their links' rates so that more of them fit on the uplink at once ({:.6} s against {:.6} s unpaced)",
-                names.join(", "),
+                listed(&names),
                 p.makespan(),
                 plain.makespan()
             ));
@@ -211,6 +211,18 @@ fn choose(
         _ => Ok((platform.clone(), plain)),
     }
 }
+
+/// Names for a note: all of them up to [`LISTED`], else the first
+/// [`LISTED`] and how many more.
+fn listed(names: &[&str]) -> String {
+    match names.len() {
+        n if n <= LISTED => names.join(", "),
+        n => format!("{} workers ({} and {} more)", n, names[..LISTED].join(", "), n - LISTED),
+    }
+}
+
+/// Names a note lists in full.
+const LISTED: usize = 8;
 
 /// A paced candidate: its place among the candidates, its paces, whether
 /// they are [`crate::pace::fitted`]'s, the platform with them, and that

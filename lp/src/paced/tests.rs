@@ -61,3 +61,15 @@ fn screening_paced_candidates_changes_no_plan() {
     // The screen had something to do, and paced plans were taken.
     assert!(skipped > 0 && paced > 0, "{skipped} skipped, {paced} paced of {cases}");
 }
+
+#[test]
+fn a_note_lists_a_few_workers_and_counts_the_rest() {
+    let names: Vec<String> = (0..11).map(|i| format!("w{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    assert_eq!(super::listed(&names[..2]), "w0, w1");
+    assert_eq!(super::listed(&names[..8]), "w0, w1, w2, w3, w4, w5, w6, w7");
+    assert_eq!(
+        super::listed(&names),
+        "11 workers (w0, w1, w2, w3, w4, w5, w6, w7 and 3 more)"
+    );
+}
