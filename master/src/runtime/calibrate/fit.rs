@@ -1,5 +1,7 @@
-//! Lines through probe times: least squares, and when an intercept counts
-//! as a latency.
+//! Lines through probe times: least squares, when an intercept counts
+//! as a latency, and which fits a worker's calibration stands behind.
+
+use super::{WorkerCalibration, MIN_COST};
 
 /// A least-squares line `seconds = intercept + slope · units`.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -171,5 +173,92 @@ pub fn fit_relative_judged(points: &[(f64, f64)], scatter: Scatter) -> Fit {
         slope,
         intercept: latency,
         r2: plain.r2,
+    }
+}
+
+/// The fits and warnings of one worker's samples (units, send s, compute
+/// s, return s), with how repeated probes of send, compute and return
+/// disagreed.
+pub(super) fn finish(
+    name: &str,
+    samples: Vec<(u64, f64, f64, f64)>,
+    scatter: [Scatter; 3],
+    max_load: u64,
+) -> WorkerCalibration {
+    // A size measured for one phase only says NaN for the others.
+    let line = |f: fn(&(u64, f64, f64, f64)) -> f64, scatter: Scatter| {
+        let points: Vec<(f64, f64)> = (samples.iter())
+            .map(|s| (s.0 as f64, f(s)))
+            .filter(|p| p.1.is_finite())
+            .collect();
+        fit_relative_judged(&points, scatter)
+    };
+    let mut warnings = Vec::new();
+    let mut trusted = |what: &str, f: fn(&(u64, f64, f64, f64)) -> f64, scatter: Scatter| {
+        let fitted = line(f, scatter);
+        let largest = (samples.iter())
+            .filter(|s| f(s).is_finite() && f(s) > 0.0)
+            .max_by_key(|s| s.0)
+            .map(|s| (s.0.max(1) as f64, f(s)));
+        // Measurable: what the units add to the largest probe is more than
+        // rounding noise on its time.
+        if fitted.slope > 0.0 && largest.is_none_or(|(k, t)| fitted.slope * k > 1e-3 * t) {
+            return fitted;
+        }
+        // The per-message latency took all of the time (the slope is
+        // noise around zero or below it): a cost per unit the planner
+        // could not stand behind. The largest probe's seconds per unit,
+        // latency included, is what a chunk of its size costs: an upper
+        // bound on the slope, and never a factor of a million on a cost
+        // clamped to nothing.
+        match largest.map(|(k, t)| t / k) {
+            Some(per_unit) => {
+                warnings.push(format!(
+                    "{what}: cost per unit not separable from its latency (slope {:.3e} s); using the largest probe's {per_unit:.3e} s a unit, latency included",
+                    fitted.slope
+                ));
+                Fit {
+                    slope: per_unit,
+                    intercept: 0.0,
+                    r2: fitted.r2,
+                }
+            }
+            None => {
+                warnings.push(format!(
+                    "{what}: cost per unit measured as {:.3e} s; too small to measure, using {MIN_COST:e} s",
+                    fitted.slope
+                ));
+                fitted
+            }
+        }
+    };
+    let (send, compute, ret) = (
+        trusted("send", |s| s.1, scatter[0]),
+        trusted("compute", |s| s.2, scatter[1]),
+        trusted("return", |s| s.3, scatter[2]),
+    );
+    for (what, f) in [("send", &send), ("compute", &compute), ("return", &ret)] {
+        if f.slope <= 0.0 {
+            continue;
+        }
+        if samples.len() >= 3 && f.r2 < 0.95 {
+            warnings.push(format!("{what}: the linear model fits poorly (R² = {:.3})", f.r2));
+        }
+        if f.intercept > f.slope {
+            warnings.push(format!(
+                "{what}: latency {:.3e} s exceeds the cost of one unit ({:.3e} s): plans will be optimistic for small loads",
+                f.intercept, f.slope
+            ));
+        }
+    }
+    WorkerCalibration {
+        name: name.to_string(),
+        send,
+        compute,
+        ret,
+        samples,
+        max_load,
+        under_load: None,
+        warnings,
     }
 }

@@ -3,7 +3,7 @@
 //! computing k products (the worker's own timing) and returning k units
 //! (k·n² values); a line through (k, seconds) gives the cost per unit (its
 //! slope), the latency (its intercept, when it stands out of the noise) and
-//! R², fitted on the costs per unit ([`fit_relative_judged`]: probe times vary by
+//! R², fitted on the costs per unit ([`fit::fit_relative_judged`]: probe times vary by
 //! a few percent whatever their size).
 //!
 //! Every worker is probed at once, as in a run: it computes k units while
@@ -26,9 +26,10 @@ use dls_lp::{Latency, Platform, Worker};
 use dls_protocol::{Form, FromWorker, ToWorker};
 use std::time::{Duration, Instant};
 
-pub use fit::{fit, fit_relative_judged, Fit, Scatter};
+use fit::finish;
+pub use fit::{fit, Fit, Scatter};
 #[cfg(test)]
-pub use fit::{fit_relative, t95};
+pub use fit::{fit_relative, fit_relative_judged, t95};
 pub use ports::PortFindings;
 
 /// One worker's measurements and fits.
@@ -161,7 +162,7 @@ pub(super) fn agree(v: &[f64]) -> bool {
 
 /// The smallest positive cost the planner is given, where a fit says zero
 /// or less (a cost too small to measure).
-const MIN_COST: f64 = 1e-9;
+pub(super) const MIN_COST: f64 = 1e-9;
 
 /// The median of repeated probes (the mean of the middle two of an even
 /// count, not the larger: that would make every cost a maximum of two).
@@ -254,88 +255,6 @@ pub(super) async fn answer_of<S: tokio::io::AsyncRead + Unpin>(
 /// values (a unit of float32 products is rounded up to whole values).
 fn unit_values(form: &Form) -> (u64, u64) {
     (form.in_bytes(1).div_ceil(8), form.out_bytes(1).div_ceil(8))
-}
-
-/// The fits and warnings of one worker's samples (units, send s, compute
-/// s, return s), with how repeated probes of send, compute and return
-/// disagreed.
-fn finish(name: &str, samples: Vec<(u64, f64, f64, f64)>, scatter: [Scatter; 3], max_load: u64) -> WorkerCalibration {
-    // A size measured for one phase only says NaN for the others.
-    let line = |f: fn(&(u64, f64, f64, f64)) -> f64, scatter: Scatter| {
-        let points: Vec<(f64, f64)> = (samples.iter())
-            .map(|s| (s.0 as f64, f(s)))
-            .filter(|p| p.1.is_finite())
-            .collect();
-        fit_relative_judged(&points, scatter)
-    };
-    let mut warnings = Vec::new();
-    let mut trusted = |what: &str, f: fn(&(u64, f64, f64, f64)) -> f64, scatter: Scatter| {
-        let fitted = line(f, scatter);
-        let largest = (samples.iter())
-            .filter(|s| f(s).is_finite() && f(s) > 0.0)
-            .max_by_key(|s| s.0)
-            .map(|s| (s.0.max(1) as f64, f(s)));
-        // Measurable: what the units add to the largest probe is more than
-        // rounding noise on its time.
-        if fitted.slope > 0.0 && largest.is_none_or(|(k, t)| fitted.slope * k > 1e-3 * t) {
-            return fitted;
-        }
-        // The per-message latency took all of the time (the slope is
-        // noise around zero or below it): a cost per unit the planner
-        // could not stand behind. The largest probe's seconds per unit,
-        // latency included, is what a chunk of its size costs: an upper
-        // bound on the slope, and never a factor of a million on a cost
-        // clamped to nothing.
-        match largest.map(|(k, t)| t / k) {
-            Some(per_unit) => {
-                warnings.push(format!(
-                    "{what}: cost per unit not separable from its latency (slope {:.3e} s); using the largest probe's {per_unit:.3e} s a unit, latency included",
-                    fitted.slope
-                ));
-                Fit {
-                    slope: per_unit,
-                    intercept: 0.0,
-                    r2: fitted.r2,
-                }
-            }
-            None => {
-                warnings.push(format!(
-                    "{what}: cost per unit measured as {:.3e} s; too small to measure, using {MIN_COST:e} s",
-                    fitted.slope
-                ));
-                fitted
-            }
-        }
-    };
-    let (send, compute, ret) = (
-        trusted("send", |s| s.1, scatter[0]),
-        trusted("compute", |s| s.2, scatter[1]),
-        trusted("return", |s| s.3, scatter[2]),
-    );
-    for (what, f) in [("send", &send), ("compute", &compute), ("return", &ret)] {
-        if f.slope <= 0.0 {
-            continue;
-        }
-        if samples.len() >= 3 && f.r2 < 0.95 {
-            warnings.push(format!("{what}: the linear model fits poorly (R² = {:.3})", f.r2));
-        }
-        if f.intercept > f.slope {
-            warnings.push(format!(
-                "{what}: latency {:.3e} s exceeds the cost of one unit ({:.3e} s): plans will be optimistic for small loads",
-                f.intercept, f.slope
-            ));
-        }
-    }
-    WorkerCalibration {
-        name: name.to_string(),
-        send,
-        compute,
-        ret,
-        samples,
-        max_load,
-        under_load: None,
-        warnings,
-    }
 }
 
 /// Probe every worker: links in turn, then computing on all at once.
