@@ -7,7 +7,7 @@
 #   scripts/time-to-result.sh [SIZE] ["P..."] ["M..."] ["N..."]
 #
 # SIZE defaults to 32 (products of SIZE² float64), P to "4 16 64", M to
-# "1000 10000 100000". Worker i of p is single-threaded with a link of
+# "1000 10000 100000" ("" for P or M: no batches). Worker i of p is single-threaded with a link of
 # 150 + 250·((7i mod p) / p) MB/s. Prints, per run, the seconds the report
 # gives (`waited`: connect, calibration, plan, first send, wall; the
 # measured makespan and the steady-state bound) and the command's own wall
@@ -20,8 +20,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 size=${1:-32}
-ps=${2:-4 16 64}
-loads=${3:-1000 10000 100000}
+ps=${2-4 16 64}
+loads=${3-1000 10000 100000}
 sides=${4-1024 2048}
 cargo build --release -q -p dls-master -p dls-worker
 source scripts/local-workers.sh
