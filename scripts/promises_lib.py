@@ -395,16 +395,23 @@ def plan_10000(env):
     return f"median {1000 * med:.0f} ms wall of three", med <= 0.5
 
 
+def time_to_result_rows(args, mode):
+    """The rows of `scripts/time-to-result.sh ARGS` for `mode` (cold,
+    warm, warm1), each split into its columns."""
+    out = script(["bash", os.path.join(ROOT, "scripts", "time-to-result.sh"), *args], 900)
+    rows = [l.split() for l in out.splitlines() if l.startswith(mode + " ")]
+    if not rows:
+        raise RuntimeError("could not read scripts/time-to-result.sh's output: " + out[-300:])
+    return rows
+
+
 def time_to_result(env):
     """`scripts/time-to-result.sh 32 16 "10000 100000"`: warm runs (a
     platform file) of 16 loopback workers wait at most the makespan plus
     5% or 0.3 s, whichever is larger, and send their first chunk within
     0.15 s of the workers answering."""
-    out = script(["bash", os.path.join(ROOT, "scripts", "time-to-result.sh"), "32", "16", "10000 100000", ""], 900)
-    rows = [l.split() for l in out.splitlines() if l.startswith("warm ")]
-    if not rows:
-        raise RuntimeError("could not read scripts/time-to-result.sh's output: " + out[-300:])
     ok, said = True, []
+    rows = time_to_result_rows(["32", "16", "10000 100000", ""], "warm")
     for r in rows:
         connect, first, makespan, command = float(r[3]), float(r[6]), float(r[7]), float(r[10])
         over = command - makespan
@@ -418,11 +425,8 @@ def one_product_cold(env):
     N² float64 without a platform (calibrated inside the command) on three
     single-threaded loopback workers waits at most 1.5x its makespan plus
     0.5 s (the command's wall time)."""
-    out = script(["bash", os.path.join(ROOT, "scripts", "time-to-result.sh"), "32", "", "", "1024 2048"], 900)
-    rows = [l.split() for l in out.splitlines() if l.startswith("cold ")]
-    if not rows:
-        raise RuntimeError("could not read scripts/time-to-result.sh's output: " + out[-300:])
     ok, said = True, []
+    rows = time_to_result_rows(["32", "", "", "1024 2048"], "cold")
     for r in rows:
         makespan, command = float(r[7]), float(r[10])
         ok &= command <= 1.5 * makespan + 0.5
