@@ -271,16 +271,22 @@ def demo(env):
 
 # -------------------------------------------------------------- calibration
 def calibrate_32(env):
-    """`dls calibrate` of 32 loopback workers at n = 256: at most 3.6 s
-    (the README: 2.6-3.4 s)."""
-    walls = []
+    """`dls calibrate` of 32 loopback workers at n = 256, three times: the
+    median of those that measured no costs under load at most 4.3 s (the
+    README: 3.2-4.1 s), each that did (the port probes read the loopback
+    as a full-duplex uplink, and the four fastest workers' pipelines run
+    too) at most 5.5 s (the README: 4.6-5.2 s)."""
+    plain, loaded = [], []
     for _ in range(3):
         w = env.workers([""] * 32)
-        _, _, wall = env.dls("calibrate", "--workers", w, "--size", 256, "-o", env.path("p32.toml"))
+        _, err, wall = env.dls("calibrate", "--workers", w, "--size", 256, "-o", env.path("p32.toml"))
         env.stop_workers()
-        walls.append(wall)
-    med = statistics.median(walls)
-    return f"median {med:.2f} s of {', '.join(f'{x:.2f}' for x in walls)}", med <= 3.6
+        (loaded if "costs under load measured" in err else plain).append(wall)
+    said = [f"{', '.join(f'{x:.2f}' for x in plain) or 'none'} s without costs under load"]
+    if loaded:
+        said.append(f"{', '.join(f'{x:.2f}' for x in loaded)} s with them")
+    ok = (not plain or statistics.median(plain) <= 4.3) and all(x <= 5.5 for x in loaded)
+    return "; ".join(said), ok
 
 
 def run_compute_per_product(env, workers, n, batch, platform):
@@ -363,16 +369,14 @@ def cold_warm(env):
     """`scripts/calibration-speed.sh 32 256 2100`: a run that calibrates
     itself against the same run with a platform file, four emulated
     workers, twice; median cold/warm at most 1.20 (the README's latest:
-    median 1.058, single runs up to 1.167), and `dls calibrate` of 32
-    loopback workers at most 3.6 s in the median."""
+    median 1.058, single runs up to 1.167). (The script's calibration of
+    32 loopback workers is `calibrate-32`'s promise.)"""
     out = script(["bash", os.path.join(ROOT, "scripts", "calibration-speed.sh"), "32", "256", "2100"], 900)
     ratios = [float(x) for x in re.findall(r"cold/warm ([0-9.]+)", out)]
-    cal = [float(x) for x in re.findall(r"calibrate 32 loopback workers, n=256: ([0-9.]+) s", out)]
-    if not ratios or not cal:
+    if not ratios:
         raise RuntimeError("could not read scripts/calibration-speed.sh's output: " + out[-300:])
-    med, cmed = statistics.median(ratios), statistics.median(cal)
-    return (f"cold/warm {', '.join(f'{x:.3f}' for x in ratios)} (median {med:.3f}); 32 workers calibrated in "
-            f"{', '.join(f'{x:.2f}' for x in cal)} s"), med <= 1.20 and cmed <= 3.6
+    med = statistics.median(ratios)
+    return f"cold/warm {', '.join(f'{x:.3f}' for x in ratios)} (median {med:.3f})", med <= 1.20
 
 
 # -------------------------------------------------------------- planner
@@ -593,11 +597,12 @@ PROMISES = [
     Promise("memory-340", "the streaming batch: 340 products of 512² float64, 2.14 GB",
             ("README.md", "files, master peak RSS 103–143 MB (4.8–6.7% of the data)"), "peak RSS <= 10% of A, B, C", False, stream_memory),
     Promise("calibrate-32", "dls calibrate of 32 loopback workers at n = 256",
-            ("README.md", "loopback workers at `--size 256` take 2.6–3.4 s in all"), "median <= 3.6 s", False,
+            ("README.md", "loopback workers at `--size 256` take 3.2–4.1 s in all"),
+            "median <= 4.3 s without costs under load; each <= 5.5 s with them", False,
             calibrate_32),
     Promise("cold-warm", "a run that calibrates itself costs little more than one with a platform file",
             ("README.md", "cold/warm 1.006-1.167× (median 1.058)"),
-            "median cold/warm <= 1.20; 32 workers calibrated <= 3.6 s", False, cold_warm),
+            "median cold/warm <= 1.20", False, cold_warm),
     Promise("kernel", "the worker's kernel against OpenBLAS on this machine",
             ("docs/worker.md", "Medians over the 20 cases: 1.14 and 1.11 on one thread, 1.43 and 1.53 on"),
             "median dls/OpenBLAS >= 1.0 at 1 thread and every core; every case >= 0.8", False, kernel),
