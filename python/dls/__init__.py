@@ -310,6 +310,12 @@ def run(
     """
     a, b = _arrays(a, b)
     if a.ndim == 2 and b.ndim == 2:
+        # A LocalCluster keeps the costs its first product of this kind
+        # calibrated, and plans the next ones with them.
+        kept: Optional[str] = None
+        known = False
+        if isinstance(workers, LocalCluster) and platform is None:
+            kept, known = workers._platform_for(a, b)
         native = _native.product(
             a,
             b,
@@ -318,14 +324,20 @@ def run(
             slurm=slurm,
             worker_port=worker_port,
             token_file=_path(token_file),
-            platform=_path(platform),
+            platform=kept if known else _path(platform),
             distribution=distribution,
             ports=ports,
             progress=progress,
             encrypt=encrypt,
             require_all=require_all,
+            keep_platform=None if known else kept,
         )
-        return _finished(native, trace, gantt)
+        done = _finished(native, trace, gantt)
+        if known:
+            done.summary.setdefault("notes", []).append(
+                "planned with the costs this LocalCluster calibrated for an earlier product of this kind"
+            )
+        return done
     # A LocalCluster keeps what its batches of these products taught.
     kept: Optional[str] = None
     learned = 0
@@ -454,6 +466,13 @@ class LocalCluster:
                 return path, int(json.load(f).get("batches", 0))
         except (OSError, ValueError):
             return path, 0
+
+    def _platform_for(self, a: np.ndarray, b: np.ndarray) -> Tuple[str, bool]:
+        """The platform file one product of A and B's kind (shape, type)
+        was calibrated into, and whether an earlier product wrote it."""
+        (n, k), m = a.shape, b.shape[-1]
+        path = os.path.join(self._models, f"product-{n}x{k}x{m}-{a.dtype}.toml")
+        return path, os.path.exists(path)
 
     def close(self) -> None:
         """Stop the daemons and forget what their batches taught."""

@@ -60,6 +60,7 @@ def product(
     progress: bool = False,
     encrypt: bool = False,
     require_all: bool = False,
+    keep_platform: Optional[str] = None,
 ) -> NativeRun: ...
 def plan(
     platform: str, load: int, strategy: str = "best", ports: Optional[int] = None, pace: bool = True

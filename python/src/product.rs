@@ -48,7 +48,7 @@ fn job_of(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<ProductJob> {
 
 /// One large product: see `dls.matmul`.
 #[pyfunction]
-#[pyo3(signature = (a, b, *, workers=None, cluster=None, slurm=false, worker_port=7070, token_file=None, platform=None, distribution="heterogeneous", ports=None, progress=false, encrypt=false, require_all=false))]
+#[pyo3(signature = (a, b, *, workers=None, cluster=None, slurm=false, worker_port=7070, token_file=None, platform=None, distribution="heterogeneous", ports=None, progress=false, encrypt=false, require_all=false, keep_platform=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn product(
     py: Python<'_>,
@@ -65,6 +65,7 @@ pub fn product(
     progress: bool,
     encrypt: bool,
     require_all: bool,
+    keep_platform: Option<PathBuf>,
 ) -> PyResult<NativeRun> {
     let job = Arc::new(job_of(a, b)?);
     let (n, _, m) = job.dims();
@@ -102,6 +103,12 @@ pub fn product(
         Ok::<_, session::RunError>((done, sink.c))
     };
     let (done, c) = wait_run(py, fut, progress, &stored, n * m, "elements of C")?;
+    // What this product calibrated, as a platform file for the next one.
+    if let (Some(path), Some(cal)) = (&keep_platform, &done.calibrated) {
+        let text = cal.to_toml().map_err(|e| Error::new_err(chain(&e)))?;
+        dls_master::output::atomic_write(path, |f| std::io::Write::write_all(f, text.as_bytes()))
+            .map_err(|e| Error::new_err(format!("writing {}: {e}", path.display())))?;
+    }
     let c = numpy_of(py, c, &[n, m])?;
     let mut report = ProductReport::new(&done.names, &done.plan, &done.measured, dtype);
     report.waited = done.waited;

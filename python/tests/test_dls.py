@@ -147,6 +147,25 @@ def test_a_local_cluster_plans_a_second_batch_with_what_the_first_measured():
     assert np.array_equal(second.c, np.full((40, 12, 12), 12.0))
 
 
+def test_a_local_cluster_plans_a_second_product_with_what_the_first_calibrated():
+    rng = np.random.default_rng(3)
+    a, b = rng.integers(-4, 5, (40, 30)).astype(np.float64), rng.integers(-4, 5, (30, 50)).astype(np.float64)
+    with dls.LocalCluster(n=2) as local:
+        first = dls.run(a, b, workers=local)
+        second = dls.run(a, b, workers=local)
+        other = dls.run(a[:, :20], b[:20], workers=local)
+    # The first product calibrates its workers; the second, of the same
+    # kind, is planned with those costs and measures nothing first.
+    assert first.summary["waited"]["calibration_secs"] > 0
+    assert second.summary["waited"]["calibration_secs"] == 0
+    assert any("calibrated for an earlier product" in n for n in second.summary["notes"])
+    assert not any("earlier product" in n for n in first.summary["notes"])
+    # Another kind of product is calibrated anew.
+    assert other.summary["waited"]["calibration_secs"] > 0
+    for done, (x, y) in ((first, (a, b)), (second, (a, b)), (other, (a[:, :20], b[:20]))):
+        assert np.array_equal(done.c, x @ y)
+
+
 def test_progress_is_shown_on_request_only(cluster, capsys):
     a = np.ones((30, 8, 8))
     dls.matmul(a, a, workers=cluster.workers)

@@ -5,6 +5,7 @@
 use super::align;
 use super::workers::{RunError, Workers};
 use crate::output::report::Waited;
+use crate::runtime::calibrate::Calibration;
 use crate::runtime::link::Link;
 use crate::runtime::log;
 use crate::runtime::pool::{LeftOut, Pool};
@@ -76,6 +77,10 @@ pub struct ProductRun {
     pub started: Instant,
     /// What the caller waited for, from connecting on ([`Workers::run_product`]).
     pub waited: Option<Waited>,
+    /// The calibration made for this product when no platform was given
+    /// ([`Workers::run_product`]): what a later product of the same kind
+    /// on the same workers can be planned with (`Calibration::to_toml`).
+    pub calibrated: Option<Calibration>,
 }
 
 /// The products calibration measures for one product of n×k by k×m on
@@ -197,6 +202,7 @@ pub async fn run_product_on(
         plan_secs,
         started,
         waited: None,
+        calibrated: None,
     })
 }
 
@@ -217,6 +223,7 @@ impl Workers {
         let (mut pool, mut left) = self.connect().await.map_err(RunError::Workers)?;
         let connect_secs = t0.elapsed().as_secs_f64();
         let mut calibration_secs = 0.0;
+        let mut calibrated = None;
         let done = async {
             let (platform, form) = match platform {
                 Some(p) => p,
@@ -237,7 +244,9 @@ impl Workers {
                     let (cal, l) = self.calibrate(&mut pool, form, true).await.map_err(RunError::Workers)?;
                     calibration_secs = measuring.elapsed().as_secs_f64();
                     left.extend(l);
-                    (cal.platform().map_err(RunError::Workers)?, form)
+                    let platform = cal.platform().map_err(RunError::Workers)?;
+                    calibrated = Some(cal);
+                    (platform, form)
                 }
             };
             run_product_on(&mut pool, &platform, &form, job, cfg, sink, on_piece)
@@ -248,6 +257,7 @@ impl Workers {
         pool.close().await;
         let mut done = done?;
         done.left_out = left;
+        done.calibrated = calibrated;
         let first = done
             .measured
             .transfers
