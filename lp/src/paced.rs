@@ -121,9 +121,7 @@ fn screened(platform: &Platform, req: &Request) -> Result<((Platform, Plan), usi
     let (Ports::Shared(u), Strategy::Best | Strategy::Rounds) = (req.ports, req.strategy) else {
         return Ok(((platform.clone(), plan(platform, req)?), 0));
     };
-    let margin = crate::pace::paces(platform, u).map(|p| (p, false));
-    let fitted = crate::pace::fitted(platform, u).into_iter().map(|p| (p, true));
-    let mut candidates: Vec<Candidate> = (margin.into_iter().chain(fitted).enumerate())
+    let mut candidates: Vec<Candidate> = (paces(platform, u).into_iter().enumerate())
         .map(|(at, (pace, fitted))| {
             let slow = crate::pace::paced(platform, &pace);
             let bound = crate::bound::steady_state(&slow, req.ports).map_or(0.0, |s| s.makespan_bound(req.load));
@@ -157,15 +155,11 @@ fn screened(platform: &Platform, req: &Request) -> Result<((Platform, Plan), usi
         screen.drain(req);
         plain
     });
-    let mut planned = (screen.planned.lock())
-        .map(|mut v| std::mem::take(&mut *v))
-        .unwrap_or_else(|e| std::mem::take(&mut *e.into_inner()));
+    let mut planned = screen.planned.into_inner().unwrap_or_else(|e| e.into_inner());
     // In the candidates' own order, as they were weighed before any was
     // screened out.
-    planned.sort_by_key(|c| c.0);
-    let planned = planned
-        .into_iter()
-        .map(|(_, pace, fitted, slow, p)| (pace, fitted, slow, p));
+    planned.sort_by_key(|(c, _)| c.at);
+    let planned = planned.into_iter().map(|(c, p)| (c.pace, c.fitted, c.slow, p));
     let skipped = screen.skipped.into_inner();
     Ok((choose(platform, req, plain?, planned)?, skipped))
 }
@@ -212,6 +206,15 @@ fn choose(
     }
 }
 
+/// The pace candidates behind uplink `u`, each with whether it is
+/// [`crate::pace::fitted`]'s: the margin paces ([`crate::pace::paces`]),
+/// then the fitted ones.
+fn paces(platform: &Platform, u: crate::uplink::Uplink) -> Vec<(Vec<Option<Pace>>, bool)> {
+    let margin = crate::pace::paces(platform, u).map(|p| (p, false));
+    let fitted = crate::pace::fitted(platform, u).into_iter().map(|p| (p, true));
+    margin.into_iter().chain(fitted).collect()
+}
+
 /// Names for a note: all of them up to [`LISTED`], else the first
 /// [`LISTED`] and how many more.
 fn listed(names: &[&str]) -> String {
@@ -235,9 +238,6 @@ struct Candidate {
     bound: f64,
 }
 
-/// A planned candidate: its place, paces, whether fitted, platform, plan.
-type Planned = (usize, Vec<Option<Pace>>, bool, Platform, Plan);
-
 /// The paced candidates still to plan, and what decides whether one may
 /// be skipped: the plain plan's makespan once known, and the candidates
 /// planned so far.
@@ -246,7 +246,7 @@ struct Screen<'a> {
     ports: Ports,
     queue: std::sync::Mutex<std::collections::VecDeque<Candidate>>,
     plain: std::sync::OnceLock<f64>,
-    planned: std::sync::Mutex<Vec<Planned>>,
+    planned: std::sync::Mutex<Vec<(Candidate, Plan)>>,
     skipped: std::sync::atomic::AtomicUsize,
 }
 
@@ -262,8 +262,7 @@ impl Screen<'_> {
                 continue;
             }
             if let Ok(p) = plan(&c.slow, req) {
-                let done = (c.at, c.pace, c.fitted, c.slow, p);
-                self.planned.lock().unwrap_or_else(|e| e.into_inner()).push(done);
+                self.planned.lock().unwrap_or_else(|e| e.into_inner()).push((c, p));
             }
         }
     }
@@ -285,8 +284,10 @@ impl Screen<'_> {
         }
         let planned = self.planned.lock().unwrap_or_else(|e| e.into_inner());
         (planned.iter())
-            .filter(|c| pace_verdict(self.platform, self.ports, plain, c.4.makespan(), c.2) == PaceVerdict::Paced)
-            .any(|c| c.4.makespan() < least)
+            .filter(|(c, p)| {
+                pace_verdict(self.platform, self.ports, plain, p.makespan(), c.fitted) == PaceVerdict::Paced
+            })
+            .any(|(_, p)| p.makespan() < least)
     }
 }
 
@@ -297,9 +298,7 @@ fn plan_paced_every(platform: &Platform, req: &Request) -> Result<(Platform, Pla
     let Ports::Shared(u) = req.ports else {
         unreachable!("only behind an uplink")
     };
-    let margin = crate::pace::paces(platform, u).map(|p| (p, false));
-    let fitted = crate::pace::fitted(platform, u).into_iter().map(|p| (p, true));
-    let planned: Vec<_> = (margin.into_iter().chain(fitted))
+    let planned: Vec<_> = (paces(platform, u).into_iter())
         .filter_map(|(pace, fitted)| {
             let slow = crate::pace::paced(platform, &pace);
             plan(&slow, req).ok().map(|p| (pace, fitted, slow, p))

@@ -103,15 +103,23 @@ pub fn product(
         Ok::<_, session::RunError>((done, sink.c))
     };
     let (done, c) = wait_run(py, fut, progress, &stored, n * m, "elements of C")?;
-    // What this product calibrated, as a platform file for the next one.
-    if let (Some(path), Some(cal)) = (&keep_platform, &done.calibrated) {
-        let text = cal.to_toml().map_err(|e| Error::new_err(chain(&e)))?;
-        dls_master::output::atomic_write(path, |f| std::io::Write::write_all(f, text.as_bytes()))
-            .map_err(|e| Error::new_err(format!("writing {}: {e}", path.display())))?;
-    }
     let c = numpy_of(py, c, &[n, m])?;
     let mut report = ProductReport::new(&done.names, &done.plan, &done.measured, dtype);
     report.waited = done.waited;
+    // What this product calibrated, as a platform file for the next one: a
+    // file that cannot be written costs the next product a calibration,
+    // never this product's C.
+    if let (Some(path), Some(cal)) = (&keep_platform, &done.calibrated) {
+        let kept = (cal.to_toml().map_err(|e| chain(&e))).and_then(|text| {
+            dls_master::output::atomic_write(path, |f| std::io::Write::write_all(f, text.as_bytes()))
+                .map_err(|e| e.to_string())
+        });
+        if let Err(e) = kept {
+            report
+                .notes
+                .push(format!("the costs calibrated were not kept ({}: {e})", path.display()));
+        }
+    }
     let t = trace(&done.names, &done.plan, &done.measured);
     let title = t.title.clone().unwrap_or_default();
     Ok(NativeRun {
