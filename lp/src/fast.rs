@@ -235,6 +235,76 @@ pub fn lifo(platform: &Platform, order: &[usize], load: f64) -> (Vec<f64>, f64) 
     (loads, scale)
 }
 
+/// Loads and makespan of `load` units under the LIFO send order `order`
+/// (sorted by non-decreasing `c + d`) when `max_load` bounds bind: the
+/// scenario LP's optimum without a linear program.
+///
+/// For a makespan `T`, worker k's window is what the workers sent before
+/// it leave of `T` (`T − P`, `P` the sends and returns of those before
+/// it), and it takes `min(b_k, (T − P) / (c_k + w_k + d_k))`. Taking all
+/// it can is best in this order (a unit given up by worker k frees
+/// `c_k + d_k` of every later window, where each later unit costs at least
+/// that much), so this greedy places the most units any LIFO schedule of
+/// makespan `T` can. That number `N(T)` is the optimum of an LP in its
+/// right-hand side: concave, piecewise linear, and a worker once at its
+/// bound stays there as `T` grows (`T − P` never shrinks). Newton's method
+/// from the unbounded optimum (where `N(T) ≤ load`) stays below `load` and
+/// reaches it on the last piece: at most one step per worker reaching
+/// its bound. `None` if the bounds cannot hold `load` units.
+pub fn lifo_bounded(platform: &Platform, order: &[usize], load: f64) -> Option<(Vec<f64>, f64)> {
+    let wk = platform.workers();
+    // The greedy at `t`: the loads in `order`, their sum, and its slope in t
+    // to the right (a worker exactly at its bound counts as held there).
+    let greedy = |t: f64| {
+        let (mut used, mut used_slope, mut n, mut slope) = (0.0, 0.0, 0.0, 0.0);
+        let mut alpha = Vec::with_capacity(order.len());
+        for &i in order {
+            let w = &wk[i];
+            let span = w.c + w.w + w.d;
+            let room = ((t - used) / span).max(0.0);
+            let (a, da) = if room >= w.bound() {
+                (w.bound(), 0.0)
+            } else {
+                (room, (1.0 - used_slope) / span)
+            };
+            used += (w.c + w.d) * a;
+            used_slope += (w.c + w.d) * da;
+            n += a;
+            slope += da;
+            alpha.push(a);
+        }
+        (alpha, n, slope)
+    };
+    let (_, mut t) = lifo(platform, order, load);
+    for _ in 0..order.len() + 8 {
+        let (alpha, n, slope) = greedy(t);
+        if n >= load * (1.0 - BOUNDED_CONVERGED) {
+            let mut loads = vec![0.0; platform.len()];
+            for (&i, a) in order.iter().zip(alpha) {
+                loads[i] = a;
+            }
+            return Some((loads, t));
+        }
+        if !(slope > 0.0 && slope.is_finite()) {
+            return None;
+        }
+        t += (load - n) / slope;
+    }
+    None
+}
+
+/// How close to the load the bounded fast paths' units must come.
+const BOUNDED_CONVERGED: f64 = 1e-12;
+
+/// Whether `order` lists its workers by non-decreasing `c + d`, the order
+/// in which [`lifo`] and [`lifo_bounded`] are optimal.
+pub fn sorted_by_cd(platform: &Platform, order: &[usize]) -> bool {
+    let wk = platform.workers();
+    order
+        .windows(2)
+        .all(|p| wk[p[0]].c + wk[p[0]].d <= wk[p[1]].c + wk[p[1]].d)
+}
+
 /// Theorem 2: the optimal one-port FIFO throughput (units per second) on a
 /// bus (`c`, `d` shared) with computation costs `w`.
 pub fn bus_throughput(c: f64, d: f64, w: &[f64]) -> f64 {

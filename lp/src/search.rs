@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::platform::Platform;
 use crate::schedule::{Ports, Scenario, Timeline};
 use crate::tol::{LOAD_EPS, REL_TOL, STRICT_GAIN};
-use crate::{fast, lp};
+use crate::{columns, fast, lp};
 
 /// Exhaustive search over every pair of orders runs up to this many
 /// workers. Its linear programs number (p!)² with one port and
@@ -126,27 +126,36 @@ fn finish(pb: &Problem, scenario: Scenario, alpha: Vec<f64>, bounded: bool) -> S
     }
 }
 
-/// Optimal loads for the FIFO scenario `order`: the fast path, or the LP when
-/// the fast path's loads break a `max_load` bound.
+/// Optimal loads for the FIFO scenario `order`: the fast path, or the LP
+/// over the workers that take load ([`columns::fifo`]) when the fast
+/// path's loads break a `max_load` bound.
 pub fn solve_fifo(pb: &Problem, order: Vec<usize>) -> Result<Solved> {
     let (alpha, _) = fast::fifo(pb.platform, &order, pb.ports, pb.load as f64);
-    let scenario = Scenario::fifo(order);
     if fits(pb.platform, &alpha) {
-        return Ok(finish(pb, scenario, alpha, false));
+        return Ok(finish(pb, Scenario::fifo(order), alpha, false));
     }
-    let (alpha, _) = lp::solve(pb.platform, &scenario, pb.ports, pb.load as f64)?;
+    let (alpha, _) = columns::fifo(pb.platform, &order, pb.ports, pb.load as f64, &alpha)?;
+    let scenario = Scenario::fifo(order);
     Ok(finish(pb, scenario, alpha, true))
 }
 
 /// Optimal loads for the LIFO scenario `order` (sorted by `c + d`): the
-/// closed form, or the LP when it breaks a `max_load` bound.
+/// closed form, the same greedy under `max_load` bounds where they bind
+/// ([`fast::lifo_bounded`]), or the LP for any other order.
 pub fn solve_lifo(pb: &Problem, order: Vec<usize>) -> Result<Solved> {
-    let (alpha, _) = fast::lifo(pb.platform, &order, pb.load as f64);
-    let scenario = Scenario::lifo(order);
+    let load = pb.load as f64;
+    let (alpha, _) = fast::lifo(pb.platform, &order, load);
     if fits(pb.platform, &alpha) {
-        return Ok(finish(pb, scenario, alpha, false));
+        return Ok(finish(pb, Scenario::lifo(order), alpha, false));
     }
-    let (alpha, _) = lp::solve(pb.platform, &scenario, pb.ports, pb.load as f64)?;
+    let bounded = fast::sorted_by_cd(pb.platform, &order)
+        .then(|| fast::lifo_bounded(pb.platform, &order, load))
+        .flatten();
+    let scenario = Scenario::lifo(order);
+    let alpha = match bounded {
+        Some((alpha, _)) => alpha,
+        None => lp::solve(pb.platform, &scenario, pb.ports, load)?.0,
+    };
     Ok(finish(pb, scenario, alpha, true))
 }
 

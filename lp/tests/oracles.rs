@@ -99,6 +99,84 @@ fn lifo_closed_form_equals_lp() {
 }
 
 /// Brute force: the best FIFO (or LIFO) over every order, each by the LP.
+/// `platform` with bounds on some workers below what the unbounded
+/// LIFO gives them (so that they bind), from `r`; every worker bounded
+/// when `all`, with room for `M` units in all.
+fn lifo_bounds_binding(r: &mut rand_chacha::ChaCha8Rng, platform: &Platform, all: bool) -> Platform {
+    use rand::Rng;
+    let (free, _) = fast::lifo(platform, &order_inc_cd(platform), M);
+    let mut workers: Vec<Worker> = platform.workers().to_vec();
+    let (mut room, mut bounded) = (0.0, 0);
+    for (w, &a) in workers.iter_mut().zip(&free) {
+        if all || r.random_bool(0.5) {
+            let b = (a * r.random_range(0.1..0.95)).floor().max(1.0);
+            *w = w.clone().with_max_load(b as u64);
+            room += b;
+            bounded += 1;
+        }
+    }
+    if bounded == workers.len() && room < M {
+        // Room for the batch: the fastest link's worker takes the rest.
+        let k = order_inc_cd(platform)[0];
+        let b = workers[k].bound() + (M - room);
+        workers[k] = workers[k].clone().with_max_load(b as u64);
+    }
+    Platform::new(workers).expect("valid bounded platform")
+}
+
+#[test]
+fn lifo_under_binding_bounds_equals_lp() {
+    let mut bound_somewhere = 0;
+    for (family, seeds) in [(Family::Star(0.5), 60), (Family::MixedZ, 60), (Family::Bus, 30)] {
+        for p in [1, 2, 3, 5, 9, 16, 40] {
+            for seed in 0..seeds {
+                let mut r = rng(seed + 131 * p as u64);
+                let plain = random_platform(&mut r, p, family);
+                let platform = lifo_bounds_binding(&mut r, &plain, seed % 3 == 0);
+                let order = order_inc_cd(&platform);
+                let what = format!("{family:?} p={p} seed={seed}");
+                let (alpha, t) = fast::lifo_bounded(&platform, &order, M).expect("room for the batch");
+                assert_close(alpha.iter().sum(), M, 1e-9, &format!("{what}: loads sum to M"));
+                for (w, a) in platform.workers().iter().zip(&alpha) {
+                    assert!(
+                        *a >= 0.0 && *a <= w.bound() * (1.0 + 1e-12),
+                        "{what}: {a} outside [0, {}]",
+                        w.bound()
+                    );
+                }
+                bound_somewhere += usize::from(
+                    platform
+                        .workers()
+                        .iter()
+                        .zip(&alpha)
+                        .any(|(w, a)| *a >= w.bound() * (1.0 - 1e-9)),
+                );
+                for ports in [Ports::One, Ports::Two] {
+                    let s = Scenario::lifo(order.clone());
+                    let rebuilt = Timeline::build(&platform, &s, &alpha, ports).makespan;
+                    assert_close(rebuilt, t, 1e-9, &format!("{what}: greedy vs its timeline"));
+                    assert_close(
+                        t,
+                        lp_makespan(&platform, &s, ports),
+                        REL,
+                        &format!("{what} {ports:?}: greedy vs LP"),
+                    );
+                }
+            }
+        }
+    }
+    // Most cases have a worker held at its bound (else nothing is tested).
+    assert!(bound_somewhere > 800, "only {bound_somewhere} cases bound a worker");
+}
+
+#[test]
+fn lifo_under_bounds_too_small_for_the_batch_is_refused() {
+    let workers = (0..3).map(|i| Worker::new(format!("w{i}"), 0.1 * (i + 1) as f64, 1.0, 0.05).with_max_load(300));
+    let platform = Platform::new(workers.collect()).expect("valid platform");
+    assert!(fast::lifo_bounded(&platform, &order_inc_cd(&platform), M).is_none());
+    assert!(fast::lifo_bounded(&platform, &order_inc_cd(&platform), 899.0).is_some());
+}
+
 fn brute(platform: &Platform, lifo: bool, ports: Ports) -> f64 {
     permutations(platform.len())
         .into_iter()
