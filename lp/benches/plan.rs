@@ -1,7 +1,8 @@
 //! Plan time: the reference LP against the exact fast paths; `rounds`
 //! under each port model; the default strategy on few workers, plain and
 //! with its paced candidates; one large product's plan, one send at a
-//! time and sends crossing behind an uplink.
+//! time and sends crossing behind an uplink; one round under binding
+//! memory bounds.
 //!
 //! `cargo bench -p dls-lp --bench plan`
 
@@ -172,5 +173,39 @@ fn product(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, best, paced, product);
+/// One round under binding memory bounds: the scenario LP over every
+/// worker against LIFO's greedy and FIFO's column generation.
+fn bounded(c: &mut Criterion) {
+    let mut g = c.benchmark_group("bounded");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(300));
+    for p in [64usize, 256] {
+        let plain = platform(p);
+        // Transfers dearer than products, bounds at a tenth of the batch
+        // over a tenth of the workers: the single round enrols few.
+        let load = 10_000.0;
+        let workers = (plain.workers().iter())
+            .map(|w| Worker::new(w.name.clone(), w.c, w.c * 0.3, w.d).with_max_load((load / 10.0) as u64 / 2))
+            .collect();
+        let pf = Platform::new(workers).expect("valid platform");
+        let (fifo, lifo) = (order_inc_c(&pf), order_inc_cd(&pf));
+        let (free, _) = fast::fifo(&pf, &fifo, Ports::Two, load);
+        g.bench_with_input(BenchmarkId::new("fifo-lp", p), &p, |b, _| {
+            b.iter(|| lp::solve(black_box(&pf), &Scenario::fifo(fifo.clone()), Ports::Two, load).expect("LP"))
+        });
+        g.bench_with_input(BenchmarkId::new("fifo-columns", p), &p, |b, _| {
+            b.iter(|| dls_lp::columns::fifo(black_box(&pf), &fifo, Ports::Two, load, &free).expect("LP"))
+        });
+        g.bench_with_input(BenchmarkId::new("lifo-lp", p), &p, |b, _| {
+            b.iter(|| lp::solve(black_box(&pf), &Scenario::lifo(lifo.clone()), Ports::Two, load).expect("LP"))
+        });
+        g.bench_with_input(BenchmarkId::new("lifo-greedy", p), &p, |b, _| {
+            b.iter(|| fast::lifo_bounded(black_box(&pf), &lifo, load).expect("room"))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, best, paced, product, bounded);
 criterion_main!(benches);

@@ -29,9 +29,11 @@ use good_lp::{microlp, variable, Expression, ProblemVariables, Solution, SolverM
 /// Rounds of column generation before the full LP is solved instead.
 const ROUNDS: usize = 8;
 
-/// Orders this short are solved in full (a program over them takes
-/// well under a millisecond).
-const SMALL: usize = 16;
+/// Orders this short are solved in full: over 64 workers the full
+/// program took 0.8 ms, column generation 1.3 (`cargo bench -p dls-lp
+/// --bench plan -- bounded`, AMD EPYC, 2026-11-29); over 256, 9.4 and
+/// 3.8 ms.
+const SMALL: usize = 128;
 
 /// A subset this large (as a part of the order) is solved in full instead.
 const MOST: f64 = 0.5;
@@ -190,34 +192,28 @@ fn dual(platform: &Platform, sub: &[usize], ports: Ports, load: f64) -> Result<P
     let y: Vec<Variable> = (0..q).map(|_| vars.add(variable().min(0.0))).collect();
     let y0 = vars.add(variable().min(0.0).max(if ports.one_lane() { 1.0 } else { 0.0 }));
     let nu = vars.add(variable());
-    // after[j] = Σ_{k>j} y_k, before[j] = Σ_{k<j} y_k, as running sums.
-    let after: Vec<Variable> = (0..q).map(|_| vars.add(variable().min(0.0))).collect();
-    let before: Vec<Variable> = (0..q).map(|_| vars.add(variable().min(0.0))).collect();
     let mut objective = Expression::from(nu);
-    let mut rows = Vec::with_capacity(4 * q + 1);
+    let mut rows = Vec::with_capacity(q + 1);
     let mut all = Expression::from(y0);
     for (j, &i) in sub.iter().enumerate() {
         let w = &wk[i];
         let (c, s, d) = (w.c / tau, (w.c + w.w + w.d) / tau, w.d / tau);
-        let mut cost = c * after[j] + s * y[j] + d * before[j] + (c + d) * y0;
+        // Dense, as the primal (`lp.rs`): running sums as variables
+        // made microlp several times slower.
+        let mut cost = s * y[j] + (c + d) * y0;
+        for (k, &yk) in y.iter().enumerate() {
+            if k > j {
+                cost += c * yk;
+            } else if k < j {
+                cost += d * yk;
+            }
+        }
         if let Some(b) = w.max_load {
             let z = vars.add(variable().min(0.0));
             objective -= (b as f64 / load) * z;
             cost += z;
         }
         rows.push((Expression::from(nu) - cost).leq(0.0));
-        let next = if j + 1 < q {
-            Expression::from(after[j + 1]) + y[j + 1]
-        } else {
-            Expression::from(0.0)
-        };
-        rows.push((Expression::from(after[j]) - next).eq(0.0));
-        let prev = if j > 0 {
-            Expression::from(before[j - 1]) + y[j - 1]
-        } else {
-            Expression::from(0.0)
-        };
-        rows.push((Expression::from(before[j]) - prev).eq(0.0));
         all += y[j];
     }
     rows.push(all.leq(1.0));
