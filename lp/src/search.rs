@@ -27,6 +27,11 @@ pub const LP_SECS: f64 = 1e-4;
 /// Seconds one linear program over `p` workers takes, about: [`LP_SECS`]
 /// at four, growing as p^1.5 (a FIFO scenario under memory bounds over 64
 /// workers: 254 of them in 1.67 s, 6.6 ms each, where this says 6.4).
+/// Measured with the LP's earlier sparse rows: dense (`lp.rs`), one
+/// over 64 workers takes 0.8 ms and over 256 10 ms, so this now
+/// overstates what the searches cost and they stop sooner than they
+/// could; it is kept until a change to it is weighed on the committed
+/// platforms' predictions.
 pub fn lp_secs(p: usize) -> f64 {
     LP_SECS * (p as f64 / 4.0).powf(1.5)
 }
