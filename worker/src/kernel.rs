@@ -58,6 +58,9 @@ fn gemm<T: Elem>(c: &mut [T], a: &[T], b: &[T], d: Dims, parts: usize) {
 
 /// One product, its C cut into `parts` blocks computed at once on the
 /// current pool (faer on each block alone).
+/// Rows of C a slowed worker's extra rounds of a panel go into at once.
+const SCRATCH_ROWS: usize = 128;
+
 fn gemm_into<T: Elem>(c: &mut [T], accum: Accum, a: &[T], b: &[T], d: Dims, parts: usize) {
     let a = MatRef::from_row_major_slice(a, d.n, d.k);
     let b = MatRef::from_row_major_slice(b, d.k, d.m);
@@ -251,10 +254,22 @@ impl Kernel {
         fn add<T: Elem>(k: &Kernel, v: &[T], a_len: usize, c: &mut [T], d: Dims, par: usize, repeat: u32) {
             let (a, b) = v.split_at(a_len);
             let run = |c: &mut [T]| {
-                // Extra rounds (a slower processor) add into a scratch C.
-                let mut scratch = vec![T::default(); if repeat > 1 { c.len() } else { 0 }];
-                for _ in 1..repeat {
-                    gemm_into(&mut scratch, Accum::Replace, a, b, d, par);
+                // Extra rounds (a slower processor) go into a scratch of a
+                // few rows, A taken a block of rows at a time: the same
+                // products, without a piece-sized buffer to allocate and
+                // fault in for every panel (a piece of 2048×1198 float64
+                // is 19.6 MB; that took a quarter of a panel's time on a
+                // worker slowed twice, which no slower processor pays).
+                if repeat > 1 {
+                    let rows = SCRATCH_ROWS.min(d.n).max(1);
+                    let mut scratch = vec![T::default(); rows * d.m];
+                    for _ in 1..repeat {
+                        for (start, block) in (0..d.n).step_by(rows).map(|r| (r, rows.min(d.n - r))) {
+                            let dims = Dims { n: block, ..d };
+                            let a_rows = &a[start * d.k..(start + block) * d.k];
+                            gemm_into(&mut scratch[..block * d.m], Accum::Replace, a_rows, b, dims, par);
+                        }
+                    }
                 }
                 gemm_into(c, Accum::Add, a, b, d, par);
             };
