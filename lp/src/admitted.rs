@@ -55,12 +55,8 @@ struct Way {
 }
 
 fn way(w: &Worker, uplink: Uplink, send: bool) -> Way {
-    let (link, up) = if send { (w.c, uplink.send) } else { (w.d, uplink.ret) };
-    let secs = link.max(up);
-    Way {
-        secs,
-        share: if secs > 0.0 { up / secs } else { 0.0 },
-    }
+    let (secs, share) = uplink.unit(if send { w.c } else { w.d }, send);
+    Way { secs, share }
 }
 
 /// The rate, as a share of its full rate, that a transfer of `share` may

@@ -115,7 +115,7 @@ pub fn paces(platform: &Platform, uplink: Uplink) -> Option<Vec<Option<Pace>>> {
     }
     let wk = platform.workers();
     let ss = steady_state_uplink(platform, uplink);
-    let per = |w: &Worker| w.c.max(uplink.send);
+    let per = |w: &Worker| uplink.unit(w.c, true).0;
     let limit = |w: &Worker| 1.0 / w.w.max(w.c).max(w.d);
     let full: Vec<bool> = (0..wk.len())
         .map(|i| ss.alpha[i] > 0.0 && ss.alpha[i] >= FULL * limit(&wk[i]))
@@ -128,7 +128,7 @@ pub fn paces(platform: &Platform, uplink: Uplink) -> Option<Vec<Option<Pace>>> {
         let secs = (per(&wk[i]) / HEADROOM).max(1.0 / ss.alpha[i]);
         pace[i] = Some(Pace { secs, link: wk[i].c });
     }
-    let taken: f64 = pace.iter().flatten().map(|p| uplink.send / p.secs).sum();
+    let taken: f64 = pace.iter().flatten().map(|p| uplink.share_of(p.secs, true)).sum();
     let mut room = MARGIN * (1.0 - taken);
     if room < MIN_ROOM {
         return None;
@@ -141,12 +141,12 @@ pub fn paces(platform: &Platform, uplink: Uplink) -> Option<Vec<Option<Pace>>> {
     let mut held = false;
     for (k, &i) in others.iter().enumerate() {
         let equal = room / (others.len() - k) as f64;
-        let share = uplink.send / per(&wk[i]);
+        let share = uplink.unit(wk[i].c, true).1;
         if share <= equal {
             room -= share;
         } else {
             pace[i] = Some(Pace {
-                secs: uplink.send / equal,
+                secs: uplink.secs_at(equal, true),
                 link: wk[i].c,
             });
             room -= equal;
@@ -188,7 +188,7 @@ pub fn fitted(platform: &Platform, uplink: Uplink) -> Vec<Vec<Option<Pace>>> {
             (wk.iter().zip(&shares))
                 .map(|(w, &s)| {
                     Some(Pace {
-                        secs: if s > t { uplink.send / t } else { w.c },
+                        secs: if s > t { uplink.secs_at(t, true) } else { w.c },
                         link: w.c,
                     })
                 })

@@ -53,11 +53,10 @@ impl Ports {
                 share: 1.0,
             },
             Ports::Shared(u) => {
-                let up = if send { u.send } else { u.ret };
-                let per = link.max(up);
+                let (per, share) = u.unit(link, send);
                 Transfer {
                     secs: latency + per * units,
-                    share: if per > 0.0 { up / per } else { 0.0 },
+                    share,
                 }
             }
         }
@@ -76,8 +75,8 @@ impl Ports {
                     .workers()
                     .iter()
                     .map(|w| Worker {
-                        c: w.c.max(u.send),
-                        d: w.d.max(u.ret),
+                        c: u.unit(w.c, true).0,
+                        d: u.unit(w.d, false).0,
                         ..w.clone()
                     })
                     .collect();

@@ -27,4 +27,38 @@ impl Uplink {
         }
         Ok(Uplink { send, ret, duplex })
     }
+
+    /// The uplink's seconds a unit one way (`send`: out, else back).
+    pub fn way(&self, send: bool) -> f64 {
+        if send {
+            self.send
+        } else {
+            self.ret
+        }
+    }
+
+    /// The share of the uplink one way that a transfer taking `secs` a
+    /// unit holds: the uplink's time over its own (1: all of it).
+    pub fn share_of(&self, secs: f64, send: bool) -> f64 {
+        if secs > 0.0 {
+            self.way(send) / secs
+        } else {
+            0.0
+        }
+    }
+
+    /// The seconds a unit a transfer holding `share` of the uplink takes
+    /// (the inverse of [`Uplink::share_of`]: a pace).
+    pub fn secs_at(&self, share: f64, send: bool) -> f64 {
+        self.way(send) / share
+    }
+
+    /// What one unit over a worker's link (`link` seconds a unit) costs
+    /// behind the uplink, one way: the slower of the link and the uplink,
+    /// and the share of the uplink it holds meanwhile. Every transfer's
+    /// cost and share behind an uplink comes from here.
+    pub fn unit(&self, link: f64, send: bool) -> (f64, f64) {
+        let secs = link.max(self.way(send));
+        (secs, self.share_of(secs, send))
+    }
 }
