@@ -234,7 +234,9 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
                 }
                 Err(e) => return Err(e),
             };
-            let mut rounds = rounds::plan_rounds(platform, req.ports, req.load, Some(&one.sequence))?;
+            let mut timings = rounds::Timings::default();
+            let mut rounds =
+                rounds::plan_rounds_with(platform, req.ports, req.load, Some(&one.sequence), &mut timings)?;
             // The searches over orders only where they are worth their time.
             let quick = one.makespan().min(rounds.makespan);
             let p = platform.len();
@@ -249,7 +251,7 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
                 one
             } else {
                 let one = plan_one_round(platform, req, effort)?;
-                rounds = rounds::plan_rounds(platform, req.ports, req.load, Some(&one.sequence))?;
+                rounds = rounds::plan_rounds_with(platform, req.ports, req.load, Some(&one.sequence), &mut timings)?;
                 one
             };
             if effort != Effort::Every && p <= EXHAUSTIVE_MAX_WORKERS {
@@ -307,14 +309,27 @@ fn plan_multi_round(platform: &Platform, req: &Request) -> Result<Plan> {
             .min_by(|a, b| a.makespan().total_cmp(&b.makespan()))
     };
     let mut one = one_round(Effort::Orders);
-    let mut r = rounds::plan_rounds(platform, req.ports, req.load, one.as_ref().map(|p| &p.sequence))?;
+    let mut timings = rounds::Timings::default();
+    let mut r = rounds::plan_rounds_with(
+        platform,
+        req.ports,
+        req.load,
+        one.as_ref().map(|p| &p.sequence),
+        &mut timings,
+    )?;
     // The local search only where the single round is within reach.
     if one
         .as_ref()
         .is_some_and(|o| o.makespan() <= r.makespan * ONE_ROUND_REACH)
     {
         one = one_round(Effort::Local);
-        r = rounds::plan_rounds(platform, req.ports, req.load, one.as_ref().map(|p| &p.sequence))?;
+        r = rounds::plan_rounds_with(
+            platform,
+            req.ports,
+            req.load,
+            one.as_ref().map(|p| &p.sequence),
+            &mut timings,
+        )?;
     }
     let note = if r.count == 1 && r.lag == 0 {
         "rounds: a single round predicts the earliest end".to_string()

@@ -22,6 +22,7 @@ use crate::schedule::Ports;
 use crate::search::EXHAUSTIVE_WORTH;
 use crate::sequence::{strict_makespan, PortOp, RoundChunk, Sequence};
 use periodic::Periodic;
+use std::collections::HashMap;
 
 /// Candidate round counts: from the fewest the memory allows, growing by
 /// about a third each time, up to `max_chunks` chunks in all.
@@ -213,12 +214,42 @@ impl Stall {
 /// `one_round` (the sequence of the best one-round plan, when it fits the
 /// workers' memory) if that predicts no later.
 pub fn plan_rounds(platform: &Platform, ports: Ports, load: u64, one_round: Option<&Sequence>) -> Result<Sequence> {
-    search(platform, ports, load, one_round, true)
+    search(platform, ports, load, one_round, true, &mut Timings::default())
+}
+
+/// [`plan_rounds`], the periodic candidates' timings kept in `timings`
+/// for the next call on the same platform, ports and load (with another
+/// one-round plan, say): those do not depend on it, and a second search
+/// over them chooses exactly what timing them again would.
+pub fn plan_rounds_with(
+    platform: &Platform,
+    ports: Ports,
+    load: u64,
+    one_round: Option<&Sequence>,
+    timings: &mut Timings,
+) -> Result<Sequence> {
+    search(platform, ports, load, one_round, true, timings)
+}
+
+/// The periodic candidates timed so far for one platform, port model and
+/// load, by (rounds, lag): strictly in order (with latencies, and without
+/// where the platform has some), and with gaps filled.
+#[derive(Debug, Default)]
+pub struct Timings {
+    strict: HashMap<(usize, usize), (f64, Option<f64>)>,
+    filled: HashMap<(usize, usize), Sequence>,
 }
 
 /// [`plan_rounds`], the search over round counts ending where it stalls
 /// ([`Stall`]) if `stop`, else going on up to [`MAX_CHUNKS`].
-fn search(platform: &Platform, ports: Ports, load: u64, one_round: Option<&Sequence>, stop: bool) -> Result<Sequence> {
+fn search(
+    platform: &Platform,
+    ports: Ports,
+    load: u64,
+    one_round: Option<&Sequence>,
+    stop: bool,
+    timings: &mut Timings,
+) -> Result<Sequence> {
     let ss = preferring_slack(platform, ports)?;
     let mut enrolled: Vec<usize> = (0..platform.len()).filter(|&i| ss.alpha[i] > 0.0).collect();
     let wk = platform.workers();
@@ -243,24 +274,32 @@ fn search(platform: &Platform, ports: Ports, load: u64, one_round: Option<&Seque
     let mut stall = Stall::new(slack(ports));
     // Seconds of timing spent so far ([`SIM_SECS`]).
     let mut spent = 0.0;
-    let timings = if bare.is_some() { 2.0 } else { 1.0 };
+    let weight = if bare.is_some() { 2.0 } else { 1.0 };
     let per_chunk = SIM_SECS * (1.0 + enrolled.len() as f64 / SIM_WIDTH);
     for k in round_counts(platform, &enrolled, &shares, load, MAX_CHUNKS) {
         let before = weighed.len();
         // More rounds only while timing them costs at most a small part
         // of the makespan found so far: the user waits for the plan too.
-        let next = 3.0 * timings * per_chunk * (enrolled.len() * k) as f64;
+        let next = 3.0 * weight * per_chunk * (enrolled.len() * k) as f64;
         let found = weighed.iter().map(|c| c.strict).fold(f64::INFINITY, f64::min);
         if stop && before > 0 && spent + next > EXHAUSTIVE_WORTH * found {
             break;
         }
         for lag in 0..=2 {
             if let Some(per) = Periodic::new(platform, &enrolled, &shares, load, k, lag) {
-                let (chunks, ops) = per.build();
-                spent += timings * per_chunk * chunks.len() as f64;
+                // Counted as timed whether or not it was before, so that
+                // the search stops where it would have.
+                spent += weight * per_chunk * per.chunks() as f64;
+                let (strict, without) = *timings.strict.entry((k, lag)).or_insert_with(|| {
+                    let (chunks, ops) = per.build();
+                    (
+                        strict_makespan(platform, &chunks, &ops, ports),
+                        bare.as_ref().map(|b| strict_makespan(b, &chunks, &ops, ports)),
+                    )
+                });
                 weighed.push(Candidate {
-                    strict: strict_makespan(platform, &chunks, &ops, ports),
-                    without: bare.as_ref().map(|b| strict_makespan(b, &chunks, &ops, ports)),
+                    strict,
+                    without,
                     plan: Shape::Periodic(per),
                     count: k,
                     lag,
@@ -284,12 +323,15 @@ fn search(platform: &Platform, ports: Ports, load: u64, one_round: Option<&Seque
     weighed.sort_by(|a, b| regret(a.strict, a).total_cmp(&regret(b.strict, b)));
     // The few best are executed with their gaps filled, which only moves
     // transfers earlier.
-    let filled = |c: &Candidate| {
-        let (chunks, ops) = c.plan.build();
-        let (times, makespan) = crate::sequence::execute(platform, &chunks, &ops, ports);
-        (
-            regret(makespan, c),
-            Sequence {
+    let mut filled = |c: &Candidate| {
+        let key = (c.count, c.lag);
+        let cached = matches!(c.plan, Shape::Periodic(_))
+            .then(|| timings.filled.get(&key).cloned())
+            .flatten();
+        let seq = cached.unwrap_or_else(|| {
+            let (chunks, ops) = c.plan.build();
+            let (times, makespan) = crate::sequence::execute(platform, &chunks, &ops, ports);
+            let seq = Sequence {
                 chunks,
                 ops,
                 times,
@@ -297,8 +339,13 @@ fn search(platform: &Platform, ports: Ports, load: u64, one_round: Option<&Seque
                 lag: c.lag,
                 fill_gaps: true,
                 makespan,
-            },
-        )
+            };
+            if matches!(c.plan, Shape::Periodic(_)) {
+                timings.filled.insert(key, seq.clone());
+            }
+            seq
+        });
+        (regret(seq.makespan, c), seq)
     };
     // (index in `weighed`, score, sequence) of the choice so far.
     let mut best: Option<(usize, f64, Sequence)> = None;

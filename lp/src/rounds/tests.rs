@@ -52,8 +52,8 @@ fn stopping_where_rounds_stall_keeps_the_plan_within_the_slack() {
             ..crate::Request::new(load, crate::Strategy::Lifo)
         };
         let one = crate::plan(&pf, &req).ok().map(|p| p.sequence);
-        let stopped = search(&pf, ports, load, one.as_ref(), true).expect("plans");
-        let every = search(&pf, ports, load, one.as_ref(), false).expect("plans");
+        let stopped = search(&pf, ports, load, one.as_ref(), true, &mut Timings::default()).expect("plans");
+        let every = search(&pf, ports, load, one.as_ref(), false, &mut Timings::default()).expect("plans");
         let ratio = stopped.makespan / every.makespan;
         assert!(
             ratio <= 1.0 + slack(ports),
