@@ -441,7 +441,7 @@ def one_product_cold(env):
 def plan_uplink(env):
     """`scripts/plan-time.sh DLS "4 64 256" 100000`: `dls plan` of 100,000
     products behind a shared uplink within 0.3 s from 4 to 256 workers
-    (the README: 0.09-0.13 s)."""
+    (the README: 0.06-0.14 s)."""
     out = script(["bash", os.path.join(ROOT, "scripts", "plan-time.sh"), env.bin("dls"), "4 64 256", "100000"], 600)
     rows = [l.split() for l in out.splitlines() if len(l.split()) == 6 and l.split()[2] == "measured"]
     if not rows:
@@ -586,7 +586,7 @@ PROMISES = [
             ("README.md", "One large product without a platform waits at most"),
             "command <= 1.5x makespan + 0.5 s", False, one_product_cold),
     Promise("plan-uplink", "dls plan of 100,000 products behind an uplink, 4 to 256 workers",
-            ("README.md", "100,000 products behind an uplink takes 0.09-0.13 s from 4 to 256"),
+            ("README.md", "100,000 products behind an uplink takes 0.06-0.14 s from 4 to 256"),
             "<= 0.3 s each", False, plan_uplink),
     Promise("peer-dask", "faster than Dask distributed on the switched test bed",
             ("docs/experiments/peer-dask/README.md", "warm at most 0.80× Dask's\nbest setting, cold at most 1.0×"),
