@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Which tuned constants matter: each one halved in turn (an integer: halved,
+# at least 1), `dls` rebuilt, and the predictions of every committed
+# platform file (scripts/predictions.sh) compared with the unchanged build's.
+#
+#   scripts/constant-sensitivity.sh [LOADS] FILE:NAME...
+#
+# LOADS as scripts/predictions.sh takes them (default "40 3000"). Works in
+# a worktree of HEAD under $TMPDIR (its own target directory: the first
+# build takes minutes, each constant about a minute more), so the tree
+# here is never modified. Prints one line per constant: file, name, value,
+# how many predictions moved and the largest move, as a Markdown table.
+# A constant whose halving moves nothing is one no committed star shows a
+# reason for (a test may still: run `cargo test` on it too).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+loads="40 3000"
+if [[ $# -gt 0 && "$1" != *:* ]]; then
+  loads=$1
+  shift
+fi
+[[ $# -gt 0 ]] || { echo "usage: $0 [LOADS] FILE:NAME..." >&2; exit 2; }
+root=$(pwd)
+work=$(mktemp -d)
+tree="$work/tree"
+git worktree add -q --detach "$tree" HEAD
+trap 'git -C "$root" worktree remove --force "$tree"; rm -rf "$work"' EXIT
+export CARGO_TARGET_DIR="${SENSITIVITY_TARGET:-$root/target/sensitivity}"
+build() { (cd "$tree" && cargo build --release -q -p dls-master); }
+predict() { bash "$root/scripts/predictions.sh" "$CARGO_TARGET_DIR/release/dls" "$loads" 2>/dev/null; }
+build
+predict >"$work/base.txt"
+echo "| file | constant | value | halved | predictions moved | largest move |"
+echo "|---|---|---|---|---|---|"
+for spec in "$@"; do
+  file=${spec%%:*}
+  name=${spec#*:}
+  # The constant's line, halved: a float times 0.5, an integer / 2 (at least 1).
+  if ! value=$(python3 - "$tree/$file" "$name" <<'EOF'
+import re, sys
+path, name = sys.argv[1:]
+src = open(path).read()
+pat = re.compile(r"(const " + re.escape(name) + r": *([A-Za-z0-9_]+) *= *)([^;]+);")
+m = pat.search(src)
+if not m:
+    sys.exit(1)
+ty, value = m.group(2), m.group(3).strip()
+if ty in ("f64", "f32"):
+    halved = f"({value}) * 0.5"
+else:
+    halved = f"if ({value}) / 2 > 0 {{ ({value}) / 2 }} else {{ 1 }}"
+open(path, "w").write(src[:m.start()] + m.group(1) + halved + ";" + src[m.end():])
+print(value)
+EOF
+  ); then
+    echo "| $file | $name | not found | | | |"
+    continue
+  fi
+  if build 2>"$work/err"; then
+    predict >"$work/halved.txt"
+    moved=$(bash "$root/scripts/predictions.sh" --compare "$work/base.txt" "$work/halved.txt" | tail -1)
+    count=$(echo "$moved" | awk '{print $1 " of " $3}')
+    largest=$(echo "$moved" | sed -n 's/.*largest \([^ ]*\).*/\1/p')
+    echo "| $file | $name | $value | yes | $count | $largest |"
+  else
+    echo "| $file | $name | $value | does not build halved: $(grep -m1 error "$work/err" | cut -c1-60) | | |"
+  fi
+  git -C "$tree" checkout -q -- "$file"
+done
