@@ -310,26 +310,17 @@ fn plan_multi_round(platform: &Platform, req: &Request) -> Result<Plan> {
     };
     let mut one = one_round(Effort::Orders);
     let mut timings = rounds::Timings::default();
-    let mut r = rounds::plan_rounds_with(
-        platform,
-        req.ports,
-        req.load,
-        one.as_ref().map(|p| &p.sequence),
-        &mut timings,
-    )?;
+    let mut search = |one: Option<&Plan>| {
+        rounds::plan_rounds_with(platform, req.ports, req.load, one.map(|p| &p.sequence), &mut timings)
+    };
+    let mut r = search(one.as_ref())?;
     // The local search only where the single round is within reach.
     if one
         .as_ref()
         .is_some_and(|o| o.makespan() <= r.makespan * ONE_ROUND_REACH)
     {
         one = one_round(Effort::Local);
-        r = rounds::plan_rounds_with(
-            platform,
-            req.ports,
-            req.load,
-            one.as_ref().map(|p| &p.sequence),
-            &mut timings,
-        )?;
+        r = search(one.as_ref())?;
     }
     let note = if r.count == 1 && r.lag == 0 {
         "rounds: a single round predicts the earliest end".to_string()
