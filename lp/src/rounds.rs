@@ -324,27 +324,7 @@ fn search(
     // The few best are executed with their gaps filled, which only moves
     // transfers earlier.
     let mut filled = |c: &Candidate| {
-        let key = (c.count, c.lag);
-        let cached = matches!(c.plan, Shape::Periodic(_))
-            .then(|| timings.filled.get(&key).cloned())
-            .flatten();
-        let seq = cached.unwrap_or_else(|| {
-            let (chunks, ops) = c.plan.build();
-            let (times, makespan) = crate::sequence::execute(platform, &chunks, &ops, ports);
-            let seq = Sequence {
-                chunks,
-                ops,
-                times,
-                count: c.count,
-                lag: c.lag,
-                fill_gaps: true,
-                makespan,
-            };
-            if matches!(c.plan, Shape::Periodic(_)) {
-                timings.filled.insert(key, seq.clone());
-            }
-            seq
-        });
+        let seq = executed(platform, ports, c, timings);
         (regret(seq.makespan, c), seq)
     };
     // (index in `weighed`, score, sequence) of the choice so far.
@@ -375,6 +355,31 @@ fn search(
             "no multi-round schedule of {load} units fits the workers' memory (max_load)"
         ))
     })
+}
+
+/// Candidate `c` executed with its gaps filled, a periodic one taken from
+/// `timings` where it was executed before (and kept there).
+fn executed(platform: &Platform, ports: Ports, c: &Candidate, timings: &mut Timings) -> Sequence {
+    let key = (c.count, c.lag);
+    let periodic = matches!(c.plan, Shape::Periodic(_));
+    if let Some(seq) = timings.filled.get(&key).filter(|_| periodic) {
+        return seq.clone();
+    }
+    let (chunks, ops) = c.plan.build();
+    let (times, makespan) = crate::sequence::execute(platform, &chunks, &ops, ports);
+    let seq = Sequence {
+        chunks,
+        ops,
+        times,
+        count: c.count,
+        lag: c.lag,
+        fill_gaps: true,
+        makespan,
+    };
+    if periodic {
+        timings.filled.insert(key, seq.clone());
+    }
+    seq
 }
 
 mod periodic;
