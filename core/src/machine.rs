@@ -158,12 +158,74 @@ pub struct BatchMachine {
     failed: Option<String>,
     rec: Recorder,
     observed: Observed,
+    /// An opened batch whose rest is not planned yet: the products from
+    /// this one on wait for it ([`BatchMachine::add_rest`]).
+    awaiting: Option<usize>,
 }
 
 impl BatchMachine {
     /// A machine for `plan` (made for `platform`) over a batch of
     /// `plan.load` products.
     pub fn new(platform: Platform, plan: &Plan, cfg: Config) -> Result<BatchMachine, String> {
+        let total = plan.load as usize;
+        BatchMachine::with_total(platform, plan, total, cfg)
+    }
+
+    /// A machine for a batch of `total` products whose first `opening.load`
+    /// go out at once as `opening` (`dls_lp::opening`), while the rest is
+    /// planned; [`BatchMachine::add_rest`] adds it. Until then the batch
+    /// is running, whatever the opening does.
+    pub fn opening(platform: Platform, opening: &Plan, total: usize, cfg: Config) -> Result<BatchMachine, String> {
+        if cfg.self_schedule.is_some() || (opening.load as usize) >= total {
+            return Err("an opening is a planned part of a larger batch".into());
+        }
+        let mut machine = BatchMachine::with_total(platform, opening, total, cfg)?;
+        machine.awaiting = Some(opening.load as usize);
+        Ok(machine)
+    }
+
+    /// The rest of a batch opened with [`BatchMachine::opening`], planned
+    /// on `platform` (the opening's workers, its costs possibly paced) for
+    /// the products after the opening's, added at `now` beside the
+    /// opening. Its chunks for workers lost meanwhile wait for recovery
+    /// like theirs. The commands to carry out.
+    pub fn add_rest(&mut self, platform: Platform, rest: &Plan, now: f64) -> Result<Vec<Command>, String> {
+        let (p, total) = (self.alive.len(), self.stored.len());
+        let Some(from) = self.awaiting else {
+            return Err("the batch was planned whole: it has no rest to add".into());
+        };
+        if platform.len() != p || rest.loads.len() != p || from as u64 + rest.load != total as u64 {
+            return Err(format!(
+                "the rest of the batch ({} products over {} workers) does not fit its opening ({from} of {total} over {p})",
+                rest.load,
+                rest.loads.len()
+            ));
+        }
+        self.awaiting = None;
+        self.clock(now);
+        self.platform = platform;
+        self.port.set_costs(self.platform.workers());
+        self.strategy = rest.strategy;
+        for (w, &l) in rest.loads.iter().enumerate() {
+            self.left_out[w] &= l == 0;
+        }
+        self.observed = Observed::new(p, rest.makespan());
+        let products: Vec<usize> = (from..total).collect();
+        self.add_planned(rest, &products, now);
+        let k = self.rounds.len() - 1;
+        for w in (0..p).filter(|&w| !self.alive[w]) {
+            let r = &mut self.rounds[k];
+            for ch in r.sched.lose(w) {
+                let lost = r.products(&ch);
+                self.committed[w] = self.committed[w].saturating_sub(lost.len() as u64);
+                self.pending.extend(lost.iter().copied());
+            }
+        }
+        self.try_recover(now);
+        Ok(self.poll(now))
+    }
+
+    fn with_total(platform: Platform, plan: &Plan, total: usize, cfg: Config) -> Result<BatchMachine, String> {
         let p = platform.len();
         if plan.loads.len() != p {
             return Err(format!(
@@ -179,8 +241,8 @@ impl BatchMachine {
             rounds: Vec::new(),
             owner: HashMap::new(),
             alive: vec![true; p],
-            stored: vec![false; m],
-            remaining: m,
+            stored: vec![false; total],
+            remaining: total,
             pending: Vec::new(),
             committed: vec![0; p],
             left_out: plan.loads.iter().map(|&l| l == 0).collect(),
@@ -190,6 +252,7 @@ impl BatchMachine {
             failed: None,
             rec: Recorder::new(p),
             observed: Observed::new(p, plan.makespan()),
+            awaiting: None,
             platform,
         };
         let products: Vec<usize> = (0..m).collect();

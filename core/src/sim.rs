@@ -429,11 +429,56 @@ impl Sim {
 /// (a message that does not survive the codec, a return not granted), or
 /// runs a million steps without ending: a bug of the machine.
 pub fn simulate(platform: &Platform, truth: &[Worker], plan: &Plan, cfg: Config, faults: &Faults) -> Run {
+    let machine = BatchMachine::new(platform.clone(), plan, cfg).expect("machine");
+    drive(
+        machine,
+        platform.len(),
+        plan.ports,
+        plan.load as usize,
+        truth,
+        faults,
+        None,
+    )
+}
+
+/// The rest of an opened batch: added to the machine at `at` seconds, on
+/// its platform (`dls_lp::opening`).
+pub struct Rest<'a> {
+    pub at: f64,
+    pub platform: &'a Platform,
+    pub plan: &'a Plan,
+}
+
+/// As [`simulate`], for a batch of `total` products opened with `opening`
+/// (made for `platform`), whose `rest` the machine is given at `rest.at`.
+///
+/// # Panics
+/// As [`simulate`]; also if the machine refuses the opening or the rest.
+pub fn simulate_opened(
+    platform: &Platform,
+    truth: &[Worker],
+    opening: &Plan,
+    total: usize,
+    rest: Rest<'_>,
+    cfg: Config,
+    faults: &Faults,
+) -> Run {
+    let machine = BatchMachine::opening(platform.clone(), opening, total, cfg).expect("machine");
+    drive(machine, platform.len(), opening.ports, total, truth, faults, Some(rest))
+}
+
+fn drive(
+    mut machine: BatchMachine,
+    p: usize,
+    ports: Ports,
+    total: usize,
+    truth: &[Worker],
+    faults: &Faults,
+    mut rest: Option<Rest<'_>>,
+) -> Run {
     let (kills, change) = (&faults.kills, faults.change);
-    let mut machine = BatchMachine::new(platform.clone(), plan, cfg).expect("machine");
-    let p = platform.len();
     let mut sim = Sim {
-        ports: plan.ports,
+        ports,
         truth: truth.to_vec(),
         change,
         started: vec![0; p],
@@ -453,7 +498,7 @@ pub fn simulate(platform: &Platform, truth: &[Worker], plan: &Plan, cfg: Config,
         keys: 0,
         early: Vec::new(),
         transfers: Vec::new(),
-        stored: vec![0; plan.load as usize],
+        stored: vec![0; total],
         held: vec![0; p],
         max_held: vec![0; p],
     };
@@ -476,6 +521,13 @@ pub fn simulate(platform: &Platform, truth: &[Worker], plan: &Plan, cfg: Config,
             .wake_at()
             .filter(|&w| w > now)
             .map_or(next_tick, |w| w.min(next_tick));
+        if let Some(r) = rest.take_if(|r| r.at <= due && next.is_none_or(|t| r.at <= t)) {
+            now = now.max(r.at);
+            commands = machine
+                .add_rest(r.platform.clone(), r.plan, now)
+                .expect("the rest fits");
+            continue;
+        }
         if next.is_none_or(|t| t > due) {
             now = due;
             if due >= next_tick {

@@ -41,6 +41,7 @@ pub mod error;
 pub mod fast;
 pub mod lane;
 pub mod lp;
+pub mod opening;
 pub mod pace;
 pub mod paced;
 pub mod partition;

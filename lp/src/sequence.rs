@@ -16,7 +16,7 @@ use crate::platform::Platform;
 use crate::schedule::{Ports, Scenario, WorkerTimes};
 
 mod execute;
-pub use execute::{execute, returns_before, strict_makespan};
+pub use execute::{execute, execute_released, returns_before, strict_makespan};
 
 /// A transfer on the master's port: the index of a chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

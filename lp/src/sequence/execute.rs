@@ -36,6 +36,24 @@ pub fn execute(platform: &Platform, chunks: &[RoundChunk], ops: &[PortOp], ports
     run(platform, chunks, ops, ports, true)
 }
 
+/// As [`execute`] (gaps filled if `fill`, else strictly in order), no
+/// chunk sent before its `release` (seconds): a plan whose later chunks
+/// were ready to go only then (the rest of a batch planned while its
+/// opening went out, [`crate::opening`]).
+pub fn execute_released(
+    platform: &Platform,
+    chunks: &[RoundChunk],
+    ops: &[PortOp],
+    ports: Ports,
+    fill: bool,
+    release: &[f64],
+) -> (Vec<ChunkTimes>, f64) {
+    assert_eq!(release.len(), chunks.len(), "one release per chunk");
+    let sim = simulate_from(platform, chunks, ops, ports, fill, release.to_vec());
+    let makespan = sim.makespan();
+    (sim.times, makespan)
+}
+
 /// Each chunk's times and the makespan of `ops`, with the gaps filled if
 /// `fill`, else strictly in order.
 pub(super) fn run(
@@ -57,12 +75,24 @@ pub fn strict_makespan(platform: &Platform, chunks: &[RoundChunk], ops: &[PortOp
 }
 
 fn simulate<'a>(platform: &'a Platform, chunks: &'a [RoundChunk], ops: &[PortOp], ports: Ports, fill: bool) -> Sim<'a> {
+    simulate_from(platform, chunks, ops, ports, fill, vec![0.0; chunks.len()])
+}
+
+fn simulate_from<'a>(
+    platform: &'a Platform,
+    chunks: &'a [RoundChunk],
+    ops: &[PortOp],
+    ports: Ports,
+    fill: bool,
+    given: Vec<f64>,
+) -> Sim<'a> {
     let mut sim = Sim {
         wk: platform.workers(),
         chunks,
         times: vec![ChunkTimes::default(); chunks.len()],
         busy_until: vec![0.0; platform.len()],
-        release: vec![0.0; chunks.len()],
+        release: given.clone(),
+        given,
         costs: (chunks.iter())
             .map(|c| {
                 let (x, n) = (&platform.workers()[c.worker], c.units as f64);
@@ -103,6 +133,9 @@ struct Sim<'a> {
     /// When each chunk may be sent at the earliest: its worker's returns
     /// planned before it are over (two lanes).
     release: Vec<f64>,
+    /// When each chunk was ready to go at the earliest, whatever its
+    /// worker's returns (0 but for [`execute_released`]).
+    given: Vec<f64>,
     /// What each chunk's send and return cost the port.
     costs: Vec<[Transfer; 2]>,
 }

@@ -352,5 +352,6 @@ fn a_stall_fails_the_batch() {
 
 mod enrol;
 mod on_demand;
+mod opening;
 mod rounds;
 mod shared;

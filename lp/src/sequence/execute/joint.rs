@@ -72,7 +72,7 @@ impl Sim<'_> {
                     releases[*r].push(j);
                     f64::INFINITY
                 }
-                None => 0.0,
+                None => self.given[j],
             };
             self.times[j].compute_end = f64::INFINITY;
         }
@@ -106,7 +106,7 @@ impl Sim<'_> {
                     PortOp::Return(_) => {
                         returning.retain(|x| x.0 != pos);
                         for &s in &releases[j] {
-                            self.release[s] = end;
+                            self.release[s] = end.max(self.given[s]);
                         }
                     }
                 }
