@@ -235,9 +235,11 @@ pub fn short_send_queue(stream: &tokio::net::TcpStream) {
 
 /// Hold what this end sends on `stream` to `bytes_per_sec` (the kernel
 /// paces the segments: `SO_MAX_PACING_RATE`), or lift the limit (`None`).
-/// Linux only: elsewhere an error says pacing is not available.
+/// Linux only: elsewhere an error says pacing is not available. `stream`
+/// may be a duplicate of the socket's descriptor (the limit is the
+/// socket's).
 #[allow(unsafe_code)]
-pub fn pace(stream: &tokio::net::TcpStream, bytes_per_sec: Option<u64>) -> std::io::Result<()> {
+pub fn pace(stream: &impl std::os::fd::AsFd, bytes_per_sec: Option<u64>) -> std::io::Result<()> {
     #[cfg(all(
         target_os = "linux",
         not(any(
@@ -249,6 +251,7 @@ pub fn pace(stream: &tokio::net::TcpStream, bytes_per_sec: Option<u64>) -> std::
     ))]
     {
         use std::os::fd::AsRawFd;
+        let stream = stream.as_fd();
         // <asm-generic/socket.h>; libc does not export it on every target.
         const SO_MAX_PACING_RATE: libc::c_int = 47;
         // u64::MAX is "no limit"; a rate of 0 would stop the socket.

@@ -413,6 +413,7 @@ fn run(
         rounding: rounding_of(rounding)?,
         verify,
         seed,
+        open_after: dls_master::session::OPEN_AFTER,
         options: RunOptions {
             max_chunk_bytes: chunk_mb << 20,
             straggler,

@@ -78,6 +78,7 @@ fn run_config(args: &RunArgs) -> Result<RunConfig> {
         },
         verify: args.verify,
         seed: args.seed,
+        open_after: crate::session::OPEN_AFTER,
         options: RunOptions {
             max_chunk_bytes: args.chunk_mb << 20,
             straggler: args.straggler,

@@ -32,6 +32,9 @@ pub(crate) enum Cmd {
     Grant(ChunkId),
     /// Send a panel of one large product.
     Panel(PanelCmd),
+    /// Send large chunks in pieces from now on, or whole (a link paced
+    /// once the rest of an opened batch is planned).
+    Pieces(bool),
     /// Tell the worker to drop the job, then stop.
     Cancel,
 }
@@ -320,7 +323,7 @@ impl LinkTask {
         let mut pending: HashMap<ChunkId, Pending> = HashMap::new();
         let mut side = ProductSide::default();
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let ctx = Ctx {
+        let mut ctx = Ctx {
             work: &work,
             job,
             watch,
@@ -371,6 +374,10 @@ impl LinkTask {
                     }
                     Work::Batch(_) => Some(Ev::Fatal("internal error: a panel to send on a batch's link".into())),
                 },
+                Step::Cmd(Some(Cmd::Pieces(on))) => {
+                    ctx.pieces = on;
+                    None
+                }
                 Step::Cmd(Some(Cmd::Grant(chunk))) => {
                     // Before the pieces of chunks not yet on the wire.
                     wire.push_urgent(Out::Msg(ToWorker::Grant { job, chunk }));

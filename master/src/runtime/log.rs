@@ -89,6 +89,14 @@ pub fn plan(platform: &Platform, plan: &Plan, bound: f64) {
     }
 }
 
+/// The plan of an opened batch, once its rest was planned `at` seconds
+/// after the opening went out.
+pub fn opened(platform: &Platform, whole: &Plan, at: f64) {
+    let bound = crate::output::report::steady_state_bound(platform, whole);
+    plan(platform, whole, bound);
+    info!(rest_ready = at, "the batch opened before its plan was made");
+}
+
 /// One product's plan: who computes which rectangle, predicted against
 /// the bound.
 pub fn product_plan(names: &[String], plan: &dls_lp::product::ProductPlan) {

@@ -14,8 +14,10 @@ use dls_core::record::Measured;
 use dls_lp::{Plan, Platform};
 use dls_protocol::{ChunkId, JobId, Values};
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 /// How to run. The port model is the plan's.
 #[derive(Debug, Clone, Copy)]
@@ -69,6 +71,9 @@ pub struct Outcome {
     pub measured: Measured,
     /// The instant the measurements count from (the machine's 0 s).
     pub started: Instant,
+    /// For an opened batch: the plan of the whole, and when its rest was
+    /// ready.
+    pub opened: Option<Opened>,
 }
 
 /// Where a run's results go: every product's C to `sink`, and the C of
@@ -81,6 +86,32 @@ pub struct Results<'a> {
     pub on_chunk: &'a mut (dyn FnMut(usize) + Send),
 }
 
+/// What a run carries out: a plan made before it, or an opening sent at
+/// once while the plan of the whole batch is still being made
+/// (`dls_lp::opening`).
+pub enum Planned<'a> {
+    Whole(&'a Plan),
+    Opening(Box<Opening>),
+}
+
+/// An opened batch: its opening, the plan that carries it (one chunk),
+/// and the planning of the whole batch under way: its platform (paced,
+/// maybe) and plan.
+pub struct Opening {
+    pub opening: dls_lp::opening::Opening,
+    pub first: Plan,
+    pub planning: JoinHandle<Result<(Platform, Plan)>>,
+}
+
+/// What an opened batch ran: the platform its rest was planned on, the
+/// plan of the whole (the opening first, `dls_lp::opening::split`), and
+/// when its rest was ready (seconds from the start).
+pub struct Opened {
+    pub platform: Platform,
+    pub plan: Plan,
+    pub at: f64,
+}
+
 /// Run `plan` (made for `platform`, indexed like the pool's links). Workers
 /// that fail are given up on and their products redone over the survivors;
 /// the links go back to the pool whatever happens. The outcome's `c` is
@@ -88,20 +119,39 @@ pub struct Results<'a> {
 pub async fn execute(
     pool: &mut Pool,
     platform: &Platform,
-    plan: &Plan,
+    planned: Planned<'_>,
     batch: &Batch,
     job: JobId,
     opts: &RunOptions,
     results: Results<'_>,
 ) -> Result<Outcome> {
     let p = pool.len();
-    if plan.loads.len() != p || platform.len() != p {
-        bail!("the plan has {} workers but {p} are connected", plan.loads.len());
+    let owned;
+    let (first, mut rest) = match planned {
+        Planned::Whole(plan) => (plan, None),
+        Planned::Opening(o) => {
+            let Opening {
+                opening,
+                first,
+                planning,
+            } = *o;
+            owned = first;
+            let rest = Rest {
+                opening,
+                planning,
+                sockets: Vec::new(),
+            };
+            (&owned, Some(rest))
+        }
+    };
+    if first.loads.len() != p || platform.len() != p {
+        bail!("the plan has {} workers but {p} are connected", first.loads.len());
     }
-    if plan.load as usize != batch.count {
+    let opened = rest.is_some();
+    if !opened && first.load as usize != batch.count {
         bail!(
             "the plan is for {} products but the batch has {}",
-            plan.load,
+            first.load,
             batch.count
         );
     }
@@ -113,17 +163,24 @@ pub async fn execute(
         liveness: opts.liveness.as_secs_f64(),
         adapt: opts.adapt,
     };
-    let mut machine = BatchMachine::new(platform.clone(), plan, cfg).map_err(|e| anyhow!(e))?;
+    let mut machine = match opened {
+        false => BatchMachine::new(platform.clone(), first, cfg),
+        true => BatchMachine::opening(platform.clone(), first, batch.count, cfg),
+    }
+    .map_err(|e| anyhow!(e))?;
     let watch = Watch {
         liveness: opts.liveness,
         heartbeat: opts.heartbeat,
     };
-    pace_links(pool, &plan.pace, batch.form.in_bytes(1), true);
-    // Only paced links cut their chunks (see `LinkTask::pieces`), and only
-    // where a return may cross a send (two lanes).
-    let pieces: Vec<bool> = (0..pool.len())
-        .map(|i| !plan.ports.one_lane() && plan.pace.get(i).is_some_and(|p| p.is_some()))
-        .collect();
+    pace_links(pool, &first.pace, batch.form.in_bytes(1), true);
+    let pieces = pieces(first);
+    // An opened batch's pace is known once its rest is planned: its
+    // sockets are reached through duplicates of their descriptors.
+    if let Some(r) = rest.as_mut() {
+        r.sockets = (pool.links().iter())
+            .map(|l| l.conn.get_ref().as_fd().try_clone_to_owned().ok())
+            .collect();
+    }
     let (links, ev_rx) = Links::spawn(pool, &Work::Batch(batch.clone()), job, watch, &pieces)?;
     let mut shell = Shell {
         batch,
@@ -137,17 +194,61 @@ pub async fn execute(
         on_chunk: results.on_chunk,
     };
     let started = Instant::now();
-    let result = shell.drive(&mut machine, ev_rx, started).await;
+    let result = shell.drive(&mut machine, ev_rx, started, &mut rest).await;
     let restored = shell.links.restore(pool).await;
-    pace_links(pool, &plan.pace, batch.form.in_bytes(1), false);
+    let pace = match &result {
+        Ok(Some(o)) => &o.plan.pace,
+        _ => &first.pace,
+    };
+    pace_links(pool, pace, batch.form.in_bytes(1), false);
+    if let Some(r) = rest {
+        r.planning.abort(); // the run failed before its plan was made
+    }
     restored?;
-    result?;
+    let opened = result?;
     Ok(Outcome {
         c: Values::default(),
         kept: shell.kept,
         measured: machine.finish(),
         started,
+        opened,
     })
+}
+
+/// Which links cut their chunks in pieces (see `LinkTask::pieces`): only
+/// paced ones, and only where a return may cross a send (two lanes).
+fn pieces(plan: &Plan) -> Vec<bool> {
+    (0..plan.loads.len())
+        .map(|i| !plan.ports.one_lane() && plan.pace.get(i).is_some_and(|p| p.is_some()))
+        .collect()
+}
+
+/// Pace the sockets of the workers the whole plan paces (through
+/// `sockets`, duplicates of theirs; `unit` bytes a product), and have
+/// their links cut their chunks as a paced plan's do.
+async fn pace_rest(links: &Links, unit: u64, sockets: &[Option<std::os::fd::OwnedFd>], whole: &Plan) {
+    for (i, on) in pieces(whole).into_iter().enumerate() {
+        let (Some(Some(p)), Some(Some(fd))) = (whole.pace.get(i), sockets.get(i)) else {
+            continue;
+        };
+        if let Err(e) = dls_common::pace(fd, Some(p.socket_rate(unit))) {
+            tracing::warn!(
+                worker = i,
+                "cannot pace the sends to this worker ({e}): they run at full speed"
+            );
+        }
+        if on {
+            links.send(i, Cmd::Pieces(true)).await;
+        }
+    }
+}
+
+/// The rest of an opened batch, being planned, and duplicates of the
+/// links' sockets to pace them by once it is.
+struct Rest {
+    opening: dls_lp::opening::Opening,
+    planning: JoinHandle<Result<(Platform, Plan)>>,
+    sockets: Vec<Option<std::os::fd::OwnedFd>>,
 }
 
 /// Hold the sends to each paced worker near its pace
@@ -193,7 +294,9 @@ impl Shell<'_> {
         machine: &mut BatchMachine,
         mut events: mpsc::Receiver<(usize, Ev)>,
         t0: Instant,
-    ) -> Result<()> {
+        rest: &mut Option<Rest>,
+    ) -> Result<Option<Opened>> {
+        let mut opened = None;
         // The machine's clock never goes back: events of different link
         // tasks, each stamped when read, may reach this loop a few
         // microseconds out of order.
@@ -211,7 +314,7 @@ impl Shell<'_> {
                 self.carry_out(cmd).await?;
             }
             match machine.status() {
-                Status::Done => return Ok(()),
+                Status::Done => return Ok(opened),
                 Status::Failed(why) => bail!(why),
                 Status::Running => {}
             }
@@ -223,6 +326,17 @@ impl Shell<'_> {
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
             let (worker, ev) = tokio::select! {
                 e = events.recv() => e.ok_or_else(|| anyhow!("every worker connection ended before the batch was done"))?,
+                planned = async { (&mut rest.as_mut().expect("a rest being planned").planning).await }, if rest.is_some() => {
+                    let r = rest.take().expect("a rest being planned");
+                    let (platform, plan) = planned.map_err(|e| anyhow!("internal error: planning the batch: {e}"))??;
+                    let at = secs(Instant::now());
+                    let (whole, part) = dls_lp::opening::split(&platform, &plan, r.opening, at);
+                    pace_rest(&self.links, self.batch.form.in_bytes(1), &r.sockets, &whole).await;
+                    log::opened(&platform, &whole, at);
+                    commands = machine.add_rest(platform.clone(), &part, at).map_err(|e| anyhow!("internal error: {e}"))?;
+                    opened = Some(Opened { platform, plan: whole, at });
+                    continue;
+                }
                 _ = tick.tick() => {
                     commands = machine.on_tick(secs(Instant::now()));
                     continue;

@@ -62,6 +62,9 @@ pub struct RunConfig {
     pub verify: usize,
     /// Seed of the products chosen for verification.
     pub seed: u64,
+    /// How long a run with a platform waits for its plan before it opens
+    /// the batch ([`run_batch_into`]; [`OPEN_AFTER`] by default).
+    pub open_after: std::time::Duration,
     pub options: RunOptions,
 }
 
@@ -74,6 +77,7 @@ impl Default for RunConfig {
             rounding: Rounding::Refined,
             verify: 3,
             seed: 0,
+            open_after: OPEN_AFTER,
             options: RunOptions::default(),
         }
     }
@@ -91,6 +95,9 @@ pub struct BatchRun {
     /// When its first chunk went out at the earliest (a probe's, when the
     /// run calibrated inside itself).
     pub first_send: std::time::Instant,
+    /// An opened batch's: seconds from its first send to its rest being
+    /// planned (nothing but the opening was sent before).
+    pub rest_at: Option<f64>,
 }
 
 /// The platform in the links' order, each worker's `max_load` capped by
@@ -150,6 +157,9 @@ pub async fn run_batch(
 
 /// As [`run_batch`], with every product's C given to `sink` as it arrives
 /// (an output file, say), so the master never holds the batch's results.
+/// A plan that takes longer than [`OPEN_AFTER`] to make has the batch
+/// opened meanwhile (`dls_lp::opening`): its first chunk goes out, and the
+/// plan of the whole, made beside it, runs the rest.
 pub async fn run_batch_into(
     pool: &mut Pool,
     platform: &Platform,
@@ -160,17 +170,66 @@ pub async fn run_batch_into(
     mut on_chunk: impl FnMut(usize) + Send,
 ) -> Result<BatchRun> {
     let t0 = std::time::Instant::now();
-    let (platform, plan) = plan_for(pool, platform, batch, cfg)?;
-    let plan_secs = t0.elapsed().as_secs_f64();
+    let (platform, req) = prepare(pool, platform, batch, cfg)?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut planning = {
+        let (platform, pace, count) = (platform.clone(), cfg.pace, batch.count);
+        tokio::task::spawn_blocking(move || {
+            let planned = plan_prepared(&platform, &req, pace, count)?;
+            let _ = tx.send(planned.clone());
+            Ok(planned)
+        })
+    };
     let into = results(batch, cfg, sink, &mut on_chunk);
-    let mut done = run_plan_into(pool, platform, plan, batch, cfg, job, into).await?;
-    done.plan_secs = plan_secs;
+    let beside = beside_the_run(batch, &into, rx);
+    // Only plans that search open: the others are made in milliseconds.
+    let searches = matches!(req.strategy, Strategy::Best | Strategy::Rounds) && cfg.options.self_schedule.is_none();
+    let opening = dls_lp::opening::choose(&platform, req.ports, req.load).filter(|_| searches);
+    // No wait at all: open whatever the plan takes.
+    let quick = match cfg.open_after.is_zero() && opening.is_some() {
+        true => None,
+        false => tokio::time::timeout(cfg.open_after, &mut planning).await.ok(),
+    };
+    let whole = match (quick, opening) {
+        (Some(done), _) => Some(done),
+        (None, None) => Some((&mut planning).await),
+        (None, Some(_)) => None,
+    };
+    let internal = |e: tokio::task::JoinError| anyhow!("internal error: planning the batch: {e}");
+    let Some(opening) = opening.filter(|_| whole.is_none()) else {
+        let (platform, plan) = whole.expect("planned whole").map_err(internal)??;
+        let plan_secs = t0.elapsed().as_secs_f64();
+        let (mut done, _) = run_planned(pool, platform, Run::Whole(plan), beside, batch, cfg, job, into).await?;
+        done.plan_secs = plan_secs;
+        return Ok(done);
+    };
+    let waited = t0.elapsed().as_secs_f64();
+    let o = shell::Opening {
+        opening,
+        first: opening_plan(&platform, opening, req.ports)?,
+        planning,
+    };
+    let (mut done, at) = run_planned(pool, platform, Run::Opened(o), beside, batch, cfg, job, into).await?;
+    done.plan_secs = waited + at.unwrap_or(0.0);
     Ok(done)
 }
 
-/// The platform aligned with the pool's links and the plan of `batch` on
-/// it with `cfg`.
-fn plan_for(pool: &Pool, platform: &Platform, batch: &Batch, cfg: &RunConfig) -> Result<(Platform, Plan)> {
+/// How long a run waits for its plan before it opens the batch: plans
+/// made quicker run whole, as planned.
+pub const OPEN_AFTER: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// The plan that carries an opening: its one chunk.
+fn opening_plan(platform: &Platform, o: dls_lp::opening::Opening, ports: Ports) -> Result<Plan> {
+    let mut loads = vec![0; platform.len()];
+    loads[o.worker] = o.units;
+    let mut order: Vec<usize> = (0..platform.len()).collect();
+    order.swap(0, o.worker);
+    dls_lp::baseline::with_loads(platform, order, loads, ports).map_err(|e| anyhow!("planning the opening: {e}"))
+}
+
+/// The platform aligned with the pool's links and the request that plans
+/// `batch` on it with `cfg`.
+fn prepare(pool: &Pool, platform: &Platform, batch: &Batch, cfg: &RunConfig) -> Result<(Platform, Request)> {
     if batch.count == 0 {
         bail!("the batch is empty: give at least one product");
     }
@@ -184,12 +243,25 @@ fn plan_for(pool: &Pool, platform: &Platform, batch: &Batch, cfg: &RunConfig) ->
         ports,
         rounding: cfg.rounding,
     };
-    let planned = if cfg.pace {
-        dls_lp::plan_paced(&platform, &req)
+    Ok((platform, req))
+}
+
+/// The plan of `req` on `platform` (paced if `pace`), and the platform it
+/// runs on; `count` names the batch in an error.
+fn plan_prepared(platform: &Platform, req: &Request, pace: bool, count: usize) -> Result<(Platform, Plan)> {
+    let planned = if pace {
+        dls_lp::plan_paced(platform, req)
     } else {
-        dls_lp::plan(&platform, &req).map(|p| (platform, p))
+        dls_lp::plan(platform, req).map(|p| (platform.clone(), p))
     };
-    planned.map_err(|e| anyhow!("planning {} products: {e}", batch.count))
+    planned.map_err(|e| anyhow!("planning {count} products: {e}"))
+}
+
+/// The platform aligned with the pool's links and the plan of `batch` on
+/// it with `cfg`.
+fn plan_for(pool: &Pool, platform: &Platform, batch: &Batch, cfg: &RunConfig) -> Result<(Platform, Plan)> {
+    let (platform, req) = prepare(pool, platform, batch, cfg)?;
+    plan_prepared(&platform, &req, cfg.pace, batch.count)
 }
 
 /// Run a plan made elsewhere (a baseline, say) on `platform` (already
@@ -235,13 +307,66 @@ async fn run_plan_into(
     job: u64,
     results: Results<'_>,
 ) -> Result<BatchRun> {
-    log::plan(
-        &platform,
-        &plan,
-        crate::output::report::steady_state_bound(&platform, &plan),
-    );
-    let beside = beside_the_run(&platform, &plan, batch, &results);
-    let outcome = shell::execute(pool, &platform, &plan, batch, JobId(job), &cfg.options, results).await?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let _ = tx.send((platform.clone(), plan.clone()));
+    let beside = beside_the_run(batch, &results, rx);
+    Ok(
+        run_planned(pool, platform, Run::Whole(plan), beside, batch, cfg, job, results)
+            .await?
+            .0,
+    )
+}
+
+/// What a run carries out: a plan, or an opening with the plan of the
+/// whole batch under way.
+enum Run {
+    Whole(Plan),
+    Opened(shell::Opening),
+}
+
+/// Run what `run` says on `platform` (the plan's, or the opening's),
+/// verify the products `results` keeps, report on the plan of the whole.
+/// For an opened batch, also when its rest was ready (seconds from the
+/// first send).
+#[allow(clippy::too_many_arguments)]
+async fn run_planned(
+    pool: &mut Pool,
+    platform: Platform,
+    run: Run,
+    beside: JoinHandle<Beside>,
+    batch: &Batch,
+    cfg: &RunConfig,
+    job: u64,
+    results: Results<'_>,
+) -> Result<(BatchRun, Option<f64>)> {
+    let (id, opts) = (JobId(job), &cfg.options);
+    let (platform, plan, outcome, at) = match run {
+        Run::Whole(plan) => {
+            log::plan(
+                &platform,
+                &plan,
+                crate::output::report::steady_state_bound(&platform, &plan),
+            );
+            let outcome =
+                shell::execute(pool, &platform, shell::Planned::Whole(&plan), batch, id, opts, results).await?;
+            (platform, plan, outcome, None)
+        }
+        Run::Opened(o) => {
+            let mut outcome = shell::execute(
+                pool,
+                &platform,
+                shell::Planned::Opening(Box::new(o)),
+                batch,
+                id,
+                opts,
+                results,
+            )
+            .await?;
+            let shell::Opened { platform, plan, at } = (outcome.opened.take())
+                .ok_or_else(|| anyhow!("internal error: an opened batch ended without the plan of its rest"))?;
+            (platform, plan, outcome, Some(at))
+        }
+    };
     let form = batch.form;
     log::end(&platform, &plan, &outcome.measured, |n| {
         let n = u32::try_from(n).unwrap_or(u32::MAX);
@@ -257,7 +382,7 @@ async fn run_plan_into(
     let mut trace = Trace::new(&names, &plan, &outcome.measured);
     trace.title = Some(format!("{} products of {}, {}", batch.count, batch.form, plan.strategy));
     let first_send = outcome.started;
-    Ok(BatchRun {
+    let done = BatchRun {
         platform,
         plan,
         outcome,
@@ -265,20 +390,31 @@ async fn run_plan_into(
         trace,
         plan_secs: 0.0,
         first_send,
-    })
+        rest_at: at,
+    };
+    Ok((done, at))
 }
 
 /// What a run's report needs that does not depend on its results, worked
 /// out off the async threads while the run goes on rather than after it
 /// (after it, they added 0.1-0.2 s to a run of 300 products of 256×256):
-/// the plan's efficiency against the equivalent homogeneous platform (a
-/// plan of its own), and the naive products the master checks results by.
-fn beside_the_run(platform: &Platform, plan: &Plan, batch: &Batch, results: &Results<'_>) -> JoinHandle<Beside> {
-    let (platform, plan, batch) = (platform.clone(), plan.clone(), batch.clone());
+/// the naive products the master checks results by, and the plan's
+/// efficiency against the equivalent homogeneous platform (a plan of its
+/// own) once `plan` brings the plan (none if it never does).
+fn beside_the_run(
+    batch: &Batch,
+    results: &Results<'_>,
+    plan: std::sync::mpsc::Receiver<(Platform, Plan)>,
+) -> JoinHandle<Beside> {
+    let batch = batch.clone();
     let picks: Vec<usize> = results.keep.iter().copied().collect();
-    tokio::task::spawn_blocking(move || Beside {
-        efficiency: dls_lp::plan::efficiency(&platform, &plan).ok(),
-        references: batch::references(&batch, &picks),
+    tokio::task::spawn_blocking(move || {
+        let references = batch::references(&batch, &picks);
+        let efficiency = plan
+            .recv()
+            .ok()
+            .and_then(|(platform, plan)| dls_lp::plan::efficiency(&platform, &plan).ok());
+        Beside { efficiency, references }
     })
 }
 
