@@ -539,6 +539,14 @@ pub fn equivalent_homogeneous(platform: &Platform) -> Result<Platform> {
     Ok(Platform::new(workers)?.with_uplink(platform.uplink()))
 }
 
+/// The steady-state bound on `plan`'s makespan (NaN where there is
+/// none): on its links' own costs, a paced plan's platform having its
+/// paces for links.
+pub fn steady_state_bound(platform: &Platform, plan: &Plan) -> f64 {
+    let links = crate::pace::unpaced(platform, &plan.pace);
+    crate::bound::steady_state(&links, plan.ports).map_or(f64::NAN, |s| s.makespan_bound(plan.load))
+}
+
 /// How the plan compares with the same strategy on the equivalent
 /// homogeneous platform: that platform's rational makespan divided by the
 /// plan's (1: as efficient; above 1: the heterogeneous platform, well

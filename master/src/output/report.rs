@@ -493,10 +493,7 @@ fn span(start: f64, end: f64) -> String {
 /// load / ρ* for the plan's platform and port model (NaN if it cannot be
 /// computed).
 pub fn steady_state_bound(platform: &Platform, plan: &Plan) -> f64 {
-    // A paced plan's platform has its paces for links: the bound is the
-    // links' own.
-    let links = dls_lp::pace::unpaced(platform, &plan.pace);
-    dls_lp::steady_state(&links, plan.ports).map_or(f64::NAN, |s| s.makespan_bound(plan.load))
+    dls_lp::plan::steady_state_bound(platform, plan)
 }
 
 /// Peak resident set size of this process (VmHWM in /proc/self/status).

@@ -92,7 +92,7 @@ pub fn plan(platform: &Platform, plan: &Plan, bound: f64) {
 /// The plan of an opened batch, once its rest was planned `at` seconds
 /// after the opening went out.
 pub fn opened(platform: &Platform, whole: &Plan, at: f64) {
-    let bound = crate::output::report::steady_state_bound(platform, whole);
+    let bound = dls_lp::plan::steady_state_bound(platform, whole);
     plan(platform, whole, bound);
     info!(rest_ready = at, "the batch opened before its plan was made");
 }
