@@ -12,6 +12,7 @@
 //! product, divided by its values and flops): sending one value of A or B
 //! to worker i takes `send`, returning one of C `ret`, one flop `flop`.
 
+pub mod exchange;
 pub mod timeline;
 
 use crate::error::{Error, Result};
