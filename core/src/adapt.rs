@@ -223,9 +223,9 @@ pub fn enrol(corrected: &Platform, ports: Ports, enrolled: &[usize], free: &[usi
 /// whose transfers do not fit beside another's gets the time it leaves
 /// and the room beside it), elsewhere the bound's.
 fn rates(platform: &Platform, ports: Ports) -> Option<SteadyState> {
-    match ports {
-        Ports::Shared(u) => Some(steady_state_admitted(platform, u)),
-        _ => steady_state(platform, ports).ok(),
+    match ports.uplink() {
+        Some(u) => Some(steady_state_admitted(platform, u)),
+        None => steady_state(platform, ports).ok(),
     }
 }
 

@@ -118,7 +118,7 @@ pub fn plan_paced(platform: &Platform, req: &Request) -> Result<(Platform, Plan)
 
 /// [`plan_paced`], and how many candidates it did not plan.
 fn screened(platform: &Platform, req: &Request) -> Result<((Platform, Plan), usize)> {
-    let (Ports::Shared(u), Strategy::Best | Strategy::Rounds) = (req.ports, req.strategy) else {
+    let (Some(u), Strategy::Best | Strategy::Rounds) = (req.ports.uplink(), req.strategy) else {
         return Ok(((platform.clone(), plan(platform, req)?), 0));
     };
     let mut candidates: Vec<Candidate> = (paces(platform, u).into_iter().enumerate())

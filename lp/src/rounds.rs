@@ -131,9 +131,10 @@ pub const SHARED_SLACK: f64 = 0.03;
 
 /// The slack of `rounds` under `ports`.
 pub fn slack(ports: Ports) -> f64 {
-    match ports {
-        Ports::Shared(_) => SHARED_SLACK,
-        _ => SLACK,
+    if ports.uplink().is_some() {
+        SHARED_SLACK
+    } else {
+        SLACK
     }
 }
 

@@ -27,6 +27,14 @@ pub struct Transfer {
 }
 
 impl Ports {
+    /// The shared uplink transfers cross, if the master is behind one.
+    pub fn uplink(self) -> Option<Uplink> {
+        match self {
+            Ports::Shared(u) => Some(u),
+            Ports::One | Ports::Two => None,
+        }
+    }
+
     /// Whether sends and returns draw on one capacity (one lane of
     /// transfers), rather than one each.
     pub fn one_lane(self) -> bool {

@@ -43,7 +43,7 @@ impl BatchMachine {
         let free: Vec<usize> = (0..self.alive.len())
             .filter(|&w| self.alive[w] && self.left_out[w] && self.committed[w] == 0)
             .collect();
-        let phases: &[Phase] = if matches!(self.port.ports(), dls_lp::Ports::Shared(_)) {
+        let phases: &[Phase] = if self.port.ports().uplink().is_some() {
             &[Phase::Send, Phase::Compute, Phase::Return]
         } else {
             &[Phase::Compute]

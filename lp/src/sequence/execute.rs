@@ -102,7 +102,7 @@ fn simulate_from<'a>(
     };
     if !ports.one_lane() {
         sim.two_lanes(ops, fill);
-    } else if matches!(ports, Ports::Shared(_)) {
+    } else if ports.uplink().is_some() {
         sim.shared_lane(ops, fill);
     } else {
         sim.lane(ops, fill);

@@ -66,14 +66,11 @@ pub struct UplinkJson {
 /// one each; `uplink` when transfers share an uplink, several at once.
 pub fn port_fields(ports: dls_lp::Ports) -> (u8, Option<UplinkJson>) {
     let lanes = if ports.one_lane() { 1 } else { 2 };
-    let uplink = match ports {
-        dls_lp::Ports::Shared(u) => Some(UplinkJson {
-            send: u.send,
-            ret: u.ret,
-            duplex: u.duplex,
-        }),
-        _ => None,
-    };
+    let uplink = ports.uplink().map(|u| UplinkJson {
+        send: u.send,
+        ret: u.ret,
+        duplex: u.duplex,
+    });
     (lanes, uplink)
 }
 

@@ -151,8 +151,8 @@ pub fn request(job: &ProductJob, cfg: &ProductConfig, measured: Ports, form: &Fo
     };
     // Behind a shared full-duplex uplink sends to several workers may
     // cross, unless one port was asked for.
-    req.uplink = match (cfg.ports, measured) {
-        (None, Ports::Shared(u)) if u.duplex => u.send / form.in_len(1) as f64,
+    req.uplink = match (cfg.ports, measured.uplink()) {
+        (None, Some(u)) if u.duplex => u.send / form.in_len(1) as f64,
         _ => 0.0,
     };
     let all = (n * k + k * m + n * m) as f64;
