@@ -29,12 +29,11 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-DLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target", "release", "dls")
+from peer_common import shape_of, timed_dls, wait_for_dask_to_leave
 
 
 def check(c, a, b, what):
@@ -59,38 +58,10 @@ def dask_time(a, b, split):
     return secs
 
 
-def wait_for_dask_to_leave(timeout=15.0):
-    """Until the Dask workers' processes are gone: they share the nodes'
-    CPU quotas."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if subprocess.run(["pgrep", "-f", "dask worker"], capture_output=True).returncode != 0:
-            return
-        time.sleep(0.2)
-    print(f"warning: Dask workers still running {timeout:.0f} s after the shutdown", file=sys.stderr)
-
-
 def dls_run(cluster, files, out, distribution):
     """Wall seconds of one cold `dls run` of the product, and its summary."""
-    cmd = [DLS, "run", "--cluster", cluster, "--input", *files, "--output", out,
-           "--distribution", distribution, "--json"]
-    t0 = time.perf_counter()
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    secs = time.perf_counter() - t0
-    if run.returncode != 0:
-        sys.exit(f"dls run failed: {run.stderr[-2000:]}")
-    return secs, json.loads(run.stdout)
-
-
-def shape_of(args):
-    """(n, k, m) from --size or --shape; exits with the problem named."""
-    if args.size is not None:
-        return args.size, args.size, args.size
-    try:
-        n, k, m = (int(x) for x in args.shape.split(","))
-    except ValueError:
-        sys.exit(f"--shape takes three whole numbers n,k,m, not {args.shape!r}")
-    return n, k, m
+    return timed_dls(["run", "--cluster", cluster, "--input", *files, "--output", out,
+                      "--distribution", distribution, "--json"])
 
 
 def table(rows, dls, best_dask):

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 
-DLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target", "release", "dls")
+from peer_common import DLS, shape_of, timed_dls, wait_for_dask_to_leave
 
 
 def products(a, b):
@@ -55,39 +55,12 @@ def dask_time(client, a, b, per_task):
     return secs
 
 
-def wait_for_dask_to_leave(timeout=15.0):
-    """Until the Dask workers' processes are gone: they share the nodes'
-    CPU quotas, and one still closing slows what dls measures next."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if subprocess.run(["pgrep", "-f", "dask worker"], capture_output=True).returncode != 0:
-            return
-        time.sleep(0.2)
-    print(f"warning: Dask workers still running {timeout:.0f} s after the shutdown", file=sys.stderr)
-
-
 def dls_run(cluster, form, batch, platform, seed):
     """Wall seconds of one `dls run`, and its JSON summary."""
-    cmd = [DLS, "run", "--cluster", cluster, *form, "--batch", str(batch), "--seed", str(seed), "--json"]
+    args = ["run", "--cluster", cluster, *form, "--batch", str(batch), "--seed", str(seed), "--json"]
     if platform:
-        cmd += ["--platform", platform]
-    t0 = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    secs = time.perf_counter() - t0
-    if out.returncode != 0:
-        sys.exit(f"dls run failed: {out.stderr[-2000:]}")
-    return secs, json.loads(out.stdout)
-
-
-def shape_of(args):
-    """(n, k, m) from --size or --shape; exits with the problem named."""
-    if args.size is not None:
-        return args.size, args.size, args.size
-    try:
-        n, k, m = (int(x) for x in args.shape.split(","))
-    except ValueError:
-        sys.exit(f"--shape takes three whole numbers n,k,m, not {args.shape!r}")
-    return n, k, m
+        args += ["--platform", platform]
+    return timed_dls(args)
 
 
 def main():
