@@ -88,6 +88,14 @@ fn two_2d_files_make_one_product_written_to_a_2d_file() {
     assert!(v["bound"]["makespan"].as_f64().expect("a bound") > 0.0);
     let ratio = v["communication"]["partition_over_lower"].as_f64().expect("a ratio");
     assert!(ratio >= 1.0 - 1e-9, "{ratio}");
+    // Through the master's uplink: A and B at least once, C once.
+    let uplink = v["communication"]["uplink"].as_u64().expect("values");
+    let least = v["communication"]["uplink_least"].as_u64().expect("values");
+    assert_eq!(least, (n * k + k * m + n * m) as u64);
+    assert!(
+        uplink >= least,
+        "{uplink} values through the uplink, fewer than {least}"
+    );
     // What the user waited for (no platform: calibrated first), in the
     // order it happened and inside the command's own time.
     let waited = |k: &str| {

@@ -43,6 +43,13 @@ pub struct Communication {
     pub partition: u64,
     pub lower: f64,
     pub partition_over_lower: f64,
+    /// Values through the master's uplink: A and B out (`sent`) and C
+    /// back (returns measured).
+    pub uplink: u64,
+    /// `n·k + k·m + n·m`: the least any distribution from one master
+    /// moves through its uplink (A and B once, C once).
+    pub uplink_least: u64,
+    pub uplink_over_least: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -131,12 +138,7 @@ impl ProductReport {
                 makespan: b.makespan,
             },
             measured_over_bound: measured.end / b.makespan,
-            communication: Communication {
-                sent: measured_sent(measured),
-                partition: b.partition,
-                lower: b.lower,
-                partition_over_lower: b.partition as f64 / b.lower,
-            },
+            communication: communication(plan, measured),
             losses: measured.losses.clone(),
             notes: plan.notes.clone(),
             waited: None,
@@ -199,6 +201,10 @@ impl ProductReport {
             self.communication.partition_over_lower,
             self.communication.lower
         ));
+        s.push_str(&format!(
+            "master's uplink: {} values (A and B out, C back), {:.2}× the n·k + k·m + n·m = {} any distribution from one master moves\n",
+            self.communication.uplink, self.communication.uplink_over_least, self.communication.uplink_least
+        ));
         if let Some(w) = &self.waited {
             s.push_str(&w.line());
             s.push('\n');
@@ -207,15 +213,28 @@ impl ProductReport {
     }
 }
 
-/// Values of A and B the measured sends carried (a send cut short by a
-/// loss counts whole).
-fn measured_sent(measured: &Measured) -> u64 {
-    measured
-        .transfers
-        .iter()
-        .filter(|t| t.panel.is_some())
-        .map(|t| t.values)
-        .sum()
+/// What the run moved against what its partition and any distribution
+/// from one master need (a transfer cut short by a loss counts whole).
+fn communication(plan: &ProductPlan, measured: &Measured) -> Communication {
+    let moved = |panels: bool| -> u64 {
+        (measured.transfers.iter())
+            .filter(|t| t.panel.is_some() == panels)
+            .map(|t| t.values)
+            .sum()
+    };
+    let (sent, returned) = (moved(true), moved(false));
+    let r = &plan.request;
+    let least = (r.n * r.k + r.k * r.m + r.n * r.m) as u64;
+    let b = &plan.bound;
+    Communication {
+        sent,
+        partition: b.partition,
+        lower: b.lower,
+        partition_over_lower: b.partition as f64 / b.lower,
+        uplink: sent + returned,
+        uplink_least: least,
+        uplink_over_least: (sent + returned) as f64 / least.max(1) as f64,
+    }
 }
 
 /// The run panel by panel: on each worker's track its sends, additions and
