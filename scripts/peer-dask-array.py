@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-from peer_common import shape_of, timed_dls, wait_for_dask_to_leave
+from peer_common import shape_of, testbed, timed_dls, with_dask
 
 
 def check(c, a, b, what):
@@ -98,26 +98,14 @@ def main():
     for what, v in (("n", n), ("k", k), ("m", m), ("--reps", args.reps), *(("a split", q) for q in splits)):
         if v < 1:
             sys.exit(f"{what} must be at least 1, not {v}")
-    cluster = os.environ.get("DLS_TESTBED_CLUSTER")
-    scheduler = os.environ.get("DLS_TESTBED_SCHEDULER")
-    if not cluster or not scheduler:
-        sys.exit("run me inside scripts/testbed.sh with DLS_TESTBED_DASK=1")
-    try:
-        import numpy as np
-        from distributed import Client
-    except ImportError:
-        sys.exit("Dask or numpy is missing: pip install distributed numpy")
+    cluster, scheduler, np, Client = testbed()
 
     rng = np.random.default_rng(1)
     a = rng.standard_normal((n, k))
     b = rng.standard_normal((k, m))
-    rows = {}
-    with Client(scheduler) as client:
-        client.wait_for_workers(len(open(cluster).read().split("[[worker]]")) - 1, timeout=60)
-        for q in splits:
-            rows[f"dask.array, chunks of n/{q}"] = [dask_time(a, b, q) for _ in range(args.reps)]
-        client.shutdown()
-    wait_for_dask_to_leave()
+    rows = with_dask(Client, scheduler, cluster, lambda client: {
+        f"dask.array, chunks of n/{q}": [dask_time(a, b, q) for _ in range(args.reps)] for q in splits
+    })
     dls = {}
     with tempfile.TemporaryDirectory() as tmp:
         files = [os.path.join(tmp, "A.npy"), os.path.join(tmp, "B.npy")]

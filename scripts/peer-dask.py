@@ -24,13 +24,12 @@ Each is repeated (--reps, median reported). Writes OUT.json and OUT.md.
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 import time
 
-from peer_common import DLS, shape_of, timed_dls, wait_for_dask_to_leave
+from peer_common import DLS, shape_of, testbed, timed_dls, with_dask
 
 
 def products(a, b):
@@ -77,29 +76,15 @@ def main():
         if v < 1:
             sys.exit(f"{what} must be at least 1, not {v}")
     form = ["--size", str(n)] if args.size else ["--shape", f"{n},{k},{m}"]
-    cluster = os.environ.get("DLS_TESTBED_CLUSTER")
-    scheduler = os.environ.get("DLS_TESTBED_SCHEDULER")
-    if not cluster or not scheduler:
-        sys.exit("run me inside scripts/testbed.sh with DLS_TESTBED_DASK=1")
-    try:
-        import numpy as np
-        from distributed import Client
-    except ImportError:
-        sys.exit("Dask or numpy is missing: pip install distributed numpy")
+    cluster, scheduler, np, Client = testbed()
 
     rng = np.random.default_rng(1)
     a = [rng.standard_normal((n, k)) for _ in range(args.batch)]
     b = [rng.standard_normal((k, m)) for _ in range(args.batch)]
-    rows = {}
-    with Client(scheduler) as client:
-        client.wait_for_workers(len(open(cluster).read().split("[[worker]]")) - 1, timeout=60)
-        for per_task in (1, 8):
-            rows[f"dask, tasks of {per_task}"] = [dask_time(client, a, b, per_task) for _ in range(args.reps)]
-        # Each system has the nodes to itself while it is timed: an idle Dask
-        # worker's periodic work (heartbeats, monitors) takes a large part of
-        # a node's quota of a tenth of a core, while an idle dls-worker sleeps.
-        client.shutdown()
-    wait_for_dask_to_leave()
+    rows = with_dask(Client, scheduler, cluster, lambda client: {
+        f"dask, tasks of {per_task}": [dask_time(client, a, b, per_task) for _ in range(args.reps)]
+        for per_task in (1, 8)
+    })
     platform = args.out + ".platform.toml"
     t0 = time.perf_counter()
     cal = subprocess.run([DLS, "calibrate", "--cluster", cluster, *form, "-o", platform],

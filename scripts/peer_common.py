@@ -42,3 +42,32 @@ def wait_for_dask_to_leave(timeout=15.0):
             return
         time.sleep(0.2)
     print(f"warning: Dask workers still running {timeout:.0f} s after the shutdown", file=sys.stderr)
+
+
+def testbed():
+    """The cluster file and Dask scheduler scripts/testbed.sh gives (with
+    DLS_TESTBED_DASK=1), and numpy and Dask's Client; exits naming what is
+    missing."""
+    cluster = os.environ.get("DLS_TESTBED_CLUSTER")
+    scheduler = os.environ.get("DLS_TESTBED_SCHEDULER")
+    if not cluster or not scheduler:
+        sys.exit("run me inside scripts/testbed.sh with DLS_TESTBED_DASK=1")
+    try:
+        import numpy
+        from distributed import Client
+    except ImportError:
+        sys.exit("Dask or numpy is missing: pip install distributed numpy")
+    return cluster, scheduler, numpy, Client
+
+
+def with_dask(client_class, scheduler, cluster, work):
+    """`work(client)` once every node's Dask worker is up; then Dask is
+    shut down and gone, so that dls has the nodes to itself: an idle Dask
+    worker's periodic work (heartbeats, monitors) takes a large part of a
+    node's small CPU quota, while an idle dls-worker sleeps."""
+    with client_class(scheduler) as client:
+        client.wait_for_workers(len(open(cluster).read().split("[[worker]]")) - 1, timeout=60)
+        out = work(client)
+        client.shutdown()
+    wait_for_dask_to_leave()
+    return out
