@@ -172,7 +172,7 @@ pub async fn execute(
         liveness: opts.liveness,
         heartbeat: opts.heartbeat,
     };
-    pace_links(pool, &first.pace, batch.form.in_bytes(1), true);
+    pace_links(pool, &first.pace, batch.form.in_bytes(1));
     let pieces = pieces(first);
     // An opened batch's pace is known once its rest is planned: its
     // sockets are reached through duplicates of their descriptors.
@@ -196,11 +196,11 @@ pub async fn execute(
     let started = Instant::now();
     let result = shell.drive(&mut machine, ev_rx, started, &mut rest).await;
     let restored = shell.links.restore(pool).await;
-    let pace = match &result {
-        Ok(Some(o)) => &o.plan.pace,
-        _ => &first.pace,
-    };
-    pace_links(pool, pace, batch.form.in_bytes(1), false);
+    // An opened batch's rest may have paced sockets, whether or not the
+    // run then ended well: every limit is lifted.
+    if opened || !first.pace.is_empty() {
+        unpace_links(pool);
+    }
     if let Some(r) = rest {
         r.planning.abort(); // the run failed before its plan was made
     }
@@ -226,17 +226,18 @@ fn pieces(plan: &Plan) -> Vec<bool> {
 /// Pace the sockets of the workers the whole plan paces (through
 /// `sockets`, duplicates of theirs; `unit` bytes a product), and have
 /// their links cut their chunks as a paced plan's do.
-async fn pace_rest(links: &Links, unit: u64, sockets: &[Option<std::os::fd::OwnedFd>], whole: &Plan) {
+async fn pace_rest(
+    links: &Links,
+    platform: &Platform,
+    unit: u64,
+    sockets: &[Option<std::os::fd::OwnedFd>],
+    whole: &Plan,
+) {
     for (i, on) in pieces(whole).into_iter().enumerate() {
         let (Some(Some(p)), Some(Some(fd))) = (whole.pace.get(i), sockets.get(i)) else {
             continue;
         };
-        if let Err(e) = dls_common::pace(fd, Some(p.socket_rate(unit))) {
-            tracing::warn!(
-                worker = i,
-                "cannot pace the sends to this worker ({e}): they run at full speed"
-            );
-        }
+        hold(fd, &platform.workers()[i].name, p, unit);
         if on {
             links.send(i, Cmd::Pieces(true)).await;
         }
@@ -252,25 +253,32 @@ struct Rest {
 }
 
 /// Hold the sends to each paced worker near its pace
-/// (`Pace::socket_rate`), or lift the limits again, from every link the
-/// pool still has (a lost one may have shifted the others). A socket that
-/// cannot be paced is run at full speed: the run's corrections then see
-/// its transfers as they are.
-fn pace_links(pool: &mut Pool, pace: &[Option<dls_lp::pace::Pace>], unit_bytes: u64, on: bool) {
-    if pace.is_empty() {
-        return;
-    }
-    if !on {
-        for link in pool.links() {
-            let _ = dls_common::pace(link.conn.get_ref(), None);
-        }
-        return;
-    }
+/// (`Pace::socket_rate`). A socket that cannot be paced is run at full
+/// speed: the run's corrections then see its transfers as they are.
+fn pace_links(pool: &mut Pool, pace: &[Option<dls_lp::pace::Pace>], unit_bytes: u64) {
     for (link, p) in pool.links().iter().zip(pace) {
-        let Some(p) = p else { continue };
-        if let Err(e) = dls_common::pace(link.conn.get_ref(), Some(p.socket_rate(unit_bytes))) {
-            tracing::warn!(worker = %link.name, "cannot pace the sends to this worker ({e}): they run at full speed");
+        if let Some(p) = p {
+            hold(link.conn.get_ref(), &link.name, p, unit_bytes);
         }
+    }
+}
+
+/// Hold the sends on `socket` (to `worker`) near `pace` for products of
+/// `unit_bytes`, or say why they run at full speed.
+fn hold(socket: &impl AsFd, worker: &str, pace: &dls_lp::pace::Pace, unit_bytes: u64) {
+    if let Err(e) = dls_common::pace(socket, Some(pace.socket_rate(unit_bytes))) {
+        tracing::warn!(
+            worker,
+            "cannot pace the sends to this worker ({e}): they run at full speed"
+        );
+    }
+}
+
+/// Lift every limit on the sends of the links the pool still has (a lost
+/// one may have shifted the others).
+fn unpace_links(pool: &mut Pool) {
+    for link in pool.links() {
+        let _ = dls_common::pace(link.conn.get_ref(), None);
     }
 }
 
@@ -331,7 +339,7 @@ impl Shell<'_> {
                     let (platform, plan) = planned.map_err(|e| anyhow!("internal error: planning the batch: {e}"))??;
                     let at = secs(Instant::now());
                     let (whole, part) = dls_lp::opening::split(&platform, &plan, r.opening, at);
-                    pace_rest(&self.links, self.batch.form.in_bytes(1), &r.sockets, &whole).await;
+                    pace_rest(&self.links, self.platform, self.batch.form.in_bytes(1), &r.sockets, &whole).await;
                     log::opened(&platform, &whole, at);
                     commands = machine.add_rest(platform.clone(), &part, at).map_err(|e| anyhow!("internal error: {e}"))?;
                     opened = Some(Opened { platform, plan: whole, at });

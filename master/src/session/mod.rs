@@ -185,21 +185,18 @@ pub async fn run_batch_into(
     // Only plans that search open: the others are made in milliseconds.
     let searches = matches!(req.strategy, Strategy::Best | Strategy::Rounds) && cfg.options.self_schedule.is_none();
     let opening = dls_lp::opening::choose(&platform, req.ports, req.load).filter(|_| searches);
-    // No wait at all: open whatever the plan takes.
-    let quick = match cfg.open_after.is_zero() && opening.is_some() {
-        true => None,
-        false => tokio::time::timeout(cfg.open_after, &mut planning).await.ok(),
-    };
-    let whole = match (quick, opening) {
-        (Some(done), _) => Some(done),
-        (None, None) => Some((&mut planning).await),
-        (None, Some(_)) => None,
+    // The plan, if it runs whole: it came within `open_after` (no wait at
+    // all with 0), or there is nothing to open with.
+    let whole = match opening {
+        None => Some((&mut planning).await),
+        Some(_) if cfg.open_after.is_zero() => None,
+        Some(_) => tokio::time::timeout(cfg.open_after, &mut planning).await.ok(),
     };
     let internal = |e: tokio::task::JoinError| anyhow!("internal error: planning the batch: {e}");
     let Some(opening) = opening.filter(|_| whole.is_none()) else {
         let (platform, plan) = whole.expect("planned whole").map_err(internal)??;
         let plan_secs = t0.elapsed().as_secs_f64();
-        let (mut done, _) = run_planned(pool, platform, Run::Whole(plan), beside, batch, cfg, job, into).await?;
+        let mut done = run_planned(pool, platform, Run::Whole(plan), beside, batch, cfg, job, into).await?;
         done.plan_secs = plan_secs;
         return Ok(done);
     };
@@ -209,8 +206,8 @@ pub async fn run_batch_into(
         first: opening_plan(&platform, opening, req.ports)?,
         planning,
     };
-    let (mut done, at) = run_planned(pool, platform, Run::Opened(o), beside, batch, cfg, job, into).await?;
-    done.plan_secs = waited + at.unwrap_or(0.0);
+    let mut done = run_planned(pool, platform, Run::Opened(o), beside, batch, cfg, job, into).await?;
+    done.plan_secs = waited + done.rest_at.unwrap_or(0.0);
     Ok(done)
 }
 
@@ -310,11 +307,7 @@ async fn run_plan_into(
     let (tx, rx) = std::sync::mpsc::channel();
     let _ = tx.send((platform.clone(), plan.clone()));
     let beside = beside_the_run(batch, &results, rx);
-    Ok(
-        run_planned(pool, platform, Run::Whole(plan), beside, batch, cfg, job, results)
-            .await?
-            .0,
-    )
+    run_planned(pool, platform, Run::Whole(plan), beside, batch, cfg, job, results).await
 }
 
 /// What a run carries out: a plan, or an opening with the plan of the
@@ -326,8 +319,6 @@ enum Run {
 
 /// Run what `run` says on `platform` (the plan's, or the opening's),
 /// verify the products `results` keeps, report on the plan of the whole.
-/// For an opened batch, also when its rest was ready (seconds from the
-/// first send).
 #[allow(clippy::too_many_arguments)]
 async fn run_planned(
     pool: &mut Pool,
@@ -338,7 +329,7 @@ async fn run_planned(
     cfg: &RunConfig,
     job: u64,
     results: Results<'_>,
-) -> Result<(BatchRun, Option<f64>)> {
+) -> Result<BatchRun> {
     let (id, opts) = (JobId(job), &cfg.options);
     let (platform, plan, outcome, at) = match run {
         Run::Whole(plan) => {
@@ -382,7 +373,7 @@ async fn run_planned(
     let mut trace = Trace::new(&names, &plan, &outcome.measured);
     trace.title = Some(format!("{} products of {}, {}", batch.count, batch.form, plan.strategy));
     let first_send = outcome.started;
-    let done = BatchRun {
+    Ok(BatchRun {
         platform,
         plan,
         outcome,
@@ -391,8 +382,7 @@ async fn run_planned(
         plan_secs: 0.0,
         first_send,
         rest_at: at,
-    };
-    Ok((done, at))
+    })
 }
 
 /// What a run's report needs that does not depend on its results, worked

@@ -120,3 +120,27 @@ fn the_openings_worker_lost_before_the_rest_is_ready() {
         }
     }
 }
+
+/// What does not fit is refused with the reason: a rest for a batch
+/// planned whole, a rest of the wrong size, an opening as large as its
+/// batch.
+#[test]
+fn a_rest_that_does_not_fit_is_refused() {
+    let p = platform();
+    let pl = plan(&p, &Request::new(100, Strategy::Fifo)).expect("plans");
+    let opening = choose(&p, Ports::One, 100).expect("an opening");
+    let (_, rest) = split(&p, &pl, opening, 0.0);
+    let first = opened(&p, &pl, opening);
+    let mut whole = BatchMachine::new(p.clone(), &pl, cfg()).expect("machine");
+    let e = whole.add_rest(p.clone(), &rest, 0.0).expect_err("no rest to add");
+    assert!(e.contains("planned whole"), "{e}");
+    let mut m = BatchMachine::opening(p.clone(), &first, 100, cfg()).expect("machine");
+    let e = m
+        .add_rest(p.clone(), &pl, 0.0)
+        .expect_err("the whole plan is too large a rest");
+    assert!(e.contains("does not fit its opening"), "{e}");
+    let e = BatchMachine::opening(p.clone(), &first, opening.units as usize, cfg())
+        .err()
+        .expect("refused");
+    assert!(e.contains("larger batch"), "{e}");
+}
