@@ -116,22 +116,28 @@ pub fn plan_paced(platform: &Platform, req: &Request) -> Result<(Platform, Plan)
     screened(platform, req).map(|(planned, _)| planned)
 }
 
-/// [`plan_paced`], and how many candidates it did not plan.
-fn screened(platform: &Platform, req: &Request) -> Result<((Platform, Plan), usize)> {
+/// [`plan_paced`], and how many candidates it did not plan: skipped
+/// before planning, and given up part way.
+fn screened(platform: &Platform, req: &Request) -> Result<((Platform, Plan), [usize; 2])> {
     let (Some(u), Strategy::Best | Strategy::Rounds) = (req.ports.uplink(), req.strategy) else {
-        return Ok(((platform.clone(), plan(platform, req)?), 0));
+        return Ok(((platform.clone(), plan(platform, req)?), [0, 0]));
     };
     let mut candidates: Vec<Candidate> = (paces(platform, u).into_iter().enumerate())
-        .map(|(at, (pace, fitted))| {
+        .filter_map(|(at, (pace, fitted))| {
             let slow = crate::pace::paced(platform, &pace);
+            // Paces that hold no send below its link plan as the plain
+            // plan does, and the verdict keeps the plain plan.
+            if slow == *platform {
+                return None;
+            }
             let bound = crate::bound::steady_state(&slow, req.ports).map_or(0.0, |s| s.makespan_bound(req.load));
-            Candidate {
+            Some(Candidate {
                 at,
                 pace,
                 fitted,
                 slow,
                 bound,
-            }
+            })
         })
         .collect();
     candidates.sort_by(|a, b| a.bound.total_cmp(&b.bound).then(a.at.cmp(&b.at)));
@@ -142,6 +148,7 @@ fn screened(platform: &Platform, req: &Request) -> Result<((Platform, Plan), usi
         plain: std::sync::OnceLock::new(),
         planned: std::sync::Mutex::new(Vec::new()),
         skipped: std::sync::atomic::AtomicUsize::new(0),
+        given_up: std::sync::atomic::AtomicUsize::new(0),
     };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).max(2) - 1;
     let plain = std::thread::scope(|s| {
@@ -160,7 +167,7 @@ fn screened(platform: &Platform, req: &Request) -> Result<((Platform, Plan), usi
     // screened out.
     planned.sort_by_key(|(c, _)| c.at);
     let planned = planned.into_iter().map(|(c, p)| (c.pace, c.fitted, c.slow, p));
-    let skipped = screen.skipped.into_inner();
+    let skipped = [screen.skipped.into_inner(), screen.given_up.into_inner()];
     Ok((choose(platform, req, plain?, planned)?, skipped))
 }
 
@@ -248,6 +255,8 @@ struct Screen<'a> {
     plain: std::sync::OnceLock<f64>,
     planned: std::sync::Mutex<Vec<(Candidate, Plan)>>,
     skipped: std::sync::atomic::AtomicUsize,
+    /// Candidates whose planning was given up part way.
+    given_up: std::sync::atomic::AtomicUsize,
 }
 
 impl Screen<'_> {
@@ -261,8 +270,13 @@ impl Screen<'_> {
                 self.skipped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 continue;
             }
-            if let Ok(p) = plan(&c.slow, req) {
-                self.planned.lock().unwrap_or_else(|e| e.into_inner()).push((c, p));
+            // Given up as soon as its search can tell it cannot be taken.
+            match crate::plan::plan_unless(&c.slow, req, &|reach| self.hopeless(reach)) {
+                Ok(Some(p)) => self.planned.lock().unwrap_or_else(|e| e.into_inner()).push((c, p)),
+                Ok(None) => {
+                    self.given_up.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(_) => {}
             }
         }
     }

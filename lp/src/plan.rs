@@ -217,26 +217,47 @@ impl Plan {
 
 /// Plan `req.load` units on `platform`.
 pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
+    let never = |_: f64| false;
+    plan_unless(platform, req, &never)?.ok_or_else(|| crate::Error::Solver("a plan was given up".into()))
+}
+
+/// [`plan`], given up (`None`) where its multi-round search finds that it
+/// would end no earlier than a makespan `hopeless` refuses
+/// ([`rounds::plan_rounds_unless`]).
+pub(crate) fn plan_unless(platform: &Platform, req: &Request, hopeless: &dyn Fn(f64) -> bool) -> Result<Option<Plan>> {
     match req.strategy {
-        Strategy::Rounds => return plan_multi_round(platform, req),
+        Strategy::Rounds => return plan_multi_round(platform, req, hopeless),
         Strategy::Best => {
             let one = match plan_one_round(platform, req, Effort::Orders) {
                 Ok(one) => one,
                 // A batch larger than the workers' memory runs in rounds
                 // (chunks that fit), which `best` weighs too.
                 Err(crate::Error::InfeasibleBounds { load, capacity }) => {
-                    let mut p = plan_multi_round(platform, req)?;
+                    let Some(mut p) = plan_multi_round(platform, req, hopeless)? else {
+                        return Ok(None);
+                    };
                     p.notes.insert(
                         0,
                         format!("best: {load} units are more than the workers hold at once ({capacity}): one round cannot run them, rounds can"),
                     );
-                    return Ok(p);
+                    return Ok(Some(p));
                 }
                 Err(e) => return Err(e),
             };
             let mut timings = rounds::Timings::default();
-            let mut rounds =
-                rounds::plan_rounds_with(platform, req.ports, req.load, Some(&one.sequence), &mut timings)?;
+            let mut search = |one: &Plan| {
+                rounds::plan_rounds_unless(
+                    platform,
+                    req.ports,
+                    req.load,
+                    Some(&one.sequence),
+                    &mut timings,
+                    hopeless,
+                )
+            };
+            let Some(mut rounds) = search(&one)? else {
+                return Ok(None);
+            };
             // The searches over orders only where they are worth their time.
             let quick = one.makespan().min(rounds.makespan);
             let p = platform.len();
@@ -251,7 +272,10 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
                 one
             } else {
                 let one = plan_one_round(platform, req, effort)?;
-                rounds = rounds::plan_rounds_with(platform, req.ports, req.load, Some(&one.sequence), &mut timings)?;
+                let Some(r) = search(&one)? else {
+                    return Ok(None);
+                };
+                rounds = r;
                 one
             };
             if effort != Effort::Every && p <= EXHAUSTIVE_MAX_WORKERS {
@@ -261,7 +285,7 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
                 ));
             }
             if rounds.count == 1 && rounds.lag == 0 || rounds.makespan >= one.makespan() {
-                return Ok(one);
+                return Ok(Some(one));
             }
             let mut notes = one.notes.clone();
             notes.push(format!(
@@ -270,11 +294,11 @@ pub fn plan(platform: &Platform, req: &Request) -> Result<Plan> {
                 rounds.makespan,
                 one.makespan()
             ));
-            return Ok(from_rounds(platform, req, rounds, notes));
+            return Ok(Some(from_rounds(platform, req, rounds, notes)));
         }
         _ => {}
     }
-    plan_one_round(platform, req, Effort::Every)
+    plan_one_round(platform, req, Effort::Every).map(Some)
 }
 
 /// How hard a one-round plan searches the orders.
@@ -298,7 +322,7 @@ pub const ONE_ROUND_REACH: f64 = 1.1;
 
 /// `rounds`: the best multi-round schedule, against the best one-round
 /// FIFO and LIFO plans when they fit the workers' memory.
-fn plan_multi_round(platform: &Platform, req: &Request) -> Result<Plan> {
+fn plan_multi_round(platform: &Platform, req: &Request, hopeless: &dyn Fn(f64) -> bool) -> Result<Option<Plan>> {
     if req.load == 0 {
         return Err(crate::Error::ZeroLoad);
     }
@@ -311,23 +335,29 @@ fn plan_multi_round(platform: &Platform, req: &Request) -> Result<Plan> {
     let mut one = one_round(Effort::Orders);
     let mut timings = rounds::Timings::default();
     let mut search = |one: Option<&Plan>| {
-        rounds::plan_rounds_with(platform, req.ports, req.load, one.map(|p| &p.sequence), &mut timings)
+        let one = one.map(|p| &p.sequence);
+        rounds::plan_rounds_unless(platform, req.ports, req.load, one, &mut timings, hopeless)
     };
-    let mut r = search(one.as_ref())?;
+    let Some(mut r) = search(one.as_ref())? else {
+        return Ok(None);
+    };
     // The local search only where the single round is within reach.
     if one
         .as_ref()
         .is_some_and(|o| o.makespan() <= r.makespan * ONE_ROUND_REACH)
     {
         one = one_round(Effort::Local);
-        r = search(one.as_ref())?;
+        let Some(again) = search(one.as_ref())? else {
+            return Ok(None);
+        };
+        r = again;
     }
     let note = if r.count == 1 && r.lag == 0 {
         "rounds: a single round predicts the earliest end".to_string()
     } else {
         format!("rounds: {} rounds, lag {}, {} chunks", r.count, r.lag, r.chunks.len())
     };
-    Ok(from_rounds(platform, req, r, vec![note]))
+    Ok(Some(from_rounds(platform, req, r, vec![note])))
 }
 
 /// A plan from a multi-round sequence: loads are the chunks' totals, the
@@ -516,29 +546,6 @@ fn integer_makespan(pb: &Problem, solved: &Solved, how: Rounding) -> f64 {
     Sequence::one_round(pb.platform, &solved.scenario, &loads, pb.ports).makespan
 }
 
-/// The equivalent homogeneous platform (Lastovetsky and Reddy, *On
-/// performance analysis of heterogeneous parallel algorithms*, section 2): as many
-/// workers, each computing at the average speed (1/w averaged), with the
-/// same aggregate communication (link speeds 1/c and 1/d averaged).
-/// `max_load` bounds are dropped.
-pub fn equivalent_homogeneous(platform: &Platform) -> Result<Platform> {
-    let wk = platform.workers();
-    let p = wk.len() as f64;
-    let mean_speed = |f: fn(&crate::Worker) -> f64| wk.iter().map(|w| 1.0 / f(w)).sum::<f64>() / p;
-    let c = 1.0 / mean_speed(|w| w.c);
-    let w = 1.0 / mean_speed(|w| w.w);
-    // A zero return cost is an infinite speed: average the costs instead.
-    let d = if wk.iter().any(|x| x.d == 0.0) {
-        wk.iter().map(|x| x.d).sum::<f64>() / p
-    } else {
-        1.0 / mean_speed(|w| w.d)
-    };
-    let workers = (0..wk.len())
-        .map(|i| crate::Worker::new(format!("h{i}"), c, w, d))
-        .collect();
-    Ok(Platform::new(workers)?.with_uplink(platform.uplink()))
-}
-
 /// The steady-state bound on `plan`'s makespan (NaN where there is
 /// none): on its links' own costs, a paced plan's platform having its
 /// paces for links.
@@ -547,18 +554,5 @@ pub fn steady_state_bound(platform: &Platform, plan: &Plan) -> f64 {
     crate::bound::steady_state(&links, plan.ports).map_or(f64::NAN, |s| s.makespan_bound(plan.load))
 }
 
-/// How the plan compares with the same strategy on the equivalent
-/// homogeneous platform: that platform's rational makespan divided by the
-/// plan's (1: as efficient; above 1: the heterogeneous platform, well
-/// scheduled, does better than its homogeneous equivalent).
-pub fn efficiency(platform: &Platform, plan: &Plan) -> Result<(f64, f64)> {
-    let hom = equivalent_homogeneous(platform)?;
-    let req = Request {
-        load: plan.load,
-        strategy: plan.strategy,
-        ports: plan.ports,
-        rounding: Rounding::Paper,
-    };
-    let h = self::plan(&hom, &req)?;
-    Ok((h.makespan_rational() / plan.makespan_rational(), h.makespan_rational()))
-}
+mod homogeneous;
+pub use homogeneous::{efficiency, equivalent_homogeneous, homogeneous_makespan};

@@ -23,6 +23,7 @@ use crate::search::EXHAUSTIVE_WORTH;
 use crate::sequence::{strict_makespan, PortOp, RoundChunk, Sequence};
 use periodic::Periodic;
 use std::collections::HashMap;
+use stop::{Lags, Stall, LAGS};
 
 /// Candidate round counts: from the fewest the memory allows, growing by
 /// about a third each time, up to `max_chunks` chunks in all.
@@ -157,65 +158,11 @@ pub const SIM_WIDTH: f64 = 128.0;
 /// many workers.
 pub const MAX_CHUNKS: usize = 20_000;
 
-/// Round counts whose candidates have brought no gain worth their chunks
-/// end the search for more rounds.
-///
-/// A periodic plan of K rounds predicts about T∞ + A/K (the first sends
-/// and the last returns shrink with the chunks) + B·K (latencies, where
-/// the platform knows them). While the A/K part dominates, the gain from K
-/// to 2.4K (three steps of a third) is 0.58·A/K and all that any larger K
-/// can still gain is 0.42·A/K, less than it. So once three steps have
-/// gained less than a tenth of the slack, more rounds can gain less than
-/// a tenth of it more, and the choice among candidates within the slack
-/// of the best (fewest chunks) moves by no more than that: the search
-/// stops there rather than timing every round count up to [`MAX_CHUNKS`]
-/// chunks, which made plans grow with the batch (3,000 products on the
-/// committed platform files: a median of 2.3 s to plan, up to 7.6 s; 0.2
-/// and 0.8 s with the stop, docs/planner.md). A quarter of the slack
-/// stopped sooner, but moved a paced plan's prediction past the gain
-/// pacing must show (`paced::pace_verdict`) on one star.
-struct Stall {
-    /// The best makespans (strict; without latencies) after each round count.
-    best: Vec<(f64, f64)>,
-    gain: f64,
-}
-
-/// Round counts over which a gain is weighed.
-const STALL_STEPS: usize = 3;
-
-impl Stall {
-    fn new(slack: f64) -> Stall {
-        Stall {
-            best: Vec::new(),
-            gain: slack / 10.0,
-        }
-    }
-
-    /// Record one more round count's candidates; whether the last
-    /// [`STALL_STEPS`] round counts gained too little to go on. (Only the
-    /// periodic candidates count: the one-round plan may be ahead of the
-    /// first round counts, which then gain on each other until they pass
-    /// it.)
-    fn stalled(&mut self, these: &[Candidate]) -> bool {
-        let least = |f: &dyn Fn(&Candidate) -> f64| these.iter().map(f).fold(f64::INFINITY, f64::min);
-        let mut now = (least(&|c| c.strict), least(&|c| c.without.unwrap_or(0.0)));
-        if let Some(last) = self.best.last() {
-            now = (now.0.min(last.0), now.1.min(last.1));
-        }
-        self.best.push(now);
-        let Some(&then) = self.best.len().checked_sub(STALL_STEPS + 1).map(|i| &self.best[i]) else {
-            return false;
-        };
-        let little = |a: f64, b: f64| a.is_finite() && b >= a * (1.0 - self.gain);
-        little(then.0, now.0) && (then.1 == 0.0 || little(then.1, now.1))
-    }
-}
-
 /// The `rounds` plan of `load` units: the best periodic candidate, or
 /// `one_round` (the sequence of the best one-round plan, when it fits the
 /// workers' memory) if that predicts no later.
 pub fn plan_rounds(platform: &Platform, ports: Ports, load: u64, one_round: Option<&Sequence>) -> Result<Sequence> {
-    search(platform, ports, load, one_round, true, &mut Timings::default())
+    plan_rounds_with(platform, ports, load, one_round, &mut Timings::default())
 }
 
 /// [`plan_rounds`], the periodic candidates' timings kept in `timings`
@@ -229,7 +176,60 @@ pub fn plan_rounds_with(
     one_round: Option<&Sequence>,
     timings: &mut Timings,
 ) -> Result<Sequence> {
-    search(platform, ports, load, one_round, true, timings)
+    let never = |_: f64| false;
+    search(platform, ports, load, one_round, true, timings, &never)?.ok_or_else(|| no_plan(load))
+}
+
+/// [`plan_rounds_with`], given up (`None`) as soon as the search can tell
+/// that its plan would end no earlier than a makespan `hopeless` refuses
+/// (a paced candidate that cannot win against the plain plan,
+/// [`crate::paced`]): the least any candidate still to be timed can reach
+/// is reckoned as [`Lags`] does, less the slack for what filling gaps may
+/// still take off.
+pub(crate) fn plan_rounds_unless(
+    platform: &Platform,
+    ports: Ports,
+    load: u64,
+    one_round: Option<&Sequence>,
+    timings: &mut Timings,
+    hopeless: &dyn Fn(f64) -> bool,
+) -> Result<Option<Sequence>> {
+    search(platform, ports, load, one_round, true, timings, hopeless)
+}
+
+/// Whether the search may give up: the least strict makespan any
+/// candidate still to be timed can reach ([`Lags::reach`]), or the best
+/// timed, taken down by what filling gaps took off the best timed (it
+/// executed so, as it would be at the end) and by the slack, is one
+/// `hopeless` refuses. (Filling gaps takes little off a plan of many
+/// rounds, and up to a fifth where a few chunks of a few units wait on
+/// each other.)
+fn given_up(
+    platform: &Platform,
+    ports: Ports,
+    weighed: &[Candidate],
+    lags: &Lags,
+    timings: &mut Timings,
+    hopeless: &dyn Fn(f64) -> bool,
+) -> bool {
+    let Some(best) = weighed.iter().min_by(|a, b| a.strict.total_cmp(&b.strict)) else {
+        return false;
+    };
+    let Some(least) = lags.reach().map(|r| r.min(best.strict) * (1.0 - slack(ports))) else {
+        return false;
+    };
+    // Filling is worked out only where the strict reckoning alone would
+    // give up.
+    if !hopeless(least) {
+        return false;
+    }
+    let filled = executed(platform, ports, best, timings).makespan;
+    hopeless(least * (filled / best.strict).min(1.0))
+}
+
+/// The error for a search given up where nothing could give it up.
+fn no_plan(load: u64) -> Error {
+    Error::Solver(format!("the multi-round search of {load} units was given up"))
 }
 
 /// The periodic candidates timed so far for one platform, port model and
@@ -250,7 +250,8 @@ fn search(
     one_round: Option<&Sequence>,
     stop: bool,
     timings: &mut Timings,
-) -> Result<Sequence> {
+    hopeless: &dyn Fn(f64) -> bool,
+) -> Result<Option<Sequence>> {
     let ss = preferring_slack(platform, ports)?;
     let mut enrolled: Vec<usize> = (0..platform.len()).filter(|&i| ss.alpha[i] > 0.0).collect();
     let wk = platform.workers();
@@ -273,6 +274,7 @@ fn search(
         });
     }
     let mut stall = Stall::new(slack(ports));
+    let mut lags = Lags::new(slack(ports));
     // Seconds of timing spent so far ([`SIM_SECS`]).
     let mut spent = 0.0;
     let weight = if bare.is_some() { 2.0 } else { 1.0 };
@@ -286,7 +288,7 @@ fn search(
         if stop && before > 0 && spent + next > EXHAUSTIVE_WORTH * found {
             break;
         }
-        for lag in 0..=2 {
+        for lag in (0..LAGS).filter(|&lag| lags.timed(lag)) {
             if let Some(per) = Periodic::new(platform, &enrolled, &shares, load, k, lag) {
                 // Counted as timed whether or not it was before, so that
                 // the search stops where it would have.
@@ -305,6 +307,15 @@ fn search(
                     count: k,
                     lag,
                 });
+            }
+        }
+        if stop {
+            lags.record(&weighed[before..], &weighed);
+            if lags.none() {
+                break;
+            }
+            if given_up(platform, ports, &weighed, &lags, timings, hopeless) {
+                return Ok(None);
             }
         }
         if stall.stalled(&weighed[before..]) && stop {
@@ -351,7 +362,7 @@ fn search(
         }
     }
     let best = best.map(|b| b.2);
-    best.ok_or_else(|| {
+    best.map(Some).ok_or_else(|| {
         Error::Solver(format!(
             "no multi-round schedule of {load} units fits the workers' memory (max_load)"
         ))
@@ -384,6 +395,7 @@ fn executed(platform: &Platform, ports: Ports, c: &Candidate, timings: &mut Timi
 }
 
 mod periodic;
+mod stop;
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,7 @@
 //! The screen against brute force: on seeded random stars behind a shared
 //! full-duplex uplink, [`plan_paced`] (candidates that cannot be taken
-//! not planned) gives exactly the plan of planning every candidate.
+//! not planned, or given up part way) gives exactly the plan of planning
+//! every candidate.
 
 use super::{plan_paced_every, screened};
 use crate::plan::{Request, Strategy};
@@ -33,14 +34,18 @@ fn star(r: &mut ChaCha8Rng, p: usize, spread: f64, carry: f64, measured: bool) -
 
 #[test]
 fn screening_paced_candidates_changes_no_plan() {
-    let (mut skipped, mut paced, mut cases) = (0, 0, 0);
+    let (mut skipped, mut given_up, mut paced, mut cases) = (0, 0, 0, 0);
     for seed in 0..24u64 {
         let mut r = ChaCha8Rng::seed_from_u64(seed);
         let p = 2 + (seed as usize % 9);
         let carry = r.random_range(1.2..3.5);
         let platform = star(&mut r, p, [0.05, 0.5, 2.0][seed as usize % 3], carry, seed % 2 == 0);
         let u = platform.uplink().expect("an uplink");
-        for (load, strategy) in [(60, Strategy::Best), (2000, Strategy::Best), (2000, Strategy::Rounds)] {
+        // A large batch on every fourth star: many rounds, where a paced
+        // candidate's search can tell early that it cannot win.
+        let large = (seed % 4 == 0).then_some((50_000, Strategy::Best));
+        let cases_here = [(60, Strategy::Best), (2000, Strategy::Best), (2000, Strategy::Rounds)];
+        for (load, strategy) in cases_here.into_iter().chain(large) {
             let req = Request {
                 ports: Ports::Shared(u),
                 ..Request::new(load, strategy)
@@ -53,13 +58,17 @@ fn screening_paced_candidates_changes_no_plan() {
             assert_eq!(got.notes, want.notes, "{what}");
             assert_eq!(got.loads, want.loads, "{what}");
             assert_eq!(slow.workers(), every_slow.workers(), "{what}");
-            skipped += skips;
+            skipped += skips[0];
+            given_up += skips[1];
             paced += usize::from(!got.pace.is_empty());
             cases += 1;
         }
     }
     // The screen had something to do, and paced plans were taken.
-    assert!(skipped > 0 && paced > 0, "{skipped} skipped, {paced} paced of {cases}");
+    assert!(
+        skipped > 0 && given_up > 0 && paced > 0,
+        "{skipped} skipped, {given_up} given up, {paced} paced of {cases}"
+    );
 }
 
 #[test]

@@ -52,8 +52,10 @@ fn stopping_where_rounds_stall_keeps_the_plan_within_the_slack() {
             ..crate::Request::new(load, crate::Strategy::Lifo)
         };
         let one = crate::plan(&pf, &req).ok().map(|p| p.sequence);
-        let stopped = search(&pf, ports, load, one.as_ref(), true, &mut Timings::default()).expect("plans");
-        let every = search(&pf, ports, load, one.as_ref(), false, &mut Timings::default()).expect("plans");
+        let never = |_: f64| false;
+        let plan = |stop| search(&pf, ports, load, one.as_ref(), stop, &mut Timings::default(), &never);
+        let stopped = plan(true).expect("plans").expect("never given up");
+        let every = plan(false).expect("plans").expect("never given up");
         let ratio = stopped.makespan / every.makespan;
         assert!(
             ratio <= 1.0 + slack(ports),
@@ -89,4 +91,41 @@ fn a_stall_is_three_round_counts_that_gained_less_than_a_tenth_of_the_slack() {
         stalled.push(stall.stalled(&[cand(t)]));
     }
     assert_eq!(stalled, [false, false, true]);
+}
+
+#[test]
+fn a_lag_that_cannot_come_within_the_slack_is_no_longer_timed() {
+    let cand = |lag: usize, strict: f64| Candidate {
+        strict,
+        without: None,
+        plan: Shape::Sequence(Vec::new(), Vec::new()),
+        count: 1,
+        lag,
+    };
+    let mut lags = Lags::new(0.03);
+    let mut all = Vec::new();
+    // Lag 0 stays near 200; lag 1 gains 1% a round count from 100; lag 2
+    // has no candidate (its chunks do not fit) until the fourth count.
+    for (step, &one) in [100.0, 99.0, 98.0, 97.0, 96.0].iter().enumerate() {
+        let mut these = vec![cand(0, 200.0 - step as f64 * 0.1), cand(1, one)];
+        if step >= 3 {
+            these.push(cand(2, one + 1.0));
+        }
+        all.extend(these.iter().map(|c| cand(c.lag, c.strict)));
+        lags.record(&these, &all);
+        // Three counts behind it at least before anything is told.
+        assert_eq!(lags.timed(0), step < 3, "lag 0 at step {step}");
+        assert!(lags.timed(1) && lags.timed(2), "step {step}");
+    }
+    // Lag 1 reaches 96 - (99 - 96) = 93 at best; lag 2 cannot tell yet.
+    assert_eq!(lags.reach(), None);
+    for step in 5..8 {
+        let these = vec![cand(1, 100.0 - step as f64), cand(2, 101.0 - step as f64)];
+        all.extend(these.iter().map(|c| cand(c.lag, c.strict)));
+        lags.record(&these, &all);
+    }
+    // Lag 1 at 93 gained 3 over three counts (reach 90); lag 2 at 94,
+    // from 97 (reach 91): both within the slack of 93.
+    assert!(lags.timed(1) && lags.timed(2) && !lags.none());
+    assert_eq!(lags.reach(), Some(90.0));
 }

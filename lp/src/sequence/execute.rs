@@ -49,9 +49,7 @@ pub fn execute_released(
     release: &[f64],
 ) -> (Vec<ChunkTimes>, f64) {
     assert_eq!(release.len(), chunks.len(), "one release per chunk");
-    let sim = simulate_from(platform, chunks, ops, ports, fill, release.to_vec());
-    let makespan = sim.makespan();
-    (sim.times, makespan)
+    simulate_from(platform, chunks, ops, ports, fill, Some(release)).done()
 }
 
 /// Each chunk's times and the makespan of `ops`, with the gaps filled if
@@ -63,19 +61,77 @@ pub(super) fn run(
     ports: Ports,
     fill: bool,
 ) -> (Vec<ChunkTimes>, f64) {
-    let sim = simulate(platform, chunks, ops, ports, fill);
-    let makespan = sim.makespan();
-    (sim.times, makespan)
+    simulate_from(platform, chunks, ops, ports, fill, None).done()
 }
 
 /// The makespan of `ops` taken strictly in order (no gap filled): never
 /// earlier than [`execute`]'s, and cheaper to compute.
 pub fn strict_makespan(platform: &Platform, chunks: &[RoundChunk], ops: &[PortOp], ports: Ports) -> f64 {
-    simulate(platform, chunks, ops, ports, false).makespan()
+    let (times, makespan) = simulate_from(platform, chunks, ops, ports, false, None).done();
+    Spare::keep_times(times);
+    makespan
 }
 
-fn simulate<'a>(platform: &'a Platform, chunks: &'a [RoundChunk], ops: &[PortOp], ports: Ports, fill: bool) -> Sim<'a> {
-    simulate_from(platform, chunks, ops, ports, fill, vec![0.0; chunks.len()])
+/// The vectors simulations work in, kept by each thread from one
+/// simulation to the next: the planner times hundreds of candidates of
+/// thousands of chunks, and allocating their vectors afresh each time cost
+/// about as much as timing them (the allocator handing pages back and
+/// faulting them in again).
+#[derive(Default)]
+struct Spare {
+    times: Pool<ChunkTimes>,
+    reals: Pool<f64>,
+    costs: Pool<[Transfer; 2]>,
+    ops: Pool<PortOp>,
+    at: Pool<usize>,
+    maybe: Pool<Option<usize>>,
+}
+
+/// Vectors of one type, emptied.
+struct Pool<T>(Vec<Vec<T>>);
+
+impl<T> Default for Pool<T> {
+    fn default() -> Self {
+        Pool(Vec::new())
+    }
+}
+
+impl<T: Clone> Pool<T> {
+    /// A vector of `n` copies of `x`.
+    fn filled(&mut self, n: usize, x: T) -> Vec<T> {
+        let mut v = self.empty();
+        v.resize(n, x);
+        v
+    }
+
+    fn empty(&mut self) -> Vec<T> {
+        self.0.pop().unwrap_or_default()
+    }
+
+    fn put(&mut self, mut v: Vec<T>) {
+        v.clear();
+        self.0.push(v);
+    }
+}
+
+thread_local! {
+    static SPARE: std::cell::Cell<Spare> = std::cell::Cell::new(Spare::default());
+}
+
+impl Spare {
+    fn take() -> Spare {
+        SPARE.with(std::cell::Cell::take)
+    }
+
+    fn keep(self) {
+        SPARE.with(|s| s.set(self));
+    }
+
+    fn keep_times(times: Vec<ChunkTimes>) {
+        let mut spare = Spare::take();
+        spare.times.put(times);
+        spare.keep();
+    }
 }
 
 fn simulate_from<'a>(
@@ -84,21 +140,34 @@ fn simulate_from<'a>(
     ops: &[PortOp],
     ports: Ports,
     fill: bool,
-    given: Vec<f64>,
+    given: Option<&[f64]>,
 ) -> Sim<'a> {
+    let mut spare = Spare::take();
+    let n = chunks.len();
+    let given = match given {
+        Some(g) => {
+            let mut v = spare.reals.empty();
+            v.extend_from_slice(g);
+            v
+        }
+        None => spare.reals.filled(n, 0.0),
+    };
+    let mut release = spare.reals.empty();
+    release.extend_from_slice(&given);
+    let mut costs = spare.costs.empty();
+    costs.extend(chunks.iter().map(|c| {
+        let (x, n) = (&platform.workers()[c.worker], c.units as f64);
+        [ports.transfer(x, true, n), ports.transfer(x, false, n)]
+    }));
     let mut sim = Sim {
         wk: platform.workers(),
         chunks,
-        times: vec![ChunkTimes::default(); chunks.len()],
-        busy_until: vec![0.0; platform.len()],
-        release: given.clone(),
+        times: spare.times.filled(n, ChunkTimes::default()),
+        busy_until: spare.reals.filled(platform.len(), 0.0),
+        release,
         given,
-        costs: (chunks.iter())
-            .map(|c| {
-                let (x, n) = (&platform.workers()[c.worker], c.units as f64);
-                [ports.transfer(x, true, n), ports.transfer(x, false, n)]
-            })
-            .collect(),
+        costs,
+        spare,
     };
     if !ports.one_lane() {
         sim.two_lanes(ops, fill);
@@ -113,16 +182,29 @@ fn simulate_from<'a>(
 /// For each chunk, the last chunk of its worker returned before it is
 /// sent in `ops`, if any.
 pub fn returns_before(chunks: &[RoundChunk], ops: &[PortOp]) -> Vec<Option<usize>> {
+    let mut out = Vec::new();
+    returns_before_into(chunks, ops, &mut Vec::new(), &mut out);
+    out
+}
+
+/// [`returns_before`] into `out`, with `last` to work in.
+fn returns_before_into(
+    chunks: &[RoundChunk],
+    ops: &[PortOp],
+    last: &mut Vec<Option<usize>>,
+    out: &mut Vec<Option<usize>>,
+) {
     let p = chunks.iter().map(|c| c.worker + 1).max().unwrap_or(0);
-    let mut last = vec![None; p];
-    let mut out = vec![None; chunks.len()];
+    last.clear();
+    last.resize(p, None);
+    out.clear();
+    out.resize(chunks.len(), None);
     for &op in ops {
         match op {
             PortOp::Send(j) => out[j] = last[chunks[j].worker],
             PortOp::Return(j) => last[chunks[j].worker] = Some(j),
         }
     }
-    out
 }
 
 struct Sim<'a> {
@@ -138,11 +220,22 @@ struct Sim<'a> {
     given: Vec<f64>,
     /// What each chunk's send and return cost the port.
     costs: Vec<[Transfer; 2]>,
+    /// Vectors to work in ([`Spare`]).
+    spare: Spare,
 }
 
 impl Sim<'_> {
-    fn makespan(&self) -> f64 {
-        self.times.iter().map(|t| t.return_end).fold(0.0, f64::max)
+    /// Each chunk's times and the makespan; every other vector kept for
+    /// the thread's next simulation.
+    fn done(self) -> (Vec<ChunkTimes>, f64) {
+        let makespan = self.times.iter().map(|t| t.return_end).fold(0.0, f64::max);
+        let mut spare = self.spare;
+        for v in [self.busy_until, self.release, self.given] {
+            spare.reals.put(v);
+        }
+        spare.costs.put(self.costs);
+        spare.keep();
+        (self.times, makespan)
     }
 
     /// What `op` costs the port: how long, and what share of it.
@@ -199,7 +292,7 @@ impl Sim<'_> {
             }
             return;
         }
-        let mut lane = Lane::new(self.wk.len(), ops, |op| self.chunks[op.chunk()].worker);
+        let mut lane = Lane::new(self.wk.len(), ops, true, |op| self.chunks[op.chunk()].worker);
         let mut t = 0.0f64;
         while let Some(head) = lane.head() {
             let (pos, start) = self.choose(&lane, head, t);
@@ -249,52 +342,77 @@ impl Sim<'_> {
 }
 
 /// The transfers of one port and which are made: the head is the first not
-/// made, and a worker's next transfer is its first not made.
+/// made, and a worker's next transfer is its first not made. Taken
+/// strictly (no gap filled) transfers are made in lane order, and only the
+/// head is asked for: a cursor does.
 struct Lane<'a> {
     ops: &'a [PortOp],
+    /// Filling gaps: each transfer's worker, each worker's positions and
+    /// how many of them are made, and every worker's next position (the
+    /// smallest is the head).
+    by_worker: Option<ByWorker>,
+    /// Strictly: the first transfer not made.
+    cursor: usize,
+}
+
+struct ByWorker {
     worker: Vec<usize>,
-    /// Each worker's positions, and how many of them are made.
     mine: Vec<Vec<usize>>,
     count: Vec<usize>,
-    /// Every worker's next position: the smallest is the head.
     next: BTreeSet<usize>,
 }
 
 impl<'a> Lane<'a> {
-    fn new(p: usize, ops: &'a [PortOp], worker_of: impl Fn(PortOp) -> usize) -> Lane<'a> {
-        let worker: Vec<usize> = ops.iter().map(|&op| worker_of(op)).collect();
-        let mut mine = vec![Vec::new(); p];
-        for (i, &w) in worker.iter().enumerate() {
-            mine[w].push(i);
-        }
-        let next = mine.iter().filter_map(|m| m.first().copied()).collect();
+    fn new(p: usize, ops: &'a [PortOp], fill: bool, worker_of: impl Fn(PortOp) -> usize) -> Lane<'a> {
+        let by_worker = fill.then(|| {
+            let worker: Vec<usize> = ops.iter().map(|&op| worker_of(op)).collect();
+            let mut mine = vec![Vec::new(); p];
+            for (i, &w) in worker.iter().enumerate() {
+                mine[w].push(i);
+            }
+            let next = mine.iter().filter_map(|m| m.first().copied()).collect();
+            ByWorker {
+                worker,
+                mine,
+                count: vec![0; p],
+                next,
+            }
+        });
         Lane {
             ops,
-            worker,
-            mine,
-            count: vec![0; p],
-            next,
+            by_worker,
+            cursor: 0,
         }
     }
 
     fn head(&self) -> Option<usize> {
-        self.next.first().copied()
+        match &self.by_worker {
+            Some(b) => b.next.first().copied(),
+            None => (self.cursor < self.ops.len()).then_some(self.cursor),
+        }
     }
 
-    /// The transfer at `pos`, its worker's next, is made.
+    /// The transfer at `pos`, its worker's next (the head, strictly), is
+    /// made.
     fn make(&mut self, pos: usize) {
-        let w = self.worker[pos];
-        self.next.remove(&pos);
-        self.count[w] += 1;
-        if let Some(&q) = self.mine[w].get(self.count[w]) {
-            self.next.insert(q);
+        let Some(b) = &mut self.by_worker else {
+            debug_assert_eq!(pos, self.cursor, "strictly, only the head is made");
+            self.cursor += 1;
+            return;
+        };
+        let w = b.worker[pos];
+        b.next.remove(&pos);
+        b.count[w] += 1;
+        if let Some(&q) = b.mine[w].get(b.count[w]) {
+            b.next.insert(q);
         }
     }
 
     /// Visit every other worker's next transfer after `head`, in lane
-    /// order, until `visit` says stop (true).
+    /// order, until `visit` says stop (true). Strictly, none.
     fn scan(&self, head: usize, mut visit: impl FnMut(usize) -> bool) {
-        for &pos in self.next.range(head + 1..) {
+        let Some(b) = &self.by_worker else { return };
+        for &pos in b.next.range(head + 1..) {
             if visit(pos) {
                 return;
             }

@@ -94,16 +94,31 @@ pub fn run(cli: Cli) -> Result<()> {
                     RoundingArg::Refined => Rounding::Refined,
                 },
             };
-            let planned = if no_pace {
-                dls_lp::plan(&plat, &req).map(|p| (plat, p))
-            } else {
-                dls_lp::plan_paced(&plat, &req)
+            // The equivalent homogeneous platform's plan beside the plan
+            // itself: the user waits for both.
+            let (planned, homogeneous) = std::thread::scope(|s| {
+                let beside = s.spawn(|| dls_lp::plan::homogeneous_makespan(&plat, load, strategy, ports));
+                let planned = if no_pace {
+                    dls_lp::plan(&plat, &req).map(|p| (plat.clone(), p))
+                } else {
+                    dls_lp::plan_paced(&plat, &req)
+                };
+                (planned, beside.join().ok().and_then(|h| h.ok()))
+            });
+            let (paced, plan) = planned.with_context(|| format!("planning {load} units on {}", platform.display()))?;
+            // A paced plan is weighed on the platform it was made on.
+            let same = paced == plat && plan.strategy == strategy && plan.ports == ports;
+            let efficiency = match homogeneous {
+                Some(h) if same => Some((h / plan.makespan_rational(), h)),
+                _ => dls_lp::plan::efficiency(&paced, &plan).ok(),
             };
-            let (plat, plan) = planned.with_context(|| format!("planning {load} units on {}", platform.display()))?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&PlanJson::new(&plat, &plan))?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&PlanJson::new(&paced, &plan, efficiency))?
+                );
             } else {
-                print!("{}", plan_report::table(&plat, &plan));
+                print!("{}", plan_report::table(&paced, &plan, efficiency));
             }
             Ok(())
         }

@@ -43,9 +43,10 @@ pub struct WorkerJson {
 }
 
 impl PlanJson {
-    pub fn new(platform: &Platform, plan: &Plan) -> Self {
-        let (efficiency, homogeneous_makespan) =
-            dls_lp::plan::efficiency(platform, plan).unwrap_or((f64::NAN, f64::NAN));
+    /// The plan's JSON; `efficiency` as [`dls_lp::plan::efficiency`]
+    /// gives it, if known.
+    pub fn new(platform: &Platform, plan: &Plan, efficiency: Option<(f64, f64)>) -> Self {
+        let (efficiency, homogeneous_makespan) = efficiency.unwrap_or((f64::NAN, f64::NAN));
         let names = |order: Vec<usize>| order.into_iter().map(|i| platform.workers()[i].name.clone()).collect();
         PlanJson {
             strategy: plan.strategy.name().into(),
@@ -80,7 +81,7 @@ impl PlanJson {
 }
 
 /// A readable table of the plan, workers in send order, then those without load.
-pub fn table(platform: &Platform, plan: &Plan) -> String {
+pub fn table(platform: &Platform, plan: &Plan, efficiency: Option<(f64, f64)>) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -140,7 +141,7 @@ pub fn table(platform: &Platform, plan: &Plan) -> String {
     };
     let _ = writeln!(out, "send order:   {}", order(plan.send_order()));
     let _ = writeln!(out, "return order: {}", order(plan.return_order()));
-    if let Ok((e, h)) = dls_lp::plan::efficiency(platform, plan) {
+    if let Some((e, h)) = efficiency {
         let _ = writeln!(
             out,
             "equivalent homogeneous platform (average speeds): {h:.6} s; efficiency {e:.3} = that / this makespan (above 1: heterogeneity helps this plan)"

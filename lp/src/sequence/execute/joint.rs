@@ -41,15 +41,21 @@ struct Side<'o> {
 }
 
 impl<'o> Side<'o> {
-    fn new(sim: &Sim<'_>, ops: &'o [PortOp]) -> Side<'o> {
+    fn new(sim: &mut Sim<'_>, ops: &'o [PortOp], fill: bool) -> Side<'o> {
         let p = sim.wk.len();
         Side {
             ops,
-            lane: Lane::new(p, ops, |op| sim.chunks[op.chunk()].worker),
+            lane: Lane::new(p, ops, fill, |op| sim.chunks[op.chunk()].worker),
             flights: Fluid::default(),
-            began: vec![0.0; ops.len()],
-            link_free: vec![0.0; p],
+            began: sim.spare.reals.filled(ops.len(), 0.0),
+            link_free: sim.spare.reals.filled(p, 0.0),
         }
+    }
+
+    /// Its vectors back to `sim`'s spares.
+    fn close(self, sim: &mut Sim<'_>) {
+        sim.spare.reals.put(self.began);
+        sim.spare.reals.put(self.link_free);
     }
 
     fn next_end(&self) -> f64 {
@@ -61,22 +67,33 @@ impl Sim<'_> {
     /// Sends and returns of `ops` on two lanes, in one pass as the module
     /// says, with the return lane's gaps filled if `fill`.
     pub(super) fn two_lanes(&mut self, ops: &[PortOp], fill: bool) {
-        let (sends, returns): (Vec<PortOp>, Vec<PortOp>) = ops.iter().partition(|op| matches!(op, PortOp::Send(_)));
+        let (mut sends, mut returns) = (self.spare.ops.empty(), self.spare.ops.empty());
+        for &op in ops {
+            match op {
+                PortOp::Send(_) => sends.push(op),
+                PortOp::Return(_) => returns.push(op),
+            }
+        }
         let n = self.chunks.len();
         // Unknown until their send ends, or their release's return.
-        let before = super::returns_before(self.chunks, ops);
-        let mut releases: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let (mut before, mut last) = (self.spare.maybe.empty(), self.spare.maybe.empty());
+        super::returns_before_into(self.chunks, ops, &mut last, &mut before);
+        // The sends each return releases, as lists threaded through two
+        // arrays: the first, and each one's next (NONE ends a list).
+        const NONE: usize = usize::MAX;
+        let (mut first, mut then) = (self.spare.at.filled(n, NONE), self.spare.at.filled(n, NONE));
         for (j, b) in before.iter().enumerate() {
-            self.release[j] = match b {
+            self.release[j] = match *b {
                 Some(r) => {
-                    releases[*r].push(j);
+                    then[j] = first[r];
+                    first[r] = j;
                     f64::INFINITY
                 }
                 None => self.given[j],
             };
             self.times[j].compute_end = f64::INFINITY;
         }
-        let mut send_pos = vec![None; n];
+        let mut send_pos = self.spare.maybe.filled(n, None);
         for (pos, op) in sends.iter().enumerate() {
             send_pos[op.chunk()] = Some(pos);
         }
@@ -84,7 +101,7 @@ impl Sim<'_> {
         let mut receiving = vec![false; self.wk.len()];
         // Returns under way of workers slowed while they receive.
         let mut returning: Vec<(usize, usize)> = Vec::new();
-        let (mut tx, mut rx) = (Side::new(self, &sends), Side::new(self, &returns));
+        let (mut tx, mut rx) = (Side::new(self, &sends, fill), Side::new(self, &returns, fill));
         let mut t = 0.0f64;
         loop {
             // What ends by now, in time order across the lanes.
@@ -105,8 +122,10 @@ impl Sim<'_> {
                     PortOp::Send(_) => receiving[w] = false,
                     PortOp::Return(_) => {
                         returning.retain(|x| x.0 != pos);
-                        for &s in &releases[j] {
+                        let mut s = first[j];
+                        while s != NONE {
                             self.release[s] = end.max(self.given[s]);
+                            s = then[s];
                         }
                     }
                 }
@@ -149,9 +168,20 @@ impl Sim<'_> {
                     tx.lane.head().is_none() && rx.lane.head().is_none(),
                     "two lanes wait for nothing"
                 );
-                return;
+                break;
             }
             t = next.max(t);
+        }
+        tx.close(self);
+        rx.close(self);
+        for v in [first, then] {
+            self.spare.at.put(v);
+        }
+        for v in [before, last, send_pos] {
+            self.spare.maybe.put(v);
+        }
+        for v in [sends, returns] {
+            self.spare.ops.put(v);
         }
     }
 

@@ -44,7 +44,7 @@ impl Sim<'_> {
     /// way end, then the next may start, else time moves to the next
     /// instant something may change.
     pub(super) fn shared_lane(&mut self, ops: &[PortOp], fill: bool) {
-        let mut lane = Lane::new(self.wk.len(), ops, |op| self.chunks[op.chunk()].worker);
+        let mut lane = Lane::new(self.wk.len(), ops, fill, |op| self.chunks[op.chunk()].worker);
         let mut flights: Fluid<usize> = Fluid::default();
         let mut began = vec![0.0f64; ops.len()];
         let mut link_free = vec![0.0f64; self.wk.len()];
