@@ -439,15 +439,21 @@ def one_product_cold(env):
 
 
 def plan_uplink(env):
-    """`scripts/plan-time.sh DLS "4 64 256" 100000`: `dls plan` of 100,000
-    products behind a shared uplink within 0.3 s from 4 to 256 workers
-    (the README: 0.06-0.14 s)."""
-    out = script(["bash", os.path.join(ROOT, "scripts", "plan-time.sh"), env.bin("dls"), "4 64 256", "100000"], 600)
-    rows = [l.split() for l in out.splitlines() if len(l.split()) == 6 and l.split()[2] == "measured"]
-    if not rows:
-        raise RuntimeError("could not read scripts/plan-time.sh's output: " + out[-300:])
-    secs = {int(r[0]): float(r[3]) for r in rows}
-    return ", ".join(f"p={p}: {s:.3f} s" for p, s in secs.items()), max(secs.values()) <= 0.3
+    """`scripts/plan-time.sh DLS "4 16 64 256" 100000`, three times: `dls
+    plan` of 100,000 products behind a shared uplink within 0.05 s up to
+    64 workers and 1 s at 256, the median of the three runs (the README:
+    0.018-0.046 s up to 64, 0.047-0.053 s at 256)."""
+    runs = {}
+    for _ in range(3):
+        out = script(["bash", os.path.join(ROOT, "scripts", "plan-time.sh"), env.bin("dls"), "4 16 64 256", "100000"], 600)
+        rows = [l.split() for l in out.splitlines() if len(l.split()) == 6 and l.split()[2] == "measured"]
+        if not rows:
+            raise RuntimeError("could not read scripts/plan-time.sh's output: " + out[-300:])
+        for r in rows:
+            runs.setdefault(int(r[0]), []).append(float(r[3]))
+    secs = {p: statistics.median(v) for p, v in runs.items()}
+    ok = all(s <= (0.05 if p <= 64 else 1.0) for p, s in secs.items())
+    return ", ".join(f"p={p}: {s:.3f} s" for p, s in secs.items()), ok
 
 
 def peer_dask(env):
@@ -586,8 +592,8 @@ PROMISES = [
             ("README.md", "One large product without a platform waits at most"),
             "command <= 1.5x makespan + 0.5 s", False, one_product_cold),
     Promise("plan-uplink", "dls plan of 100,000 products behind an uplink, 4 to 256 workers",
-            ("README.md", "100,000 products behind an uplink takes 0.06-0.14 s from 4 to 256"),
-            "<= 0.3 s each", False, plan_uplink),
+            ("README.md", "100,000 products behind an uplink takes 0.018-0.046 s from 4 to 64"),
+            "median <= 0.05 s up to 64 workers, <= 1 s at 256", False, plan_uplink),
     Promise("peer-dask", "faster than Dask distributed on the switched test bed",
             ("docs/experiments/peer-dask/README.md", "warm at most 0.80× Dask's\nbest setting, cold at most 1.0×"),
             "warm <= 0.80x, cold <= 1.0x Dask's best; measured/predicted within 20%", False, peer_dask),
