@@ -21,7 +21,6 @@ use super::{ChunkTimes, PortOp, RoundChunk};
 use crate::platform::{Platform, Worker};
 use crate::schedule::{Ports, Transfer};
 use crate::tol::GAP_FIT;
-use std::collections::BTreeSet;
 
 mod joint;
 mod shared;
@@ -359,7 +358,9 @@ struct ByWorker {
     worker: Vec<usize>,
     mine: Vec<Vec<usize>>,
     count: Vec<usize>,
-    next: BTreeSet<usize>,
+    /// Sorted, one position a worker at most: a few hundred at most,
+    /// where a sorted vector beats a tree.
+    next: Vec<usize>,
 }
 
 impl<'a> Lane<'a> {
@@ -370,7 +371,8 @@ impl<'a> Lane<'a> {
             for (i, &w) in worker.iter().enumerate() {
                 mine[w].push(i);
             }
-            let next = mine.iter().filter_map(|m| m.first().copied()).collect();
+            let mut next: Vec<usize> = mine.iter().filter_map(|m| m.first().copied()).collect();
+            next.sort_unstable();
             ByWorker {
                 worker,
                 mine,
@@ -401,10 +403,13 @@ impl<'a> Lane<'a> {
             return;
         };
         let w = b.worker[pos];
-        b.next.remove(&pos);
+        if let Ok(at) = b.next.binary_search(&pos) {
+            b.next.remove(at);
+        }
         b.count[w] += 1;
         if let Some(&q) = b.mine[w].get(b.count[w]) {
-            b.next.insert(q);
+            let at = b.next.binary_search(&q).unwrap_or_else(|at| at);
+            b.next.insert(at, q);
         }
     }
 
@@ -412,7 +417,8 @@ impl<'a> Lane<'a> {
     /// order, until `visit` says stop (true). Strictly, none.
     fn scan(&self, head: usize, mut visit: impl FnMut(usize) -> bool) {
         let Some(b) = &self.by_worker else { return };
-        for &pos in b.next.range(head + 1..) {
+        let from = b.next.partition_point(|&q| q <= head);
+        for &pos in &b.next[from..] {
             if visit(pos) {
                 return;
             }
