@@ -7,9 +7,12 @@
 # DLS defaults to target/release/dls (built first); P to "4 16 64", LOADS
 # to "1000 10000 100000". Each star is deterministic (xorshift): links c
 # of 10-50 ms a product, w of 5-100 ms, d half of c, latencies of 0-2 ms,
-# and an uplink carrying 2.5 of the fastest links. Prints, per star, load
-# and port model, the command's wall time, the makespan it predicts and
-# that over the steady-state bound. Nothing is kept.
+# and an uplink carrying 2.5 of the fastest links. Other stars of the same
+# kind: STAR_SEED (1), STAR_SPREAD (links of 10·(1 + SPREAD·u) ms, 4) and
+# STAR_CARRY (the uplink carries CARRY of the fastest link, 2.5) in the
+# environment. Prints, per star, load and port model, the command's wall
+# time, the makespan it predicts and that over the steady-state bound.
+# Nothing is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dls=${1:-target/release/dls}
@@ -21,9 +24,12 @@ trap 'rm -rf "$dir"' EXIT
 
 star() { # p file
   python3 - "$1" >"$2" <<'EOF'
-import sys
+import os, sys
 p = int(sys.argv[1])
-x = 0x9E3779B97F4A7C15
+seed = int(os.environ.get("STAR_SEED", "1"))
+spread = float(os.environ.get("STAR_SPREAD", "4"))
+carry = float(os.environ.get("STAR_CARRY", "2.5"))
+x = (0x9E3779B97F4A7C15 * seed) % 2**64 or 1
 def nxt():
     global x
     x ^= (x << 13) & (2**64 - 1); x ^= x >> 7; x ^= (x << 17) & (2**64 - 1)
@@ -31,11 +37,11 @@ def nxt():
 print('shape = [256, 256, 256]\ndtype = "float64"\n')
 cs = []
 for i in range(p):
-    c, w = 0.01 + 0.04 * nxt(), 0.005 + 0.095 * nxt()
+    c, w = 0.01 * (1 + spread * nxt()), 0.005 + 0.095 * nxt()
     cs.append(c)
     print(f'[[worker]]\nname = "w{i}"\nc = {c}\nw = {w}\nd = {c / 2}')
     print(f'send_latency = {0.002 * nxt()}\ncompute_latency = {0.002 * nxt()}\nreturn_latency = {0.002 * nxt()}\n')
-print(f'[uplink]\nsend = {min(cs) / 2.5}\nret = {min(cs) / 5}\nduplex = true')
+print(f'[uplink]\nsend = {min(cs) / carry}\nret = {min(cs) / (2 * carry)}\nduplex = true')
 EOF
 }
 
