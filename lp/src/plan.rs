@@ -591,13 +591,5 @@ fn integer_makespan(pb: &Problem, solved: &Solved, how: Rounding) -> f64 {
     Sequence::one_round(pb.platform, &solved.scenario, &loads, pb.ports).makespan
 }
 
-/// The steady-state bound on `plan`'s makespan (NaN where there is
-/// none): on its links' own costs, a paced plan's platform having its
-/// paces for links.
-pub fn steady_state_bound(platform: &Platform, plan: &Plan) -> f64 {
-    let links = crate::pace::unpaced(platform, &plan.pace);
-    crate::bound::steady_state(&links, plan.ports).map_or(f64::NAN, |s| s.makespan_bound(plan.load))
-}
-
-mod homogeneous;
-pub use homogeneous::{efficiency, equivalent_homogeneous, homogeneous_makespan};
+mod against;
+pub use against::{efficiency, equivalent_homogeneous, homogeneous_makespan, steady_state_bound};

@@ -333,8 +333,30 @@ fn search(
             break;
         }
     }
-    // The one-round candidate, if any, is first.
-    let ceiling = one_round.map_or(f64::INFINITY, |_| weighed[0].strict);
+    let ceiling = one_round.map(|_| weighed[0].strict);
+    choose(platform, ports, weighed, ceiling, bare.is_some(), timings)
+        .map(Some)
+        .ok_or_else(|| {
+            Error::Solver(format!(
+                "no multi-round schedule of {load} units fits the workers' memory (max_load)"
+            ))
+        })
+}
+
+/// The candidate taken of those `weighed` (the one-round plan's, if any,
+/// first, its strict makespan the `ceiling` none may pass), executed with
+/// its gaps filled: of the few best by regret, the best filled; where the
+/// platform has no latencies (not `hedging`), then the one with the
+/// fewest chunks within the slack of it.
+fn choose(
+    platform: &Platform,
+    ports: Ports,
+    mut weighed: Vec<Candidate>,
+    ceiling: Option<f64>,
+    hedging: bool,
+    timings: &mut Timings,
+) -> Option<Sequence> {
+    let ceiling = ceiling.unwrap_or(f64::INFINITY);
     let least = |f: &dyn Fn(&Candidate) -> f64| weighed.iter().map(f).fold(f64::INFINITY, f64::min);
     let best_with = least(&|c| c.strict);
     let best_without = least(&|c| c.without.unwrap_or(f64::INFINITY));
@@ -362,7 +384,7 @@ fn search(
     // to end within the slack of it (taken strictly in order, which
     // filling only shortens), the fewest chunks. (Latencies that are known
     // are weighed, and hedged against, above.)
-    if let Some((at, score, _)) = best.as_ref().filter(|_| bare.is_none()) {
+    if let Some((at, score, _)) = best.as_ref().filter(|_| !hedging) {
         let (limit, most) = (score * (1.0 + slack(ports)), weighed[*at].plan.chunks());
         let fewest = (weighed.iter().enumerate())
             .filter(|(_, c)| regret(c.strict, c) <= limit && c.plan.chunks() < most)
@@ -372,12 +394,7 @@ fn search(
             best = Some((i, score, seq));
         }
     }
-    let best = best.map(|b| b.2);
-    best.map(Some).ok_or_else(|| {
-        Error::Solver(format!(
-            "no multi-round schedule of {load} units fits the workers' memory (max_load)"
-        ))
-    })
+    best.map(|b| b.2)
 }
 
 /// Candidate `c` executed with its gaps filled, a periodic one taken from

@@ -1,4 +1,5 @@
-//! The equivalent homogeneous platform a plan is weighed against.
+//! What a plan is weighed against: the steady-state bound, and the same
+//! strategy on the equivalent homogeneous platform.
 
 use super::{plan, Plan, Request, Rounding, Strategy};
 use crate::error::Result;
@@ -50,4 +51,12 @@ pub fn homogeneous_makespan(platform: &Platform, load: u64, strategy: Strategy, 
         rounding: Rounding::Paper,
     };
     Ok(plan(&hom, &req)?.makespan_rational())
+}
+
+/// The steady-state bound on `plan`'s makespan (NaN where there is
+/// none): on its links' own costs, a paced plan's platform having its
+/// paces for links.
+pub fn steady_state_bound(platform: &Platform, plan: &Plan) -> f64 {
+    let links = crate::pace::unpaced(platform, &plan.pace);
+    crate::bound::steady_state(&links, plan.ports).map_or(f64::NAN, |s| s.makespan_bound(plan.load))
 }
