@@ -469,8 +469,12 @@ fn plan(platform: PathBuf, load: u64, strategy: &str, ports: Option<u8>, pace: b
         false => dls_lp::plan(&plat, &req).map(|p| (plat, p)),
     };
     let (plat, plan) = planned.map_err(|e| input(format!("planning {load} units: {e}")))?;
-    serde_json::to_string(&dls_master::output::plan_report::PlanJson::new(&plat, &plan))
-        .map_err(|e| Error::new_err(e.to_string()))
+    serde_json::to_string(&dls_master::output::plan_report::PlanJson::new(
+        &plat,
+        &plan,
+        dls_lp::plan::efficiency(&plat, &plan).ok(),
+    ))
+    .map_err(|e| Error::new_err(e.to_string()))
 }
 
 /// Calibrate the workers for products of `shape`: see `dls.calibrate`.
