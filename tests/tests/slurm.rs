@@ -173,7 +173,11 @@ fn a_job_out_of_time_is_finished_by_submitting_it_again() {
         "--json",
     ];
     let done = |j: &Path| Journal::read(j).ok().flatten().map_or(0, |f| f.products_done());
-    let mut first = job(&bin, &tok, port, &args, "--slowdown 3000");
+    // The journal is made durable every 0.5 s: the job must outlast a
+    // sync. At 3,000 times the kernel's time a processor with AVX-512 ran
+    // these 200 products of 32² before the first one; at 30,000, about 15
+    // ms a product there.
+    let mut first = job(&bin, &tok, port, &args, "--slowdown 30000");
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while done(&journal) < 10 {
         if first.try_wait().expect("waits").is_some() {
