@@ -144,12 +144,16 @@ def cold_trace(env):
 def resume_after_kill(env):
     """Kill the master mid-batch; the same command again computes only what
     is missing and completes C (checked by --verify and Freivalds)."""
-    w = env.workers(["--threads 1 --slowdown 30"] * 2)
+    # Slow enough that the batch outlasts a few of the journal's syncs
+    # (every 0.5 s): at 30 times the kernel's time a processor with AVX-512
+    # ran the 300 products in under a second, and some runs ended first.
+    w = env.workers(["--threads 1 --slowdown 150"] * 2)
     out = env.path("resume-c.npy")
     args = [env.bin("dls"), "run", "--workers", w, "--batch", 300, "--size", 192, "--output", out,
             "--platform", write_platform(env, w, 192), "--json"]
     args = list(map(str, args))
-    first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    err = open(env.path("resume-first.err"), "w+")
+    first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err)
     # Killed once the journal holds some products (written every 0.5 s).
     journal = os.path.join(os.path.dirname(out), "." + os.path.basename(out) + ".dls-journal")
     t0 = time.time()
@@ -158,7 +162,9 @@ def resume_after_kill(env):
             break
         time.sleep(0.05)
     if first.poll() is not None:
-        raise RuntimeError("the batch ended before its journal held a product: nothing to resume")
+        err.seek(0)
+        said = err.read().strip()[-200:]
+        raise RuntimeError(f"the batch ended before its journal held a product: nothing to resume ({said})")
     killed_at = time.time() - t0
     first.send_signal(signal.SIGKILL)
     first.wait()
