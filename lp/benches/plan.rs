@@ -2,7 +2,8 @@
 //! under each port model; the default strategy on few workers, plain and
 //! with its paced candidates; one large product's plan, one send at a
 //! time and sends crossing behind an uplink; one round under binding
-//! memory bounds.
+//! memory bounds; what `dls plan` spends on 100,000 products behind an
+//! uplink (the stars of `scripts/plan-time.sh`).
 //!
 //! `cargo bench -p dls-lp --bench plan`
 
@@ -141,6 +142,55 @@ fn paced(c: &mut Criterion) {
     g.finish();
 }
 
+/// The star of `scripts/plan-time.sh` (its xorshift, links of 10-50 ms a
+/// product, w of 5-100 ms, d half of c, latencies of 0-2 ms, an uplink
+/// carrying 2.5 of the fastest link).
+fn uplink_star(p: usize) -> Platform {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let workers: Vec<Worker> = (0..p)
+        .map(|i| {
+            let (c, w) = (0.01 * (1.0 + 4.0 * next()), 0.005 + 0.095 * next());
+            let mut x = Worker::new(format!("w{i}"), c, w, c / 2.0);
+            x.latency = dls_lp::Latency {
+                send: 0.002 * next(),
+                compute: 0.002 * next(),
+                ret: 0.002 * next(),
+            };
+            x
+        })
+        .collect();
+    let fastest = workers.iter().map(|w| w.c).fold(f64::INFINITY, f64::min);
+    let up = dls_lp::Uplink::new(fastest / 2.5, fastest / 5.0, true).expect("valid");
+    Platform::new(workers).expect("valid").with_uplink(Some(up))
+}
+
+/// What `dls plan` spends planning 100,000 products behind an uplink: the
+/// plain plan and its paced candidates (issue "Time to result": at most
+/// 50 ms up to 64 workers).
+fn large(c: &mut Criterion) {
+    let mut g = c.benchmark_group("large");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(5))
+        .warm_up_time(Duration::from_millis(500));
+    for p in [16usize, 64] {
+        let pf = uplink_star(p);
+        let req = Request {
+            ports: Ports::Shared(pf.uplink().expect("an uplink")),
+            ..Request::new(100_000, Strategy::Best)
+        };
+        g.bench_with_input(BenchmarkId::new("best-uplink-paced-100000", p), &p, |b, _| {
+            b.iter(|| plan_paced(black_box(&pf), &req).expect("plans"))
+        });
+    }
+    g.finish();
+}
+
 /// One 4096² product over p unequal workers (panels of 1 MiB of
 /// float64): one send at a time, and behind an uplink carrying about
 /// three links (the planner then times the order for each number of
@@ -207,5 +257,5 @@ fn bounded(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, best, paced, product, bounded);
+criterion_group!(benches, bench, best, paced, large, product, bounded);
 criterion_main!(benches);
