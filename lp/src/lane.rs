@@ -33,7 +33,6 @@
 //! and so does the simulator.
 
 use crate::tol::SHARE_EPS;
-use std::cell::Cell;
 
 /// Share of a lane that transfers whose shares do not fit together carry
 /// at once: a lane filled to its measured rate keeps its queues full,
@@ -111,9 +110,11 @@ fn rates_into(shares: &[f64], order: &mut Vec<usize>, out: &mut Vec<f64>) {
 pub struct Fluid<K: Copy> {
     at: f64,
     flows: Vec<Flow<K>>,
-    /// [`Fluid::next_end`] once worked out, until the transfers or their
-    /// rates change (it is asked several times an instant).
-    next: Cell<Option<Option<(f64, K)>>>,
+    /// The transfer that ends first at the present rates, and the shares
+    /// under way added up: worked out whenever the transfers or their
+    /// rates change (both are asked several times an instant).
+    next: Option<(f64, K)>,
+    used: f64,
     /// Scratch for [`Fluid::rerate`].
     asked: Vec<f64>,
     order: Vec<usize>,
@@ -129,6 +130,8 @@ struct Flow<K: Copy> {
     speed: f64,
     /// Seconds of work done a second, at the present rates.
     pace: f64,
+    /// When it ends at the present rates.
+    end: f64,
 }
 
 impl<K: Copy + PartialEq> Default for Fluid<K> {
@@ -136,7 +139,8 @@ impl<K: Copy + PartialEq> Default for Fluid<K> {
         Fluid {
             at: 0.0,
             flows: Vec::new(),
-            next: Cell::new(None),
+            next: None,
+            used: 0.0,
             asked: Vec::new(),
             order: Vec::new(),
             rated: Vec::new(),
@@ -147,7 +151,7 @@ impl<K: Copy + PartialEq> Default for Fluid<K> {
 impl<K: Copy + PartialEq> Fluid<K> {
     /// The whole shares of the transfers under way, added up.
     pub fn used(&self) -> f64 {
-        self.flows.iter().map(|f| f.share).sum()
+        self.used
     }
 
     /// Whether no transfer is under way.
@@ -170,6 +174,7 @@ impl<K: Copy + PartialEq> Fluid<K> {
             share,
             speed: speed.clamp(f64::MIN_POSITIVE, 1.0),
             pace: 0.0,
+            end: f64::INFINITY,
         });
         self.rerate();
     }
@@ -187,29 +192,14 @@ impl<K: Copy + PartialEq> Fluid<K> {
         }
     }
 
-    /// Each transfer under way and when it ends at the present rates.
-    fn ends(&self) -> impl Iterator<Item = (f64, K)> + '_ {
-        (self.flows.iter()).map(|f| {
-            (
-                self.at + if f.pace > 0.0 { f.left / f.pace } else { f64::INFINITY },
-                f.key,
-            )
-        })
-    }
-
     /// The transfer that ends first at the present rates, and when.
     pub fn next_end(&self) -> Option<(f64, K)> {
-        if let Some(known) = self.next.get() {
-            return known;
-        }
-        let next = self.ends().min_by(|a, b| a.0.total_cmp(&b.0));
-        self.next.set(Some(next));
-        next
+        self.next
     }
 
     /// When the transfer `key`, if under way, ends at the present rates.
     pub fn end_of(&self, key: K) -> Option<f64> {
-        self.ends().find(|e| e.1 == key).map(|e| e.0)
+        self.flows.iter().find(|f| f.key == key).map(|f| f.end)
     }
 
     /// The transfer `key` ends at `t` (its [`Fluid::next_end`]): the others
@@ -222,7 +212,6 @@ impl<K: Copy + PartialEq> Fluid<K> {
 
     /// Every transfer progresses until `t` at its present rate.
     fn advance(&mut self, t: f64) {
-        self.next.set(None);
         let dt = (t - self.at).max(0.0);
         for f in &mut self.flows {
             f.left = (f.left - f.pace * dt).max(0.0);
@@ -233,13 +222,20 @@ impl<K: Copy + PartialEq> Fluid<K> {
     /// Each transfer takes what [`rates`] gives the part of its share its
     /// speed asks for; its work goes at that over its whole share.
     fn rerate(&mut self) {
-        self.next.set(None);
         self.asked.clear();
         self.asked.extend(self.flows.iter().map(|f| f.share * f.speed));
         rates_into(&self.asked, &mut self.order, &mut self.rated);
+        let mut next: Option<(f64, K)> = None;
         for (f, &r) in self.flows.iter_mut().zip(&self.rated) {
             f.pace = r * f.speed;
+            f.end = self.at + if f.pace > 0.0 { f.left / f.pace } else { f64::INFINITY };
+            // The first of the earliest.
+            if next.is_none_or(|n| f.end.total_cmp(&n.0).is_lt()) {
+                next = Some((f.end, f.key));
+            }
         }
+        self.next = next;
+        self.used = self.flows.iter().map(|f| f.share).sum();
     }
 }
 

@@ -159,6 +159,7 @@ fn screened(platform: &Platform, req: &Request) -> Result<((Platform, Plan), [us
         if let Ok(p) = &plain {
             let _ = screen.plain.set(p.makespan());
         }
+
         screen.drain(req);
         plain
     });
@@ -168,6 +169,7 @@ fn screened(platform: &Platform, req: &Request) -> Result<((Platform, Plan), [us
     planned.sort_by_key(|(c, _)| c.at);
     let planned = planned.into_iter().map(|(c, p)| (c.pace, c.fitted, c.slow, p));
     let skipped = [screen.skipped.into_inner(), screen.given_up.into_inner()];
+
     Ok((choose(platform, req, plain?, planned)?, skipped))
 }
 
@@ -270,8 +272,11 @@ impl Screen<'_> {
                 self.skipped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 continue;
             }
-            // Given up as soon as its search can tell it cannot be taken.
-            match crate::plan::plan_unless(&c.slow, req, &|reach| self.hopeless(reach)) {
+            // Given up as soon as its search can tell it cannot be taken:
+            // no plan of its ends before its bound, and a paced plan taken
+            // meanwhile may end before that.
+            let bound = c.bound;
+            match crate::plan::plan_unless(&c.slow, req, &|reach| self.hopeless(reach.max(bound))) {
                 Ok(Some(p)) => self.planned.lock().unwrap_or_else(|e| e.into_inner()).push((c, p)),
                 Ok(None) => {
                     self.given_up.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

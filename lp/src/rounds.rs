@@ -154,9 +154,15 @@ pub const SIM_SECS: f64 = 0.8e-6;
 /// search's timing took 1.3× what [`SIM_SECS`] alone says, over 256 2.8×).
 pub const SIM_WIDTH: f64 = 128.0;
 
-/// Chunks in all that the search allows, so that planning stays fast for
-/// many workers.
-pub const MAX_CHUNKS: usize = 20_000;
+/// Chunks a candidate of the search may have, so that the plan is ready
+/// within tens of milliseconds whatever the batch. No committed platform
+/// file's search reaches it ([`Stall`] ends them sooner: 0 of 810
+/// predictions moved from 20,000 at 40, 3,000 and 100,000 products); on
+/// random stars behind an uplink carrying four links (`scripts/plan-time.sh`,
+/// 100,000 products over 16 workers) the search went on to 18,580 chunks,
+/// and stopping it at 6,000 took 0.2% off the prediction's gain and 40%
+/// off the plan's time (docs/planner.md, "Plan time").
+pub const MAX_CHUNKS: usize = 6_000;
 
 /// The `rounds` plan of `load` units: the best periodic candidate, or
 /// `one_round` (the sequence of the best one-round plan, when it fits the
@@ -185,7 +191,10 @@ pub fn plan_rounds_with(
 /// (a paced candidate that cannot win against the plain plan,
 /// [`crate::paced`]): the least any candidate still to be timed can reach
 /// is reckoned as [`Lags`] does, less the slack for what filling gaps may
-/// still take off.
+/// still take off. `hopeless(0.0)` asks whether any plan at all is
+/// refused (the caller folds in what it knows of the least one can end
+/// at, and what refuses it may change while the search runs): asked at
+/// every round count.
 pub(crate) fn plan_rounds_unless(
     platform: &Platform,
     ports: Ports,
@@ -221,6 +230,10 @@ fn given_up(
     timings: &mut Timings,
     hopeless: &dyn Fn(f64) -> bool,
 ) -> bool {
+    // Refused however early it ends: given up at once.
+    if hopeless(0.0) {
+        return true;
+    }
     let Some(best) = weighed.iter().min_by(|a, b| a.strict.total_cmp(&b.strict)) else {
         return false;
     };

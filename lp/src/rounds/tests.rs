@@ -129,3 +129,29 @@ fn a_lag_that_cannot_come_within_the_slack_is_no_longer_timed() {
     assert!(lags.timed(1) && lags.timed(2) && !lags.none());
     assert_eq!(lags.reach(), Some(90.0));
 }
+
+#[test]
+fn a_search_refused_however_early_it_ends_is_given_up_at_its_first_round_count() {
+    // `hopeless(0.0)`: any plan is refused (a paced candidate whose bound
+    // a plan taken meanwhile beats); every other makespan is not, so only
+    // that question can give the search up.
+    let mut r = ChaCha8Rng::seed_from_u64(7);
+    let pf = star(&mut r, 6, true);
+    let fastest = pf.workers().iter().map(|w| w.c).fold(f64::INFINITY, f64::min);
+    let ports = Ports::Shared(Uplink::new(fastest * 0.5, fastest * 0.25, true).expect("valid"));
+    let refused = |x: f64| x == 0.0;
+    let mut timings = Timings::default();
+    let given_up = plan_rounds_unless(&pf, ports, 2_000, None, &mut timings, &refused).expect("plans");
+    assert!(given_up.is_none());
+    assert!(
+        timings.strict.keys().all(|&(k, _)| k == 1),
+        "{:?}",
+        timings.strict.keys()
+    );
+    // Asked nothing it refuses, the same search goes on past one round.
+    let mut all = Timings::default();
+    let never = |_: f64| false;
+    let plan = plan_rounds_unless(&pf, ports, 2_000, None, &mut all, &never).expect("plans");
+    assert!(plan.is_some_and(|p| p.count > 1));
+    assert!(all.strict.keys().any(|&(k, _)| k > 1));
+}

@@ -167,6 +167,7 @@ fn simulate_from<'a>(
         given,
         costs,
         spare,
+        epoch: 0,
     };
     if !ports.one_lane() {
         sim.two_lanes(ops, fill);
@@ -221,6 +222,11 @@ struct Sim<'a> {
     costs: Vec<[Transfer; 2]>,
     /// Vectors to work in ([`Spare`]).
     spare: Spare,
+    /// Bumped whenever a transfer ends (its chunk's times, its worker's
+    /// link, the sends its return releases change) or a return starts:
+    /// what a filler's search reads ([`Sim::filler`]) is as it was while
+    /// the epoch is.
+    epoch: u64,
 }
 
 impl Sim<'_> {
@@ -259,6 +265,7 @@ impl Sim<'_> {
     /// As [`Sim::run`], the transfer ending at `end` (later than its own
     /// time when it shares a lane, or is slowed while its worker receives).
     fn run_until(&mut self, op: PortOp, t: f64, end: f64) -> f64 {
+        self.epoch += 1;
         match op {
             PortOp::Send(j) => {
                 let (w, n) = (self.chunks[j].worker, self.chunks[j].units as f64);

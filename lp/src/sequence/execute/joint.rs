@@ -38,7 +38,16 @@ struct Side<'o> {
     /// When each worker's link on this lane is free (infinite while one
     /// of its transfers crosses).
     link_free: Vec<f64>,
+    /// The last filler looked for on this lane ([`Sim::filler`]): at which
+    /// [`Sim::epoch`], instant and awaited end, and what it found. Asked
+    /// again after every send that starts at the same instant, it finds
+    /// the same until a transfer ends or a return starts.
+    memo: std::cell::Cell<Option<Memo>>,
 }
+
+/// A filler's search: at which epoch, instant and awaited end, and what
+/// it found.
+type Memo = (u64, f64, f64, Result<usize, f64>);
 
 impl<'o> Side<'o> {
     fn new(sim: &mut Sim<'_>, ops: &'o [PortOp], fill: bool) -> Side<'o> {
@@ -49,6 +58,7 @@ impl<'o> Side<'o> {
             flights: Fluid::default(),
             began: sim.spare.reals.filled(ops.len(), 0.0),
             link_free: sim.spare.reals.filled(p, 0.0),
+            memo: std::cell::Cell::new(None),
         }
     }
 
@@ -187,7 +197,7 @@ impl Sim<'_> {
 
     /// `side`'s transfer at `pos` starts at `t` at `speed` of its link's
     /// rate; returns its worker.
-    fn start(&self, side: &mut Side<'_>, pos: usize, t: f64, speed: f64) -> usize {
+    fn start(&mut self, side: &mut Side<'_>, pos: usize, t: f64, speed: f64) -> usize {
         let op = side.ops[pos];
         let cost = self.cost(op);
         let w = self.chunks[op.chunk()].worker;
@@ -195,6 +205,9 @@ impl Sim<'_> {
         side.began[pos] = t;
         side.link_free[w] = f64::INFINITY;
         side.lane.make(pos);
+        if matches!(op, PortOp::Return(_)) {
+            self.epoch += 1;
+        }
         w
     }
 
@@ -234,7 +247,15 @@ impl Sim<'_> {
             t
         };
         if awaited > t {
-            self.filler(&rx.lane, head, t, awaited, hshare, used, &rx.link_free)
+            let key = (self.epoch, t, awaited);
+            if let Some((e, at, aw, found)) = rx.memo.get() {
+                if (e, at, aw) == key {
+                    return found;
+                }
+            }
+            let found = self.filler(&rx.lane, head, t, awaited, hshare, used, &rx.link_free);
+            rx.memo.set(Some((key.0, key.1, key.2, found)));
+            found
         } else {
             Err(if ready > t { ready } else { f64::INFINITY })
         }
