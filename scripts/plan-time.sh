@@ -10,8 +10,10 @@
 # and an uplink carrying 2.5 of the fastest links. Other stars of the same
 # kind: STAR_SEED (1), STAR_SPREAD (links of 10·(1 + SPREAD·u) ms, 4) and
 # STAR_CARRY (the uplink carries CARRY of the fastest link, 2.5) in the
-# environment. Prints, per star, load and port model, the command's wall
-# time, the makespan it predicts and that over the steady-state bound.
+# environment; STARS="SEED:SPREAD:CARRY ..." runs each of those stars in
+# turn (a "# star" line before its rows). Prints, per star, load and port
+# model, the command's wall time, the makespan it predicts and that over
+# the steady-state bound.
 # Nothing is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,19 +48,26 @@ EOF
 }
 
 printf '%5s %8s %-7s %10s %12s %8s\n' p load ports "plan s" "makespan s" "/bound"
-for p in $ps; do
-  star "$p" "$dir/star.toml"
-  for load in $loads; do
-    for ports in measured 1; do
-      flag=()
-      [ "$ports" = 1 ] && flag=(--ports 1)
-      t0=$(date +%s.%N)
-      out=$("$dls" plan --platform "$dir/star.toml" --load "$load" "${flag[@]}" --json)
-      t1=$(date +%s.%N)
-      echo "$out" | python3 -c "
+for triple in ${STARS:-default}; do
+  if [ "$triple" != default ]; then
+    IFS=: read -r STAR_SEED STAR_SPREAD STAR_CARRY <<<"$triple"
+    export STAR_SEED STAR_SPREAD STAR_CARRY
+    echo "# star $triple"
+  fi
+  for p in $ps; do
+    star "$p" "$dir/star.toml"
+    for load in $loads; do
+      for ports in measured 1; do
+        flag=()
+        [ "$ports" = 1 ] && flag=(--ports 1)
+        t0=$(date +%s.%N)
+        out=$("$dls" plan --platform "$dir/star.toml" --load "$load" "${flag[@]}" --json)
+        t1=$(date +%s.%N)
+        echo "$out" | python3 -c "
 import json, sys
 d = json.load(sys.stdin)
 print('%5d %8d %-7s %10.3f %12.3f %8.3f' % ($p, $load, '$ports', $t1 - $t0, d['makespan'], d['makespan_over_bound']))"
+      done
     done
   done
 done

@@ -32,9 +32,13 @@ pub fn equivalent_homogeneous(platform: &Platform) -> Result<Platform> {
 /// How the plan compares with the same strategy on the equivalent
 /// homogeneous platform: that platform's rational makespan divided by the
 /// plan's (1: as efficient; above 1: the heterogeneous platform, well
-/// scheduled, does better than its homogeneous equivalent).
+/// scheduled, does better than its homogeneous equivalent). The
+/// equivalent is that of the links themselves, as the bound is
+/// ([`steady_state_bound`]): a paced plan's platform has its paces for
+/// links, which are the plan's choice, not the platform's.
 pub fn efficiency(platform: &Platform, plan: &Plan) -> Result<(f64, f64)> {
-    let h = homogeneous_makespan(platform, plan.load, plan.strategy, plan.ports)?;
+    let links = crate::pace::unpaced(platform, &plan.pace);
+    let h = homogeneous_makespan(&links, plan.load, plan.strategy, plan.ports)?;
     Ok((h / plan.makespan_rational(), h))
 }
 

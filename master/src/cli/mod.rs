@@ -106,8 +106,9 @@ pub fn run(cli: Cli) -> Result<()> {
                 (planned, beside.join().ok().and_then(|h| h.ok()))
             });
             let (paced, plan) = planned.with_context(|| format!("planning {load} units on {}", platform.display()))?;
-            // A paced plan is weighed on the platform it was made on.
-            let same = paced == plat && plan.strategy == strategy && plan.ports == ports;
+            // A paced plan is weighed on its links, the platform given.
+            let links = dls_lp::pace::unpaced(&paced, &plan.pace);
+            let same = links == plat && plan.strategy == strategy && plan.ports == ports;
             let efficiency = match homogeneous {
                 Some(h) if same => Some((h / plan.makespan_rational(), h)),
                 _ => dls_lp::plan::efficiency(&paced, &plan).ok(),
