@@ -464,15 +464,10 @@ fn plan(platform: PathBuf, load: u64, strategy: &str, ports: Option<u8>, pace: b
         ..dls_lp::Request::new(load, strategy_of(strategy)?)
     };
     // As `dls plan`: paced sends where they shorten the plan, unless told not to.
-    let planned = match pace {
-        true => dls_lp::plan_paced(&plat, &req),
-        false => dls_lp::plan(&plat, &req).map(|p| (plat, p)),
-    };
-    let (plat, plan) = planned.map_err(|e| input(format!("planning {load} units: {e}")))?;
+    let (plat, plan, efficiency) =
+        dls_lp::paced::plan_weighed(&plat, &req, pace).map_err(|e| input(format!("planning {load} units: {e}")))?;
     serde_json::to_string(&dls_master::output::plan_report::PlanJson::new(
-        &plat,
-        &plan,
-        dls_lp::plan::efficiency(&plat, &plan).ok(),
+        &plat, &plan, efficiency,
     ))
     .map_err(|e| Error::new_err(e.to_string()))
 }

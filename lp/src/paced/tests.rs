@@ -50,7 +50,7 @@ fn screening_paced_candidates_changes_no_plan() {
                 ports: Ports::Shared(u),
                 ..Request::new(load, strategy)
             };
-            let ((slow, got), skips) = screened(&platform, &req).expect("plans");
+            let ((slow, got), skips) = screened(&platform, &req, || ()).0.expect("plans");
             let (every_slow, want) = plan_paced_every(&platform, &req).expect("plans");
             let what = format!("seed {seed}, {p} workers, {load} units, {strategy:?}");
             assert_eq!(got.makespan().to_bits(), want.makespan().to_bits(), "{what}");
@@ -81,4 +81,26 @@ fn a_note_lists_a_few_workers_and_counts_the_rest() {
         super::listed(&names),
         "11 workers (w0, w1, w2, w3, w4, w5, w6, w7 and 3 more)"
     );
+}
+
+#[test]
+fn work_beside_the_plan_is_returned_and_changes_no_plan() {
+    let mut r = ChaCha8Rng::seed_from_u64(5);
+    let platform = star(&mut r, 6, 0.5, 2.0, false);
+    let u = platform.uplink().expect("an uplink");
+    for ports in [Ports::Shared(u), Ports::One] {
+        let req = Request {
+            ports,
+            ..Request::new(3000, Strategy::Best)
+        };
+        let beside = || crate::plan::homogeneous_makespan(&platform, 3000, Strategy::Best, ports).expect("plans");
+        let (planned, h) = super::plan_paced_beside(&platform, &req, beside);
+        let (slow, got) = planned.expect("plans");
+        let (alone_slow, alone) = super::plan_paced(&platform, &req).expect("plans");
+        assert_eq!(got.makespan().to_bits(), alone.makespan().to_bits(), "{ports:?}");
+        assert_eq!(got.pace, alone.pace, "{ports:?}");
+        assert_eq!(slow.workers(), alone_slow.workers(), "{ports:?}");
+        let direct = crate::plan::homogeneous_makespan(&platform, 3000, Strategy::Best, ports).expect("plans");
+        assert_eq!(h.to_bits(), direct.to_bits(), "{ports:?}");
+    }
 }

@@ -96,23 +96,8 @@ pub fn run(cli: Cli) -> Result<()> {
             };
             // The equivalent homogeneous platform's plan beside the plan
             // itself: the user waits for both.
-            let (planned, homogeneous) = std::thread::scope(|s| {
-                let beside = s.spawn(|| dls_lp::plan::homogeneous_makespan(&plat, load, strategy, ports));
-                let planned = if no_pace {
-                    dls_lp::plan(&plat, &req).map(|p| (plat.clone(), p))
-                } else {
-                    dls_lp::plan_paced(&plat, &req)
-                };
-                (planned, beside.join().ok().and_then(|h| h.ok()))
-            });
-            let (paced, plan) = planned.with_context(|| format!("planning {load} units on {}", platform.display()))?;
-            // A paced plan is weighed on its links, the platform given.
-            let links = dls_lp::pace::unpaced(&paced, &plan.pace);
-            let same = links == plat && plan.strategy == strategy && plan.ports == ports;
-            let efficiency = match homogeneous {
-                Some(h) if same => Some((h / plan.makespan_rational(), h)),
-                _ => dls_lp::plan::efficiency(&paced, &plan).ok(),
-            };
+            let (paced, plan, efficiency) = dls_lp::paced::plan_weighed(&plat, &req, !no_pace)
+                .with_context(|| format!("planning {load} units on {}", platform.display()))?;
             if json {
                 println!(
                     "{}",
