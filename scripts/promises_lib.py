@@ -448,7 +448,7 @@ def plan_uplink(env):
     """`scripts/plan-time.sh DLS "4 16 64 256" 100000`, three times: `dls
     plan` of 100,000 products behind a shared uplink within 0.05 s up to
     64 workers and 1 s at 256, the median of the three runs (the README:
-    0.018-0.046 s up to 64, 0.047-0.053 s at 256)."""
+    0.018-0.025 s up to 64, 0.023 s at 256)."""
     runs = {}
     for _ in range(3):
         out = script(["bash", os.path.join(ROOT, "scripts", "plan-time.sh"), env.bin("dls"), "4 16 64 256", "100000"], 600)
@@ -637,7 +637,7 @@ PROMISES = [
             ("README.md", "One large product without a platform waits at most"),
             "command <= 1.5x makespan + 0.5 s", False, one_product_cold),
     Promise("plan-uplink", "dls plan of 100,000 products behind an uplink, 4 to 256 workers",
-            ("README.md", "100,000 products behind an uplink takes 0.018-0.046 s from 4 to 64"),
+            ("README.md", "100,000 products behind an uplink takes 0.018-0.025 s from 4 to 64"),
             "median <= 0.05 s up to 64 workers, <= 1 s at 256", False, plan_uplink),
     Promise("plan-uplink-stars", "dls plan of 100,000 products behind an uplink on 24 other stars",
             ("README.md", "on 24 other stars of the same kind"),
