@@ -303,6 +303,8 @@ fn search(
     let mut spent = 0.0;
     let weight = if bare.is_some() { 2.0 } else { 1.0 };
     let per_chunk = SIM_SECS * (1.0 + enrolled.len() as f64 / SIM_WIDTH);
+    // Each candidate's chunks and sequence, built into the same vectors.
+    let (mut chunks, mut ops) = (Vec::new(), Vec::new());
     for k in round_counts(platform, &enrolled, &shares, load, MAX_CHUNKS) {
         let before = weighed.len();
         // More rounds only while timing them costs at most a small part
@@ -318,7 +320,7 @@ fn search(
                 // the search stops where it would have.
                 spent += weight * per_chunk * per.chunks() as f64;
                 let (strict, without) = *timings.strict.entry((k, lag)).or_insert_with(|| {
-                    let (chunks, ops) = per.build();
+                    per.build_into(&mut chunks, &mut ops);
                     (
                         strict_makespan(platform, &chunks, &ops, ports),
                         bare.as_ref().map(|b| strict_makespan(b, &chunks, &ops, ports)),

@@ -6,7 +6,7 @@
 //! chunks are held at once.
 
 use crate::platform::Platform;
-use crate::rounding::{proportional, spread};
+use crate::rounding::proportional;
 use crate::sequence::{PortOp, RoundChunk};
 
 /// K rounds with lag L over the enrolled workers (in send order), each
@@ -55,18 +55,29 @@ impl<'a> Periodic<'a> {
     /// worker whose part is smaller than K (it starts in the first round
     /// and skips later ones).
     pub fn build(&self) -> (Vec<RoundChunk>, Vec<PortOp>) {
+        let (mut chunks, mut ops) = (Vec::new(), Vec::new());
+        self.build_into(&mut chunks, &mut ops);
+        (chunks, ops)
+    }
+
+    /// [`Periodic::build`] into `chunks` and `ops` (emptied first), so
+    /// that a search reuses its vectors from one candidate to the next:
+    /// each worker's chunk in round r is its part spread over the rounds
+    /// ([`crate::rounding::spread`]'s cumulative rounding), and a round's
+    /// chunks are consecutive.
+    pub fn build_into(&self, chunks: &mut Vec<RoundChunk>, ops: &mut Vec<PortOp>) {
         let rounds = self.k;
-        let per_round: Vec<Vec<u64>> = (self.parts.iter())
-            .map(|&part| spread(part, self.k).take(rounds).collect())
-            .collect();
-        let mut chunks = Vec::new();
-        let mut by_round: Vec<Vec<usize>> = Vec::with_capacity(rounds);
+        chunks.clear();
+        ops.clear();
+        // Where each round's chunks start in `chunks` (and where the last
+        // ends).
+        let mut start = Vec::with_capacity(rounds + 1);
+        let upto = |part: u64, r: usize| (u128::from(part) * r as u128).div_ceil(rounds.max(1) as u128) as u64;
         for r in 0..rounds {
-            let mut these = Vec::new();
-            for (pos, &w) in self.enrolled.iter().enumerate() {
-                let units = per_round[pos][r];
+            start.push(chunks.len());
+            for (&w, &part) in self.enrolled.iter().zip(&self.parts) {
+                let units = upto(part, r + 1) - upto(part, r);
                 if units > 0 {
-                    these.push(chunks.len());
                     chunks.push(RoundChunk {
                         worker: w,
                         units,
@@ -74,17 +85,16 @@ impl<'a> Periodic<'a> {
                     });
                 }
             }
-            by_round.push(these);
         }
-        let mut ops = Vec::with_capacity(2 * chunks.len());
+        start.push(chunks.len());
+        ops.reserve(2 * chunks.len());
         for period in 0..rounds + self.lag {
-            if let Some(sends) = by_round.get(period) {
-                ops.extend(sends.iter().map(|&j| PortOp::Send(j)));
+            if period < rounds {
+                ops.extend((start[period]..start[period + 1]).map(PortOp::Send));
             }
-            if period >= self.lag {
-                ops.extend(by_round[period - self.lag].iter().map(|&j| PortOp::Return(j)));
+            if let Some(r) = period.checked_sub(self.lag) {
+                ops.extend((start[r]..start[r + 1]).map(PortOp::Return));
             }
         }
-        (chunks, ops)
     }
 }

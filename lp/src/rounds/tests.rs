@@ -155,3 +155,58 @@ fn a_search_refused_however_early_it_ends_is_given_up_at_its_first_round_count()
     assert!(plan.is_some_and(|p| p.count > 1));
     assert!(all.strict.keys().any(|&(k, _)| k > 1));
 }
+
+#[test]
+fn a_periodic_plan_is_its_parts_spread_over_the_rounds_sent_l_periods_before_their_return() {
+    // Against a direct construction: round r holds each worker's r-th
+    // share of its part by `spread`, in send order; period q sends round q
+    // and returns round q − L.
+    use crate::rounding::spread;
+    let mut r = ChaCha8Rng::seed_from_u64(11);
+    let (mut chunks, mut ops) = (Vec::new(), Vec::new());
+    for _ in 0..200 {
+        let p = r.random_range(1..6);
+        let pf = star(&mut r, p, false);
+        let enrolled: Vec<usize> = (0..p).collect();
+        let shares: Vec<f64> = (0..p).map(|_| r.random_range(0.1..1.0)).collect();
+        let (load, k, lag) = (
+            r.random_range(1..300u64),
+            r.random_range(1..40usize),
+            r.random_range(0..3usize),
+        );
+        let Some(per) = Periodic::new(&pf, &enrolled, &shares, load, k, lag) else {
+            continue;
+        };
+        let parts = crate::rounding::proportional(load, &shares);
+        let mut want_chunks = Vec::new();
+        let mut rounds: Vec<Vec<usize>> = vec![Vec::new(); k];
+        let per_worker: Vec<Vec<u64>> = parts.iter().map(|&part| spread(part, k).collect()).collect();
+        for (round, these) in rounds.iter_mut().enumerate() {
+            for (w, units) in per_worker.iter().map(|s| s[round]).enumerate() {
+                if units > 0 {
+                    these.push(want_chunks.len());
+                    want_chunks.push(RoundChunk {
+                        worker: w,
+                        units,
+                        round,
+                    });
+                }
+            }
+        }
+        let mut want_ops = Vec::new();
+        for q in 0..k + lag {
+            want_ops.extend(rounds.get(q).into_iter().flatten().map(|&j| PortOp::Send(j)));
+            if q >= lag {
+                want_ops.extend(rounds[q - lag].iter().map(|&j| PortOp::Return(j)));
+            }
+        }
+        per.build_into(&mut chunks, &mut ops);
+        assert_eq!(
+            (&chunks, &ops),
+            (&want_chunks, &want_ops),
+            "{p} workers, {load} units, K {k}, L {lag}"
+        );
+        assert_eq!(per.chunks(), chunks.len());
+        assert_eq!(chunks.iter().map(|c| c.units).sum::<u64>(), load);
+    }
+}
