@@ -16,13 +16,7 @@ use std::time::Duration;
 /// A deterministic star platform with z = 1/2 (no RNG: the bench must not
 /// depend on a random generator's version).
 fn platform(p: usize) -> Platform {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        (x >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut next = xorshift();
     Platform::new(
         (0..p)
             .map(|i| {
@@ -32,6 +26,18 @@ fn platform(p: usize) -> Platform {
             .collect(),
     )
     .expect("valid platform")
+}
+
+/// Uniform numbers in [0, 1) from a fixed xorshift (the one of
+/// `scripts/plan-time.sh`, seed 1).
+fn xorshift() -> impl FnMut() -> f64 {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    }
 }
 
 /// The LP beyond this many workers takes minutes per solve; it is left out.
@@ -146,13 +152,7 @@ fn paced(c: &mut Criterion) {
 /// product, w of 5-100 ms, d half of c, latencies of 0-2 ms, an uplink
 /// carrying 2.5 of the fastest link).
 fn uplink_star(p: usize) -> Platform {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        (x >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut next = xorshift();
     let workers: Vec<Worker> = (0..p)
         .map(|i| {
             let (c, w) = (0.01 * (1.0 + 4.0 * next()), 0.005 + 0.095 * next());
@@ -171,8 +171,8 @@ fn uplink_star(p: usize) -> Platform {
 }
 
 /// What `dls plan` spends planning 100,000 products behind an uplink: the
-/// plain plan and its paced candidates (issue "Time to result": at most
-/// 50 ms up to 64 workers).
+/// plain plan and its paced candidates (the aim: at most 50 ms up to 64
+/// workers, docs/planner.md "Plan time").
 fn large(c: &mut Criterion) {
     let mut g = c.benchmark_group("large");
     g.sample_size(10)

@@ -143,11 +143,7 @@ pub fn plan_weighed(platform: &Platform, req: &Request, pace: bool) -> Result<(P
     let (planned, beside) = if pace {
         plan_paced_beside(platform, req, homogeneous)
     } else {
-        std::thread::scope(|s| {
-            let beside = s.spawn(homogeneous);
-            let planned = plan(platform, req).map(|p| (platform.clone(), p));
-            (planned, beside.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-        })
+        plain_beside(platform, req, homogeneous)
     };
     let (on, plan) = planned?;
     let links = crate::pace::unpaced(&on, &plan.pace);
@@ -160,6 +156,20 @@ pub fn plan_weighed(platform: &Platform, req: &Request, pace: bool) -> Result<(P
     Ok((on, plan, efficiency))
 }
 
+/// The plain plan on `platform` (no paced candidate), `beside` on a
+/// thread of its own meanwhile.
+fn plain_beside<T: Send>(
+    platform: &Platform,
+    req: &Request,
+    beside: impl FnOnce() -> T + Send,
+) -> (Result<(Platform, Plan)>, T) {
+    std::thread::scope(|s| {
+        let other = s.spawn(beside);
+        let planned = plan(platform, req).map(|p| (platform.clone(), p));
+        (planned, other.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+    })
+}
+
 /// [`plan_paced_beside`], and how many candidates it did not plan:
 /// skipped before planning, and given up part way.
 #[allow(clippy::type_complexity)]
@@ -169,11 +179,8 @@ fn screened<T: Send>(
     beside: impl FnOnce() -> T + Send,
 ) -> (Result<((Platform, Plan), [usize; 2])>, T) {
     let (Some(u), Strategy::Best | Strategy::Rounds) = (req.ports.uplink(), req.strategy) else {
-        return std::thread::scope(|s| {
-            let other = s.spawn(beside);
-            let planned = plan(platform, req).map(|p| ((platform.clone(), p), [0, 0]));
-            (planned, other.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-        });
+        let (planned, beside) = plain_beside(platform, req, beside);
+        return (planned.map(|p| (p, [0, 0])), beside);
     };
     let mut candidates: Vec<Candidate> = (paces(platform, u).into_iter().enumerate())
         .filter_map(|(at, (pace, fitted))| {
