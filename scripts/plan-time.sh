@@ -50,6 +50,8 @@ EOF
 printf '%5s %8s %-7s %10s %12s %8s\n' p load ports "plan s" "makespan s" "/bound"
 for triple in ${STARS:-default}; do
   if [ "$triple" != default ]; then
+    [[ "$triple" =~ ^[0-9]+:[0-9]+([.][0-9]+)?:[0-9]+([.][0-9]+)?$ ]] ||
+      { echo "STARS: \"$triple\" is not SEED:SPREAD:CARRY (a whole seed, two numbers)" >&2; exit 2; }
     IFS=: read -r STAR_SEED STAR_SPREAD STAR_CARRY <<<"$triple"
     export STAR_SEED STAR_SPREAD STAR_CARRY
     echo "# star $triple"
