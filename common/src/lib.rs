@@ -1,8 +1,10 @@
 //! What both `dls` binaries share and neither owns: sizes as people write
 //! them, logging, the shared token, TCP keepalive, freed buffers given
-//! back, one heap for every thread, and a check that every command-line
-//! flag is documented. The master links this, not the worker daemon, for
-//! them.
+//! back, one heap for every thread, a check that every command-line flag
+//! is documented, and matrices as both sides describe them (`matrix`). The
+//! master links this, not the worker daemon, for them.
+
+pub mod matrix;
 
 /// A field of /proc/meminfo (e.g. "MemTotal", "MemAvailable") in bytes,
 /// where the system says.

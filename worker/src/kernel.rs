@@ -4,6 +4,7 @@
 
 mod spare;
 
+pub use dls_common::matrix::{fill_random, fill_random_values, naive, naive_dims, Dims};
 use dls_protocol::{Form, Values};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
@@ -28,28 +29,6 @@ impl Elem for f64 {}
 pub enum Bs<'a, T> {
     Each(&'a [T]),
     Shared(&'a [T]),
-}
-
-/// Dimensions of one product, as `usize`: A n×k, B k×m.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Dims {
-    pub n: usize,
-    pub k: usize,
-    pub m: usize,
-}
-
-impl Dims {
-    pub fn square(n: usize) -> Dims {
-        Dims { n, k: n, m: n }
-    }
-
-    pub fn of(form: &Form) -> Dims {
-        Dims {
-            n: form.shape.n as usize,
-            k: form.shape.k as usize,
-            m: form.shape.m as usize,
-        }
-    }
 }
 
 fn gemm<T: Elem>(c: &mut [T], a: &[T], b: &[T], d: Dims, parts: usize) {
@@ -235,9 +214,18 @@ impl Kernel {
 
     /// One outer-product step of a large product: `acc += A·B` for a
     /// panel of `form` (`inputs` holds A, n×k, then B, k×m; `acc` is the
-    /// piece's C, n×m), computed `repeat` times over (the last time
+    /// piece's C, n×m), or `acc = A·B` for a piece's `first` panel (what
+    /// `acc` held is not read: its fresh pages are written once, not read
+    /// and then copied), computed `repeat` times over (the last time
     /// counts). Fails, saying why, when the lengths or types disagree.
-    pub fn add_panel(&self, form: &Form, inputs: &Values, acc: &mut Values, repeat: u32) -> Result<(), String> {
+    pub fn add_panel(
+        &self,
+        form: &Form,
+        inputs: &Values,
+        acc: &mut Values,
+        first: bool,
+        repeat: u32,
+    ) -> Result<(), String> {
         let d = Dims::of(form);
         let (a_len, c_len) = (d.n * d.k, d.n * d.m);
         if form.shared_b || inputs.len() as u64 != form.in_len(1) || inputs.dtype() != form.dtype {
@@ -250,9 +238,10 @@ impl Kernel {
         if acc.len() != c_len || acc.dtype() != form.dtype {
             return Err(format!("a panel of {form} for a piece of {} values", acc.len()));
         }
-        let par = self.threads;
-        fn add<T: Elem>(k: &Kernel, v: &[T], a_len: usize, c: &mut [T], d: Dims, par: usize, repeat: u32) {
+        let accum = if first { Accum::Replace } else { Accum::Add };
+        fn add<T: Elem>(k: &Kernel, v: &[T], a_len: usize, c: &mut [T], d: Dims, accum: Accum, repeat: u32) {
             let (a, b) = v.split_at(a_len);
+            let par = k.threads;
             let run = |c: &mut [T]| {
                 // Extra rounds (a slower processor) go into a scratch of a
                 // few rows, A taken a block of rows at a time: the same
@@ -271,7 +260,7 @@ impl Kernel {
                         }
                     }
                 }
-                gemm_into(c, Accum::Add, a, b, d, par);
+                gemm_into(c, accum, a, b, d, par);
             };
             if k.threads == 1 && !k.isolated {
                 run(c)
@@ -280,8 +269,8 @@ impl Kernel {
             }
         }
         match (inputs, acc) {
-            (Values::F32(v), Values::F32(c)) => add(self, v, a_len, c, d, par, repeat.max(1)),
-            (Values::F64(v), Values::F64(c)) => add(self, v, a_len, c, d, par, repeat.max(1)),
+            (Values::F32(v), Values::F32(c)) => add(self, v, a_len, c, d, accum, repeat.max(1)),
+            (Values::F64(v), Values::F64(c)) => add(self, v, a_len, c, d, accum, repeat.max(1)),
             _ => return Err(format!("a panel of {form} for a piece of another type")),
         }
         Ok(())
@@ -336,51 +325,6 @@ impl Kernel {
                 c.chunks_mut(c_len).enumerate().for_each(|(i, ci)| each(i, ci, par));
             }
         });
-    }
-}
-
-/// The textbook triple loop on square float64 matrices, for tests and for
-/// the master's `--verify`.
-pub fn naive(a: &[f64], b: &[f64], n: usize) -> Vec<f64> {
-    naive_dims(a, b, Dims::square(n))
-}
-
-/// The textbook triple loop for any shape, accumulated in float64 whatever
-/// the inputs' type (a reference for float32 results too).
-pub fn naive_dims<T: Copy + Into<f64>>(a: &[T], b: &[T], d: Dims) -> Vec<f64> {
-    let mut c = vec![0.0; d.n * d.m];
-    for i in 0..d.n {
-        for l in 0..d.k {
-            let x: f64 = a[i * d.k + l].into();
-            for j in 0..d.m {
-                c[i * d.m + j] += x * b[l * d.m + j].into();
-            }
-        }
-    }
-    c
-}
-
-/// Deterministic pseudo-random values in [-1, 1) (xorshift), for probes and
-/// benchmarks; not for anything secret.
-pub fn fill_random(values: &mut [f64], seed: u64) {
-    let mut x = seed | 1;
-    for v in values {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *v = (x >> 11) as f64 / (1u64 << 52) as f64 - 1.0;
-    }
-}
-
-/// `values` filled by [`fill_random`] (float32 ones rounded from it).
-pub fn fill_random_values(values: &mut Values, seed: u64) {
-    match values {
-        Values::F64(v) => fill_random(v, seed),
-        Values::F32(v) => {
-            let mut w = vec![0.0; v.len()];
-            fill_random(&mut w, seed);
-            v.iter_mut().zip(&w).for_each(|(x, y)| *x = *y as f32);
-        }
     }
 }
 

@@ -4,8 +4,8 @@ use crate::runtime::check;
 use crate::runtime::data::{self, Slab, Source};
 use crate::runtime::random::RandomValues;
 use anyhow::{bail, Result};
+use dls_common::matrix::{self, Dims};
 use dls_protocol::{DType, Form, Values};
-use dls_worker::kernel::{self, Dims};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -295,8 +295,8 @@ fn reference(batch: &Batch, i: usize) -> Result<Reference> {
     };
     let d = batch.dims();
     Ok(Reference {
-        want: kernel::naive_dims(&a, &b, d),
-        scale: kernel::naive_dims(&abs(&a), &abs(&b), d),
+        want: matrix::naive_dims(&a, &b, d),
+        scale: matrix::naive_dims(&abs(&a), &abs(&b), d),
     })
 }
 
@@ -377,7 +377,7 @@ mod size_tests {
     /// C of a batch from the naive kernel, rounded to the batch's type.
     fn naive_c(batch: &Batch) -> Values {
         let c: Vec<f64> = (0..batch.count)
-            .flat_map(|i| kernel::naive_dims(&batch.a_of(i).expect("A"), &batch.b_of(i).expect("B"), batch.dims()))
+            .flat_map(|i| matrix::naive_dims(&batch.a_of(i).expect("A"), &batch.b_of(i).expect("B"), batch.dims()))
             .collect();
         match batch.form.dtype {
             DType::F64 => Values::F64(c),
@@ -398,8 +398,8 @@ mod size_tests {
         let (m, n) = (4, 6);
         let mut a = vec![0.0; m * n * n];
         let mut b = vec![0.0; m * n * n];
-        kernel::fill_random(&mut a, 3);
-        kernel::fill_random(&mut b, 4);
+        matrix::fill_random(&mut a, 3);
+        matrix::fill_random(&mut b, 4);
         a[2] = f64::NAN; // product 0, row 0
         b[n * n + 7] = f64::INFINITY; // product 1, column 1
         a[2 * n * n + 3] = f64::NEG_INFINITY;

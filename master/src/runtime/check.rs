@@ -37,8 +37,8 @@ impl std::fmt::Display for Mismatch {
     }
 }
 
+use dls_common::matrix::Dims;
 use dls_protocol::DType;
-use dls_worker::kernel::Dims;
 
 /// A random vector for the test: entries of magnitude in [½, 1) with random
 /// signs, drawn from `rng`.

@@ -46,10 +46,66 @@ impl InputFile {
     }
 }
 
+impl InputFile {
+    /// Values `range` appended to `out` (of the file's type), in host byte
+    /// order: read straight into `out`, with no buffer of their own. A
+    /// panel of one large product is one read per row of A; through a
+    /// buffer each, reading panels took 63% of the master's processor
+    /// (a 4096² product from `.npy` files, four loopback workers).
+    pub fn read_onto(&self, range: Range<usize>, out: &mut Values) -> io::Result<()> {
+        if range.end > self.len || range.start > range.end || out.dtype() != self.dtype {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{}: values {range:?} of {} onto {}",
+                    self.path.display(),
+                    self.len,
+                    out.dtype()
+                ),
+            ));
+        }
+        let (start, size) = (out.len(), self.dtype.size() as usize);
+        match out {
+            Values::F32(v) => v.resize(start + range.len(), 0.0),
+            Values::F64(v) => v.resize(start + range.len(), 0.0),
+        }
+        let tail = &mut out.as_bytes_mut()[start * size..];
+        self.file
+            .read_exact_at(tail, self.prefix + (range.start * size) as u64)
+            .map_err(|e| io::Error::new(e.kind(), format!("reading {}: {e}", self.path.display())))?;
+        if self.big_endian != cfg!(target_endian = "big") {
+            match out {
+                Values::F32(v) => swap(&mut v[start..]),
+                Values::F64(v) => swap(&mut v[start..]),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Each value's bytes reversed.
+fn swap<T: Swap>(v: &mut [T]) {
+    v.iter_mut().for_each(|x| *x = x.swapped());
+}
+
+trait Swap: Copy {
+    fn swapped(self) -> Self;
+}
+impl Swap for f32 {
+    fn swapped(self) -> f32 {
+        f32::from_bits(self.to_bits().swap_bytes())
+    }
+}
+impl Swap for f64 {
+    fn swapped(self) -> f64 {
+        f64::from_bits(self.to_bits().swap_bytes())
+    }
+}
+
 fn swap_bytes(v: &mut Values) {
     match v {
-        Values::F32(v) => v.iter_mut().for_each(|x| *x = f32::from_bits(x.to_bits().swap_bytes())),
-        Values::F64(v) => v.iter_mut().for_each(|x| *x = f64::from_bits(x.to_bits().swap_bytes())),
+        Values::F32(v) => swap(v),
+        Values::F64(v) => swap(v),
     }
 }
 
@@ -389,6 +445,16 @@ mod tests {
             assert_eq!(slab.to_f64(0..3).into_owned(), vec![4.25, 5.25, 6.25]);
             assert_eq!(&slab.le_bytes()[..4], &4.25f32.to_le_bytes());
             assert!(src.read(8..11).is_err(), "past the end");
+            // Onto what is there already, in host order; nothing appended
+            // when the range is past the end or the type differs.
+            let Source::File(f) = &src else { unreachable!() };
+            let mut out = Values::F32(vec![-1.0]);
+            f.read_onto(1..3, &mut out).expect("reads");
+            f.read_onto(9..10, &mut out).expect("reads");
+            assert_eq!(out, Values::F32(vec![-1.0, 1.25, 2.25, 9.25]));
+            assert!(f.read_onto(9..11, &mut out).is_err());
+            assert!(f.read_onto(0..1, &mut Values::F64(vec![])).is_err());
+            assert_eq!(out.len(), 4);
         }
         let _ = std::fs::remove_file(path);
         let mem = Source::Memory(Arc::new(Values::F64((0..6).map(f64::from).collect())));

@@ -158,7 +158,8 @@ fn one_product_cut_across_threads_matches_the_naive_product() {
     }
 }
 
-/// Panels of a large product added into one piece of C, on one thread
+/// Panels of a large product added into one piece of C (the first
+/// setting it, whatever it held), on one thread
 /// and cut across several, a slowed worker's extra rounds (more rows
 /// than its scratch holds) changing nothing, against the naive sum of
 /// their products.
@@ -174,14 +175,19 @@ fn panels_add_into_the_piece() {
             let d = Dims::of(&form);
             for threads in [1, 2, 3] {
                 let kernel = Kernel::new(threads).expect("pool");
-                let mut acc = Values::try_zeros(dtype, n as usize * m as usize).expect("memory");
+                // What the piece's C held before its first panel is not read.
+                let len = n as usize * m as usize;
+                let mut acc = match dtype {
+                    DType::F32 => Values::F32(vec![7.0; len]),
+                    DType::F64 => Values::F64(vec![7.0; len]),
+                };
                 let mut want = vec![0.0; d.n * d.m];
                 let mut scale = vec![0.0; d.n * d.m];
                 for seed in [1, 2] {
                     let (panel, _) = random_inputs(&form, 1, seed).expect("memory");
                     let repeat = if seed == 2 { 3 } else { 1 };
                     kernel
-                        .add_panel(&form, &panel, &mut acc, repeat)
+                        .add_panel(&form, &panel, &mut acc, seed == 1, repeat)
                         .expect("lengths agree");
                     let x = panel.to_f64(0..panel.len()).into_owned();
                     let (a, b) = x.split_at(d.n * d.k);

@@ -120,7 +120,7 @@ pub(super) fn add_panel(
     let Some(acc) = accs.get_mut(&key) else {
         return Ok(None);
     };
-    kernel.add_panel(&form, inputs, acc, work_factor)?;
+    kernel.add_panel(&form, inputs, acc, first, work_factor)?;
     if !last {
         return Ok(None);
     }

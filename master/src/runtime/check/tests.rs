@@ -2,7 +2,9 @@
 //! and the naive triple loop are the oracles for what C must be.
 
 use super::*;
-use dls_worker::kernel::{self, Kernel};
+use dls_common::matrix as kernel;
+// The worker's own kernel, for results rounded as a run's are.
+use dls_worker::kernel::Kernel;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
 fn random(n: usize, seed: u64) -> Vec<f64> {

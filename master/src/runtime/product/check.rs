@@ -6,9 +6,9 @@
 
 use super::ProductJob;
 use crate::runtime::check::{self, Expected, Partial};
+use dls_common::matrix::Dims;
 use dls_lp::rectangles::Rect;
 use dls_protocol::Values;
-use dls_worker::kernel::Dims;
 use std::sync::{Arc, Mutex};
 use tokio::task::JoinHandle;
 

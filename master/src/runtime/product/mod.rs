@@ -65,7 +65,10 @@ impl Matrix {
         if !self.fortran {
             for i in r {
                 let at = i * self.cols;
-                append(out, &self.source.read(at + c.start..at + c.end)?);
+                match &self.source {
+                    Source::File(f) => f.read_onto(at + c.start..at + c.end, out)?,
+                    other => append(out, &other.read(at + c.start..at + c.end)?),
+                }
             }
             return Ok(());
         }
@@ -157,7 +160,7 @@ impl ProductJob {
         let make = |len: usize, seed: u64| {
             let mut v = Values::try_zeros(dtype, len)
                 .ok_or_else(|| anyhow::anyhow!("no memory for {len} values of {dtype}"))?;
-            dls_worker::kernel::fill_random_values(&mut v, seed);
+            dls_common::matrix::fill_random_values(&mut v, seed);
             anyhow::Ok(v)
         };
         ProductJob::new(
