@@ -378,7 +378,7 @@ impl Screen<'_> {
 /// must agree with.
 #[cfg(test)]
 fn plan_paced_every(platform: &Platform, req: &Request) -> Result<(Platform, Plan)> {
-    let Ports::Shared(u) = req.ports else {
+    let Some(u) = req.ports.uplink() else {
         unreachable!("only behind an uplink")
     };
     let planned: Vec<_> = (paces(platform, u).into_iter())

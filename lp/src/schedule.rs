@@ -35,6 +35,12 @@ impl Ports {
         }
     }
 
+    /// Whether this is the report's one port: one transfer at a time,
+    /// sends and returns alike, whatever the network.
+    pub fn is_one_port(self) -> bool {
+        matches!(self, Ports::One)
+    }
+
     /// Whether sends and returns draw on one capacity (one lane of
     /// transfers), rather than one each.
     pub fn one_lane(self) -> bool {

@@ -87,7 +87,7 @@ pub fn product(
     };
     let cfg = ProductConfig {
         distribution: distribution_of(distribution)?,
-        ports: ports_of(ports)?.map(|p| if p == dls_lp::Ports::One { 1 } else { 2 }),
+        ports: ports_of(ports)?.map(|p| if p.is_one_port() { 1 } else { 2 }),
         ..ProductConfig::default()
     };
     let reach = reach_of(cluster, token, require_all, encrypt)?;

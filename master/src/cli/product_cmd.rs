@@ -14,7 +14,6 @@ use crate::runtime::product::{Blocks, ProductJob};
 use crate::session::{ProductConfig, ProductRun};
 use anyhow::{anyhow, bail, Result};
 use dls_lp::product::Distribution;
-use dls_lp::Ports;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -57,11 +56,7 @@ fn config(args: &RunArgs) -> ProductConfig {
             DistributionArg::Heterogeneous => Distribution::Heterogeneous,
             DistributionArg::Homogeneous => Distribution::Homogeneous,
         },
-        ports: match args.ports.0 {
-            None => None,
-            Some(Ports::One) => Some(1),
-            Some(_) => Some(2),
-        },
+        ports: args.ports.0.map(|p| if p.is_one_port() { 1 } else { 2 }),
         ..ProductConfig::default()
     }
 }

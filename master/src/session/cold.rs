@@ -188,9 +188,10 @@ async fn probe(
 /// returns take turns (found next, by the port probes) the returns read
 /// slower than alone, and the run's correction sees it.
 pub fn probe_ports(asked: Option<Ports>) -> Ports {
-    match asked {
-        Some(Ports::One) => Ports::One,
-        _ => Ports::Two,
+    if asked.is_some_and(Ports::is_one_port) {
+        Ports::One
+    } else {
+        Ports::Two
     }
 }
 

@@ -147,7 +147,7 @@ pub fn request(job: &ProductJob, cfg: &ProductConfig, measured: Ports, form: &Fo
     req.duplex = match cfg.ports {
         Some(1) => false,
         Some(_) => true,
-        None => !matches!(measured, Ports::One),
+        None => !measured.is_one_port(),
     };
     // Behind a shared full-duplex uplink sends to several workers may
     // cross, unless one port was asked for.
