@@ -5,6 +5,8 @@
 #
 #   scripts/constant-sensitivity.sh [LOADS] FILE:NAME...
 #
+# NAME is a constant of FILE, or a field of the tuning value FILE gives
+# (lp/src/tuning.rs:fill halves TUNING.fill).
 # LOADS as scripts/predictions.sh takes them (default "40 3000"). Works in
 # a worktree of HEAD under $TMPDIR (its own target directory: the first
 # build takes minutes, each constant about a minute more), so the tree
@@ -40,16 +42,23 @@ for spec in "$@"; do
 import re, sys
 path, name = sys.argv[1:]
 src = open(path).read()
-pat = re.compile(r"(const " + re.escape(name) + r": *([A-Za-z0-9_]+) *= *)([^;]+);")
+# A constant (`const NAME: T = v;`), or a field of a tuning value
+# (`pub name: T,` declared, `name: v,` given, as in lp/src/tuning.rs).
+pat = re.compile(r"(const " + re.escape(name) + r": *([A-Za-z0-9_]+) *= *)([^;]+)(;)")
 m = pat.search(src)
+ty = m.group(2) if m else None
 if not m:
-    sys.exit(1)
-ty, value = m.group(2), m.group(3).strip()
+    decl = re.search(r"pub " + re.escape(name) + r": *([A-Za-z0-9_]+),", src)
+    m = re.search(r"(\n\s*" + re.escape(name) + r": *)()([^,\n]+)(,)", src)
+    if not (decl and m):
+        sys.exit(1)
+    ty = decl.group(1)
+value = m.group(3).strip()
 if ty in ("f64", "f32"):
     halved = f"({value}) * 0.5"
 else:
     halved = f"if ({value}) / 2 > 0 {{ ({value}) / 2 }} else {{ 1 }}"
-open(path, "w").write(src[:m.start()] + m.group(1) + halved + ";" + src[m.end():])
+open(path, "w").write(src[:m.start()] + m.group(1) + halved + m.group(4) + src[m.end():])
 print(value)
 EOF
   ); then

@@ -5,7 +5,7 @@
 //! bound needs, and what a plan whose paces make the shares fit can
 //! reach. The port itself runs a transfer at its link's rate only when
 //! its share fits in what those under way leave, and otherwise starts it
-//! only in the room they leave below [`crate::lane::FILL`], slower
+//! only in the room they leave below `TUNING.fill`, slower
 //! ([`crate::lane`], the executor's port): beside a worker whose link
 //! nearly fills the uplink, another whose share does not fit gets little
 //! or nothing. Sharing products out again in a run (online correction)
@@ -20,9 +20,9 @@
 //! within the time of its lane that the workers already served whose
 //! transfers it does not fit beside leave it: all of the time they do not
 //! use, and of the time they do, what their transfers leave below
-//! [`crate::lane::FILL`] at their full rates ([`room`]). The lane shares
-//! [`crate::lane::CAP`] fairly between such transfers, slowing the one
-//! served first; counting only what it leaves below [`crate::lane::FILL`]
+//! `TUNING.fill` at their full rates ([`room`]). The lane shares
+//! `TUNING.cap` fairly between such transfers, slowing the one
+//! served first; counting only what it leaves below `TUNING.fill`
 //! keeps the workers served first at the rates they were given, and is
 //! what online correction was measured with. It is the bound's own when
 //! every share fits beside every other.
@@ -41,6 +41,7 @@
 use crate::bound::SteadyState;
 use crate::platform::{Platform, Worker};
 use crate::schedule::Uplink;
+use crate::TUNING;
 
 /// Shares that add up to at most this much above 1 fit (the port's own
 /// slack for rounding).
@@ -62,12 +63,12 @@ fn way(w: &Worker, uplink: Uplink, send: bool) -> Way {
 /// The rate, as a share of its full rate, that a transfer of `share` may
 /// count on beside one of `other` that keeps its own: all of it if both
 /// fit, else, if the port lets it start ([`crate::lane::admits`]), what
-/// `other` leaves below [`crate::lane::FILL`], or nothing.
+/// `other` leaves below `TUNING.fill`, or nothing.
 pub fn room(share: f64, other: f64) -> f64 {
     if share + other <= 1.0 + FIT {
         1.0
     } else if crate::lane::admits(other, share) {
-        (crate::lane::FILL - other).clamp(0.0, share) / share
+        (TUNING.fill - other).clamp(0.0, share) / share
     } else {
         0.0
     }

@@ -8,6 +8,7 @@
 use crate::error::{Error, Result};
 use crate::platform::Platform;
 use crate::schedule::{Ports, Uplink};
+use crate::TUNING;
 use good_lp::{microlp, variable, Expression, ProblemVariables, Solution, SolverModel};
 
 /// The steady state: its throughput and each worker's share of it (units
@@ -44,12 +45,8 @@ pub fn steady_state(platform: &Platform, ports: Ports) -> Result<SteadyState> {
     }
 }
 
-/// Workers whose key differs by at most this fraction are alike enough
-/// that the plan prefers among them the one with the most slack.
-pub const SLACK_TIE: f64 = 0.01;
-
 /// Shares for planning: ρ*'s, except that where workers are alike within
-/// [`SLACK_TIE`] in what fills the port first (one port: `c + d`; a shared
+/// `TUNING.slack_tie` in what fills the port first (one port: `c + d`; a shared
 /// uplink: the rate its link and processor allow), the faster processor
 /// comes first. A plan on a worker that computes well under its port time
 /// survives a slower processor than calibrated; on one that computes just
@@ -70,7 +67,7 @@ pub fn preferring_slack(platform: &Platform, ports: Ports) -> Result<SteadyState
     }
 }
 
-/// Workers by increasing `key`, those within [`SLACK_TIE`] of the first of
+/// Workers by increasing `key`, those within `TUNING.slack_tie` of the first of
 /// their group by increasing compute cost.
 fn slack_order(key: &[f64], platform: &Platform) -> Vec<usize> {
     let wk = platform.workers();
@@ -80,7 +77,7 @@ fn slack_order(key: &[f64], platform: &Platform) -> Vec<usize> {
     while start < order.len() {
         let first = key[order[start]];
         let end = (start..order.len())
-            .find(|&i| key[order[i]] > first * (1.0 + SLACK_TIE))
+            .find(|&i| key[order[i]] > first * (1.0 + TUNING.slack_tie))
             .unwrap_or(order.len());
         order[start..end].sort_by(|&a, &b| wk[a].w.total_cmp(&wk[b].w).then(a.cmp(&b)));
         start = end;

@@ -4,7 +4,7 @@
 //! A transfer's *share* is what it takes of the lane at its link's full
 //! rate (the uplink's cost a unit over its own). Whenever the shares of the
 //! transfers under way fit (add up to 1 or less), each runs at its link's
-//! rate. When they do not, they share [`CAP`] of the lane as TCP's flows
+//! rate. When they do not, they share `TUNING.cap` of the lane as TCP's flows
 //! share a bottleneck: each gets the same part of it, or its whole share
 //! if that is less, and what the smaller ones leave goes to the others
 //! (max-min fairness, [`rates`]). So a transfer started beside others
@@ -12,7 +12,7 @@
 //! transfers through those changes.
 //!
 //! A transfer whose whole share does not fit beside those under way
-//! starts only while they hold less than [`FILL`] of the lane, [`ROOM`] at
+//! starts only while they hold less than `TUNING.fill` of the lane, `TUNING.room` at
 //! least left below it ([`admits`]): the lane is not left idle while a
 //! transfer that could use it waits, and a transfer is not started beside
 //! others that already fill the lane, where it would slow them all for
@@ -21,7 +21,7 @@
 //! Why fair sharing: on the switched test bed (eleven stars, two runs
 //! each of their committed platform files), every send that crossed beside
 //! another was timed again by each rule from the measured starts of those
-//! beside it: with [`CAP`] = 0.95 the predicted times added up to
+//! beside it: with `TUNING.cap` = 0.95 the predicted times added up to
 //! 0.94-1.11× (median 1.00) of the measured ones, star by star; the rule
 //! this one replaces (the first started kept its rate, the next got what
 //! it left below 0.85) predicted 1.00-1.84× (a transfer started beside a
@@ -33,38 +33,18 @@
 //! and so does the simulator.
 
 use crate::tol::SHARE_EPS;
-
-/// Share of a lane that transfers whose shares do not fit together carry
-/// at once: a lane filled to its measured rate keeps its queues full,
-/// where the acknowledgements of the other direction wait. On the switched
-/// test bed (eleven stars, 1,160 sends beside others) 0.95 predicted the
-/// sends' durations with a median error under 1% (0.90: +2%, 1.0: -3%).
-pub const CAP: f64 = 0.95;
-
-/// Share of a lane below which a transfer whose whole share does not fit
-/// beside those under way may start ([`ROOM`] of it free at least): beside
-/// transfers that hold more, a new one would slow them all for little. On
-/// the switched test bed (star `a:120:10 b:240:20 c:240:30 d:300:40`,
-/// n = 256, uplink 1.6× the fastest link, one calibration, runs in turn)
-/// plans that started transfers until the lane was full ran 1.09-1.24×
-/// their predictions, at 0.85 0.94-1.15×, as fast.
-pub const FILL: f64 = 0.85;
-
-/// Least share of a lane, below [`FILL`], that must be free for a
-/// transfer whose whole share does not fit to start. Less would start
-/// transfers that crawl, each holding its worker's link for long.
-pub const ROOM: f64 = 0.05;
+use crate::TUNING;
 
 /// Whether a transfer of `share` may start on a lane whose transfers
 /// under way hold `used` (their whole shares added up): all of it fits, or
-/// [`ROOM`] of the lane at least is free below [`FILL`].
+/// `TUNING.room` of the lane at least is free below `TUNING.fill`.
 pub fn admits(used: f64, share: f64) -> bool {
-    used + share <= 1.0 + SHARE_EPS || used + share.min(ROOM) <= FILL + SHARE_EPS
+    used + share <= 1.0 + SHARE_EPS || used + share.min(TUNING.room) <= TUNING.fill + SHARE_EPS
 }
 
 /// The rate of each transfer of `shares` under way at once, as a share of
 /// its full rate: all of it when the shares fit, else max-min fair shares
-/// of [`CAP`] (see the module).
+/// of `TUNING.cap` (see the module).
 pub fn rates(shares: &[f64]) -> Vec<f64> {
     let mut out = Vec::new();
     rates_into(shares, &mut Vec::new(), &mut out);
@@ -86,7 +66,7 @@ fn rates_into(shares: &[f64], order: &mut Vec<usize>, out: &mut Vec<f64>) {
     order.extend(0..shares.len());
     order.sort_by(|&a, &b| shares[a].total_cmp(&shares[b]));
     out.resize(shares.len(), 0.0);
-    let mut left = CAP;
+    let mut left = TUNING.cap;
     for (k, &i) in order.iter().enumerate() {
         let part = left / (shares.len() - k) as f64;
         out[i] = shares[i].min(part);
@@ -274,7 +254,7 @@ mod tests {
         // Every rate times its share adds up to the cap.
         let s = [0.3, 0.45, 0.5, 0.2];
         let r = rates(&s);
-        assert!(close(s.iter().zip(&r).map(|(a, b)| a * b).sum::<f64>(), CAP));
+        assert!(close(s.iter().zip(&r).map(|(a, b)| a * b).sum::<f64>(), TUNING.cap));
     }
 
     #[test]

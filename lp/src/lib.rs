@@ -55,6 +55,7 @@ pub mod schedule;
 pub mod search;
 pub mod sequence;
 pub mod tol;
+pub mod tuning;
 pub mod uplink;
 
 pub use bound::{steady_state, steady_state_uplink, SteadyState};
@@ -65,3 +66,4 @@ pub use platform::{Latency, Platform, Worker};
 pub use rounding::Rounding;
 pub use schedule::{Ports, Scenario, Timeline, Transfer, Uplink, WorkerTimes};
 pub use sequence::Sequence;
+pub use tuning::{Tuning, TUNING};

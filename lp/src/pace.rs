@@ -1,6 +1,6 @@
 //! Paced sends behind a shared uplink. A transfer whose link's full rate
 //! does not fit in what the uplink has left starts only in the room left
-//! below [`crate::lane::FILL`] ([`crate::lane`]), so a worker whose link
+//! below `TUNING.fill` ([`crate::lane`]), so a worker whose link
 //! nearly fills the uplink leaves the rest of it idle while it is served
 //! when no other worker's transfer fits beside it. (Since transfers start
 //! in the room left, plain plans fill the uplink too and a paced plan is
@@ -14,9 +14,9 @@
 //! Which workers, and how slow: the steady state behind the uplink
 //! ([`steady_state_uplink`]) gives each worker its rate; the ones it fills
 //! to their link's, processor's or return's limit (the full ones) are held
-//! a little below their links' rates ([`HEADROOM`]) and to the steady
+//! a little below their links' rates (`TUNING.headroom`) and to the steady
 //! state's rate, and the others share what those leave of the uplink (less
-//! a margin, [`MARGIN`]) so that all of them fit at once: an equal share
+//! a margin, `TUNING.margin`) so that all of them fit at once: an equal share
 //! each, or their own rate when it is less. The plan made on the paced
 //! platform then decides which of them to use; the planner keeps it only
 //! when it predicts an earlier end than the plan at full speed.
@@ -27,7 +27,7 @@
 //! the uplink: two hold 0.84 and a third never starts). [`fitted`] holds
 //! every link above a common share to it, so that `m` sends leave room for
 //! one more (`m` = 2, 3, 4: three candidates); once more of them run
-//! than fit, they share [`crate::lane::CAP`] of the lane fairly, and what
+//! than fit, they share `TUNING.cap` of the lane fairly, and what
 //! each runs at no longer depends on its link. The planner plans every
 //! candidate and judges the earliest. On the switched test bed (committed
 //! platform files, runs in turn, `docs/planner.md`), twelve stars where a
@@ -36,59 +36,10 @@
 use crate::bound::steady_state_uplink;
 use crate::platform::{Platform, Worker};
 use crate::schedule::{Ports, Uplink};
-
-/// Share of the uplink's rest that the workers fitted into it may take.
-/// An uplink kept nearly full delays what crosses it the other way (the
-/// acknowledgements of the returns): on the switched test bed, with the
-/// uplink filled to 97% of its measured rate, returns from the workers
-/// being sent to took 1.6-2.2× their time and runs 1.4-1.5× their
-/// prediction; at 85% (this margin and [`HEADROOM`]) 1.0-1.3× and 1.01-1.02×.
-pub const MARGIN: f64 = 0.70;
-/// The full workers' sends are held to this share of their links' rates
-/// when others are fitted beside them: a send at the link's own rate
-/// fills the queues in front of it, where the acknowledgements of that
-/// worker's returns then wait (see [`MARGIN`]).
-pub const HEADROOM: f64 = 0.85;
-/// A worker's steady-state rate at least this share of its own limit
-/// counts as full (its link is not the one to pace).
-const FULL: f64 = 0.98;
-/// Less room than this share of the uplink is not worth pacing for.
-const MIN_ROOM: f64 = 0.03;
-/// Sends are paced only behind an uplink at least this much faster than
-/// the fastest link alone (its cost without the factor under load): an
-/// uplink that carries what one link does has no room beside that link
-/// but what its node, slowed by its own load, leaves, and paced sends did
-/// not get it. On the switched test bed, calibrations that found the
-/// uplink no faster than the fastest link (gains 0.79-1.15, "two
-/// ports") made paced plans that predicted 7-28% earlier than plain ones
-/// and ran 1.08-1.30× their predictions, no faster than the plain plans
-/// (skewed star, `a:60:40 b:120:10 c:240:30 d:480:20`, n = 384, runs in
-/// turn: paced 12.3-13.4 s, plain 12.2-13.3 s). Behind an uplink 1.25×
-/// the fastest link (read 1.25-1.27×), paced runs (sockets at
-/// [`CATCH_UP`]) took 0.72-0.8× the plain ones and ran as predicted;
-/// behind one 1.11× (read 1.19×, just under this), paced with a lower
-/// threshold, 0.9× but at 1.09-1.14× their predictions; 1.6×: 0.69×
-/// (docs/planner.md). Calibration calls an uplink shared from here on.
-pub const MIN_GAIN: f64 = 1.2;
-
-/// The master's socket to a paced worker is held to this many times its
-/// pace, not to the pace itself. The plan times the sends at the pace;
-/// a socket held to exactly that can never make up for time it loses (the
-/// round trip between two chunks, a moment the node's processor was
-/// busy), and every such loss delays all the chunks after it. On the
-/// switched test bed, five workers all paced behind an uplink 1.27× the
-/// fastest link (`a:200:25 b:100:50 c:300:15 d:150:30 e:400:20`, n = 320,
-/// 250 products, one calibration, runs in turn), each paced send took
-/// 1.12× its pace and runs 1.17-1.22× their prediction (10.1-10.5 s);
-/// with sockets at 1.15× the pace 1.10-1.14×, at 1.3× 1.01-1.07× (8.7-9.3
-/// s), at 1.6× 1.00-1.09×, at 2× 1.17-1.22× again (the paces no longer
-/// keep the workers out of each other's way). Behind an uplink 1.6× the
-/// fastest link (`a:120:10 b:240:20 c:240:30 d:300:40`, n = 256): 1.08×
-/// at the pace, 0.97-0.99× at 1.3× (6.2-6.4 s against 6.9-7.0).
-pub const CATCH_UP: f64 = 1.3;
+use crate::TUNING;
 
 /// A paced worker's sends: planned at `secs` a unit (its socket held to
-/// [`CATCH_UP`] times that rate), where its link alone takes `link`.
+/// `TUNING.catch_up` times that rate), where its link alone takes `link`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pace {
     pub secs: f64,
@@ -97,9 +48,9 @@ pub struct Pace {
 
 impl Pace {
     /// Bytes a second the master's socket to this worker is held to, for
-    /// units of `unit_bytes`: [`CATCH_UP`] times the pace.
+    /// units of `unit_bytes`: `TUNING.catch_up` times the pace.
     pub fn socket_rate(&self, unit_bytes: u64) -> u64 {
-        (CATCH_UP * unit_bytes as f64 / self.secs).round().max(1.0) as u64
+        (TUNING.catch_up * unit_bytes as f64 / self.secs).round().max(1.0) as u64
     }
 }
 
@@ -107,7 +58,7 @@ impl Pace {
 /// transfers fit beside each other that do not now; `None` when it would
 /// change nothing. Only sends are paced, and only behind a full-duplex
 /// uplink whose sends weigh at least as much as its returns (where the
-/// sends are what fills it), at least [`MIN_GAIN`] times as fast as the
+/// sends are what fills it), at least `TUNING.min_gain` times as fast as the
 /// fastest link.
 pub fn paces(platform: &Platform, uplink: Uplink) -> Option<Vec<Option<Pace>>> {
     if !sends_fill(platform, uplink) {
@@ -118,19 +69,19 @@ pub fn paces(platform: &Platform, uplink: Uplink) -> Option<Vec<Option<Pace>>> {
     let per = |w: &Worker| uplink.unit(w.c, true).0;
     let limit = |w: &Worker| 1.0 / w.w.max(w.c).max(w.d);
     let full: Vec<bool> = (0..wk.len())
-        .map(|i| ss.alpha[i] > 0.0 && ss.alpha[i] >= FULL * limit(&wk[i]))
+        .map(|i| ss.alpha[i] > 0.0 && ss.alpha[i] >= TUNING.full * limit(&wk[i]))
         .collect();
     let mut pace = vec![None; wk.len()];
     // The full ones: a little below their links, and no faster than the
     // steady state needs (a worker its processor holds back need not send
     // at its link's rate).
     for i in (0..wk.len()).filter(|&i| full[i]) {
-        let secs = (per(&wk[i]) / HEADROOM).max(1.0 / ss.alpha[i]);
+        let secs = (per(&wk[i]) / TUNING.headroom).max(1.0 / ss.alpha[i]);
         pace[i] = Some(Pace { secs, link: wk[i].c });
     }
     let taken: f64 = pace.iter().flatten().map(|p| uplink.share_of(p.secs, true)).sum();
-    let mut room = MARGIN * (1.0 - taken);
-    if room < MIN_ROOM {
+    let mut room = TUNING.margin * (1.0 - taken);
+    if room < TUNING.min_room {
         return None;
     }
     // The others share the room, so that all of them fit beside the full
@@ -159,12 +110,12 @@ pub fn paces(platform: &Platform, uplink: Uplink) -> Option<Vec<Option<Pace>>> {
 
 /// Sends held to a common share so that `m` of them leave room for one
 /// more under the lane's admission rule ([`crate::lane::admits`]), for
-/// `m` from 2 to [`FIT_MAX`]: one candidate each (only the workers whose
+/// `m` from 2 to `TUNING.fit_max`: one candidate each (only the workers whose
 /// links' shares are above it are held). Without them, links whose shares
 /// land just past the rule run fewer sends at once than the lane carries:
 /// five links of 0.42 of the uplink each, two sends hold 0.84, more than
-/// the rule's `FILL - ROOM`, and a third never starts beside them. Held
-/// below 0.40, three (or more) run at once and share [`crate::lane::CAP`]
+/// the rule's `TUNING.fill - TUNING.room`, and a third never starts beside them. Held
+/// below 0.40, three (or more) run at once and share `TUNING.cap`
 /// of it. The links below the share keep their rates but are paced at
 /// them all the same: a paced worker's chunks go out in pieces, and with
 /// sends to it under way most of the run a return granted behind a whole
@@ -180,9 +131,9 @@ pub fn fitted(platform: &Platform, uplink: Uplink) -> Vec<Vec<Option<Pace>>> {
     let shares: Vec<f64> = (wk.iter())
         .map(|w| Ports::Shared(uplink).transfer(w, true, 1.0).share)
         .collect();
-    let fits = crate::lane::FILL - crate::lane::ROOM;
-    (2..=FIT_MAX)
-        .map(|m| FIT_BELOW * fits / m as f64)
+    let fits = TUNING.fill - TUNING.room;
+    (2..=TUNING.fit_max)
+        .map(|m| TUNING.fit_below * fits / m as f64)
         .filter(|&t| shares.iter().filter(|&&s| s > t).count() >= 2)
         .map(|t| {
             (wk.iter().zip(&shares))
@@ -197,19 +148,13 @@ pub fn fitted(platform: &Platform, uplink: Uplink) -> Vec<Vec<Option<Pace>>> {
         .collect()
 }
 
-/// Most sends a [`fitted`] candidate makes room for, less one.
-pub const FIT_MAX: usize = 4;
-/// A [`fitted`] share is this much below the rule's edge, so that a link
-/// measured a little faster next time still fits.
-const FIT_BELOW: f64 = 0.99;
-
 /// Whether sends are what fills `uplink` and pacing them may help: a
 /// full-duplex uplink whose sends weigh at least as much as its returns,
-/// at least [`MIN_GAIN`] times as fast as the fastest link alone.
+/// at least `TUNING.min_gain` times as fast as the fastest link alone.
 fn sends_fill(platform: &Platform, uplink: Uplink) -> bool {
     let alone = |w: &Worker| w.c / w.under_load.map_or(1.0, |f| f[0]).max(1.0);
     let fastest = platform.workers().iter().map(alone).fold(f64::INFINITY, f64::min);
-    uplink.duplex && uplink.send >= uplink.ret && fastest >= MIN_GAIN * uplink.send
+    uplink.duplex && uplink.send >= uplink.ret && fastest >= TUNING.min_gain * uplink.send
 }
 
 /// `platform` with each paced worker's `c` its pace (never faster than its
@@ -261,8 +206,11 @@ mod tests {
         let pace = paces(&p, u).expect("b is paced");
         // a, full, is held a little below its link; b to the margin of the rest.
         let a = pace[0].expect("a held back");
-        assert!((a.secs - a_c / HEADROOM).abs() < 1e-12 && a.link == a_c, "{pace:?}");
-        let room = MARGIN * (1.0 - HEADROOM * 0.75);
+        assert!(
+            (a.secs - a_c / TUNING.headroom).abs() < 1e-12 && a.link == a_c,
+            "{pace:?}"
+        );
+        let room = TUNING.margin * (1.0 - TUNING.headroom * 0.75);
         let b = pace[1].expect("paced");
         assert!((b.secs - 0.04 / room).abs() < 1e-12 && b.link == 0.06, "{pace:?}");
         // Now both fit on the port at once, and together take no more than
@@ -271,7 +219,7 @@ mod tests {
         let ports = Ports::Shared(u);
         let shares: f64 = q.workers().iter().map(|w| ports.transfer(w, true, 1.0).share).sum();
         assert!(
-            (shares - (HEADROOM * 0.75 + room)).abs() < 1e-12 && shares < 1.0,
+            (shares - (TUNING.headroom * 0.75 + room)).abs() < 1e-12 && shares < 1.0,
             "{shares}"
         );
         assert!(q.workers()[1].c > p.workers()[1].c);
@@ -290,7 +238,7 @@ mod tests {
             ..Worker::new("a", 0.04 * 1.3, 0.01, 0.01)
         };
         assert_eq!(paces(&two(loaded), u), None);
-        // Nor a link 90% of the uplink: 1.11× is below MIN_GAIN.
+        // Nor a link 90% of the uplink: 1.11× is below TUNING.min_gain.
         assert_eq!(paces(&two(Worker::new("a", 0.04 / 0.9, 0.01, 0.01)), u), None);
         // The same costs from a link itself that slow: the room is there.
         let slow = Worker::new("a", 0.04 * 1.3, 0.01, 0.01);
@@ -303,10 +251,10 @@ mod tests {
         let p = Pace { secs: 0.12, link: 0.05 };
         let unit = 3 << 19;
         let rate = p.socket_rate(unit) as f64;
-        assert!((rate - CATCH_UP * unit as f64 / 0.12).abs() <= 0.5, "{rate}");
+        assert!((rate - TUNING.catch_up * unit as f64 / 0.12).abs() <= 0.5, "{rate}");
         // A chunk of ten units whose sending starts a round trip of 0.2 s
         // late still ends when the plan says, as long as the loss is within
-        // what the faster socket makes up: 10·0.12·(1 − 1/CATCH_UP).
+        // what the faster socket makes up: 10·0.12·(1 − 1/TUNING.catch_up).
         let late = 0.2;
         assert!(late + 10.0 * unit as f64 / rate <= 10.0 * 0.12);
         // Never a rate of zero, which would stop the socket.
@@ -324,10 +272,10 @@ mod tests {
             .collect();
         let p = Platform::new(even).expect("valid");
         assert!(!crate::lane::admits(0.84, 0.42));
-        let fits = crate::lane::FILL - crate::lane::ROOM;
+        let fits = TUNING.fill - TUNING.room;
         let all = fitted(&p, u);
-        assert_eq!(all.len(), FIT_MAX - 1);
-        for (m, pace) in (2..=FIT_MAX).zip(&all) {
+        assert_eq!(all.len(), TUNING.fit_max - 1);
+        for (m, pace) in (2..=TUNING.fit_max).zip(&all) {
             let first = pace[0].expect("held");
             let share = 0.0178 / first.secs;
             // m sends leave room for one more, and only just.

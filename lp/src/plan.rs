@@ -13,6 +13,7 @@ pub use crate::search::{
 };
 use crate::sequence::Sequence;
 use crate::tol::{REL_TOL, STRICT_GAIN};
+use crate::TUNING;
 use std::fmt;
 use std::str::FromStr;
 
@@ -276,7 +277,7 @@ pub(crate) fn plan_unless(platform: &Platform, req: &Request, hopeless: &dyn Fn(
             let p = platform.len();
             let effort = if exhaustive_worth(p, req.ports, quick) {
                 Effort::Every
-            } else if one.makespan() <= rounds.makespan * ONE_ROUND_REACH {
+            } else if one.makespan() <= rounds.makespan * TUNING.one_round_reach {
                 Effort::Local
             } else {
                 Effort::Orders
@@ -330,11 +331,11 @@ fn rough(req: &Request) -> Request {
     }
 }
 
-/// Whether the single round `one` cannot come within [`ONE_ROUND_REACH`]
+/// Whether the single round `one` cannot come within `TUNING.one_round_reach`
 /// of `rounds` whatever its whole units: no rounding ends before the
 /// rational schedule of its order.
 fn out_of_reach(one: &Plan, rounds: &Sequence) -> bool {
-    one.makespan_rational() > rounds.makespan * ONE_ROUND_REACH
+    one.makespan_rational() > rounds.makespan * TUNING.one_round_reach
 }
 
 /// How hard a one-round plan searches the orders.
@@ -347,14 +348,6 @@ enum Effort {
     /// And, for `best` over a few workers, every pair of orders.
     Every,
 }
-
-/// The one-round plan is searched further (the FIFO local search) only
-/// when its quick form ends within this factor of the multi-round plan's
-/// prediction: a few swaps gain a few percent, and further off the single
-/// round is no candidate (256 workers behind an uplink, under binding
-/// memory bounds, 100,000 products: the swaps' linear programs took 16 s
-/// of a plan whose single round predicted 1.22x the rounds').
-pub const ONE_ROUND_REACH: f64 = 1.1;
 
 /// `rounds`: the best multi-round schedule, against the best one-round
 /// FIFO and LIFO plans when they fit the workers' memory.
@@ -389,7 +382,7 @@ fn plan_multi_round(platform: &Platform, req: &Request, hopeless: &dyn Fn(f64) -
     // The local search only where the single round is within reach.
     if one
         .as_ref()
-        .is_some_and(|o| o.makespan() <= r.makespan * ONE_ROUND_REACH)
+        .is_some_and(|o| o.makespan() <= r.makespan * TUNING.one_round_reach)
     {
         one = one_round(req, Effort::Local);
         let Some(again) = search(one.as_ref())? else {

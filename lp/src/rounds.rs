@@ -19,11 +19,11 @@ use crate::bound::preferring_slack;
 use crate::error::{Error, Result};
 use crate::platform::{Latency, Platform, Worker};
 use crate::schedule::Ports;
-use crate::search::EXHAUSTIVE_WORTH;
 use crate::sequence::{strict_makespan, PortOp, RoundChunk, Sequence};
+use crate::TUNING;
 use periodic::Periodic;
 use std::collections::HashMap;
-use stop::{Lags, Stall, LAGS};
+use stop::{Lags, Stall};
 
 /// Candidate round counts: from the fewest the memory allows, growing by
 /// about a third each time, up to `max_chunks` chunks in all.
@@ -105,64 +105,14 @@ fn hedged(platform: &Platform) -> Option<Platform> {
     Platform::new(bare.collect()).ok()
 }
 
-/// Candidates (the best strictly in order) executed with their gaps filled.
-const FILLED: usize = 3;
-
-/// Candidates predicted within this (relative) of the earliest are as
-/// good as it, and the one with the fewest chunks is taken where the
-/// platform has no per-message latencies: every message costs something,
-/// whether or not calibration found it (on the switched test bed, a
-/// node short of processor paid 5-7 ms a chunk on top of its products;
-/// a plan of 156 rounds ran 4-6% sooner than one of 208 predicted 0.2%
-/// earlier), and fewer, larger chunks leave that much more slack.
-pub const SLACK: f64 = 0.01;
-
-/// [`SLACK`] behind a shared uplink, where the transfers of several
-/// workers cross at once and each message of a node short of processor
-/// stalls its transfer beside the others: on the switched test bed, five
-/// workers (`a:200:25 b:100:50 c:300:15 d:150:30 e:400:20`, n = 320, 250
-/// products), one calibration, runs in turn: the plan of 117 rounds (244
-/// chunks, predicted 7.52 s) ran 8.4-9.6 s, the one of 29 rounds taken
-/// with 3% (7.69 s) 7.5-7.7 s; on a fresh calibration 8.1-8.3 s against
-/// 8.0-8.1 s (50 rounds against 29). On the skewed and twins stars it
-/// took plans of 22 and 38 rounds for 29 and 88, which ran as fast
-/// (medians 11.1 s against 11.0 s, 6.2 s against 6.3 s); with 5% one of
-/// 22 rounds for 66 on the balanced star ran 5% later.
-pub const SHARED_SLACK: f64 = 0.03;
-
 /// The slack of `rounds` under `ports`.
 pub fn slack(ports: Ports) -> f64 {
     if ports.uplink().is_some() {
-        SHARED_SLACK
+        TUNING.shared_slack
     } else {
-        SLACK
+        TUNING.slack
     }
 }
-
-/// Seconds it takes to time one chunk of a candidate strictly in order,
-/// about: 0.25-0.85 µs behind a shared full-duplex uplink over 4 to 64
-/// enrolled workers, less on one port (AMD EPYC, 2026-11-29). The search
-/// for more rounds stops where timing the next round count would bring
-/// what it spent above [`EXHAUSTIVE_WORTH`] of the earliest makespan found
-/// (64 loopback workers, 100,000 products of 32²: 410,000 chunks timed,
-/// 0.33 s, for a plan predicting 2.6 s).
-pub const SIM_SECS: f64 = 0.8e-6;
-
-/// Enrolled workers over which a chunk's timing costs [`SIM_SECS`] more
-/// again: behind an uplink, every transfer's start and end changes the
-/// rates of those under way beside it (over 64 enrolled workers, the
-/// search's timing took 1.3× what [`SIM_SECS`] alone says, over 256 2.8×).
-pub const SIM_WIDTH: f64 = 128.0;
-
-/// Chunks a candidate of the search may have, so that the plan is ready
-/// within tens of milliseconds whatever the batch. No committed platform
-/// file's search reaches it ([`Stall`] ends them sooner: 0 of 810
-/// predictions moved from 20,000 at 40, 3,000 and 100,000 products); on
-/// random stars behind an uplink carrying four links (`scripts/plan-time.sh`,
-/// 100,000 products over 16 workers) the search went on to 18,580 chunks,
-/// and stopping it at 6,000 took 0.2% off the prediction's gain and 40%
-/// off the plan's time (docs/planner.md, "Plan time").
-pub const MAX_CHUNKS: usize = 6_000;
 
 /// The `rounds` plan of `load` units: the best periodic candidate, or
 /// `one_round` (the sequence of the best one-round plan, when it fits the
@@ -206,16 +156,9 @@ pub(crate) fn plan_rounds_unless(
     search(platform, ports, load, one_round, true, timings, hopeless)
 }
 
-/// What a search that gives up leaves below the least it reckons it can
-/// reach, and the most that filling gaps may have taken off the best timed
-/// for it to give up at all: the slack behind an uplink (where paced
-/// candidates are weighed). A third of it changed the plan taken on one
-/// of 800 seeded stars (`paced/tests.rs` run over them).
-const GIVE_UP_MARGIN: f64 = SHARED_SLACK;
-
 /// Whether the search may give up: the least strict makespan any
 /// candidate still to be timed can reach ([`Lags::reach`]), or the best
-/// timed, taken down by [`GIVE_UP_MARGIN`] and by what filling gaps took
+/// timed, taken down by `TUNING.shared_slack` and by what filling gaps took
 /// off the best timed (it executed so, as it would be at the end), is one
 /// `hopeless` refuses; and filling took no more than the margin off. (It
 /// takes little off a plan of many rounds, and up to a fifth where a few
@@ -237,7 +180,7 @@ fn given_up(
     let Some(best) = weighed.iter().min_by(|a, b| a.strict.total_cmp(&b.strict)) else {
         return false;
     };
-    let Some(least) = lags.reach().map(|r| r.min(best.strict) * (1.0 - GIVE_UP_MARGIN)) else {
+    let Some(least) = lags.reach().map(|r| r.min(best.strict) * (1.0 - TUNING.shared_slack)) else {
         return false;
     };
     // Filling is worked out only where the strict reckoning alone would
@@ -248,7 +191,7 @@ fn given_up(
     // Where filling takes off more than the margin (a few chunks of a few
     // units waiting on each other), the strict reckoning tells too little.
     let filled = executed(platform, ports, best, timings).makespan;
-    filled >= best.strict * (1.0 - GIVE_UP_MARGIN) && hopeless(least * filled / best.strict)
+    filled >= best.strict * (1.0 - TUNING.shared_slack) && hopeless(least * filled / best.strict)
 }
 
 /// The error for a search given up where nothing could give it up.
@@ -266,7 +209,7 @@ pub struct Timings {
 }
 
 /// [`plan_rounds`], the search over round counts ending where it stalls
-/// ([`Stall`]) if `stop`, else going on up to [`MAX_CHUNKS`].
+/// ([`Stall`]) if `stop`, else going on up to `TUNING.max_chunks`.
 fn search(
     platform: &Platform,
     ports: Ports,
@@ -299,22 +242,22 @@ fn search(
     }
     let mut stall = Stall::new(slack(ports));
     let mut lags = Lags::new(slack(ports));
-    // Seconds of timing spent so far ([`SIM_SECS`]).
+    // Seconds of timing spent so far (`TUNING.sim_secs`).
     let mut spent = 0.0;
     let weight = if bare.is_some() { 2.0 } else { 1.0 };
-    let per_chunk = SIM_SECS * (1.0 + enrolled.len() as f64 / SIM_WIDTH);
+    let per_chunk = TUNING.sim_secs * (1.0 + enrolled.len() as f64 / TUNING.sim_width);
     // Each candidate's chunks and sequence, built into the same vectors.
     let (mut chunks, mut ops) = (Vec::new(), Vec::new());
-    for k in round_counts(platform, &enrolled, &shares, load, MAX_CHUNKS) {
+    for k in round_counts(platform, &enrolled, &shares, load, TUNING.max_chunks) {
         let before = weighed.len();
         // More rounds only while timing them costs at most a small part
         // of the makespan found so far: the user waits for the plan too.
         let next = 3.0 * weight * per_chunk * (enrolled.len() * k) as f64;
         let found = weighed.iter().map(|c| c.strict).fold(f64::INFINITY, f64::min);
-        if stop && before > 0 && spent + next > EXHAUSTIVE_WORTH * found {
+        if stop && before > 0 && spent + next > TUNING.exhaustive_worth * found {
             break;
         }
-        for lag in (0..LAGS).filter(|&lag| lags.timed(lag)) {
+        for lag in (0..TUNING.lags).filter(|&lag| lags.timed(lag)) {
             if let Some(per) = Periodic::new(platform, &enrolled, &shares, load, k, lag) {
                 // Counted as timed whether or not it was before, so that
                 // the search stops where it would have.
@@ -389,7 +332,7 @@ fn choose(
     };
     // (index in `weighed`, score, sequence) of the choice so far.
     let mut best: Option<(usize, f64, Sequence)> = None;
-    for (i, c) in weighed.iter().enumerate().take(FILLED) {
+    for (i, c) in weighed.iter().enumerate().take(TUNING.filled) {
         let (score, seq) = filled(c);
         if best.as_ref().is_none_or(|b| score < b.1) {
             best = Some((i, score, seq));

@@ -7,6 +7,7 @@ use crate::error::Result;
 use crate::platform::Platform;
 use crate::schedule::{Ports, Scenario, Timeline};
 use crate::tol::{LOAD_EPS, REL_TOL, STRICT_GAIN};
+use crate::TUNING;
 use crate::{columns, fast, lp};
 
 /// Exhaustive search over every pair of orders runs up to this many
@@ -20,11 +21,7 @@ use crate::{columns, fast, lp};
 /// rarely the one run.
 pub const EXHAUSTIVE_MAX_WORKERS: usize = 4;
 
-/// Seconds one linear program over four workers takes, about (576 of
-/// them, the exhaustive search on one port: 40 ms; AMD EPYC, 2026-11-29).
-pub const LP_SECS: f64 = 1e-4;
-
-/// Seconds one linear program over `p` workers takes, about: [`LP_SECS`]
+/// Seconds one linear program over `p` workers takes, about: `TUNING.lp_secs`
 /// at four, growing as p^1.5 (a FIFO scenario under memory bounds over 64
 /// workers: 254 of them in 1.67 s, 6.6 ms each, where this says 6.4).
 /// Measured with the LP's earlier sparse rows: dense (`lp.rs`), one
@@ -33,16 +30,8 @@ pub const LP_SECS: f64 = 1e-4;
 /// could; it is kept until a change to it is weighed on the committed
 /// platforms' predictions.
 pub fn lp_secs(p: usize) -> f64 {
-    LP_SECS * (p as f64 / 4.0).powf(1.5)
+    TUNING.lp_secs * (p as f64 / 4.0).powf(1.5)
 }
-
-/// The exhaustive search runs only where it costs at most this part of the
-/// makespan the quick plan (FIFO, LIFO, rounds) predicts: the user waits
-/// for the plan and the run, and a better single round gains a few percent
-/// of the makespan at best (a batch of 1,000 products of 32² over four
-/// loopback workers behind an uplink predicted 0.06 s and took 0.23 s to
-/// plan, 0.03 s without the search).
-pub const EXHAUSTIVE_WORTH: f64 = 0.05;
 
 /// Linear programs the exhaustive search solves over `p` workers: (p!)²
 /// on one lane, Σ C(p, k)·(k!)² over every subset with two.
@@ -57,22 +46,14 @@ pub fn exhaustive_programs(p: usize, ports: Ports) -> f64 {
 }
 
 /// Whether every pair of orders is worth searching for a batch whose quick
-/// plan predicts `makespan` ([`EXHAUSTIVE_WORTH`]).
+/// plan predicts `makespan` (`TUNING.exhaustive_worth`).
 pub fn exhaustive_worth(p: usize, ports: Ports, makespan: f64) -> bool {
-    p <= EXHAUSTIVE_MAX_WORKERS && exhaustive_programs(p, ports) * lp_secs(p) <= EXHAUSTIVE_WORTH * makespan
+    p <= EXHAUSTIVE_MAX_WORKERS && exhaustive_programs(p, ports) * lp_secs(p) <= TUNING.exhaustive_worth * makespan
 }
 
 /// The FIFO local search (used when `d/c` differs between workers) stops
 /// after this many scenario evaluations.
 pub const LOCAL_SEARCH_BUDGET: usize = 2_000;
-
-/// The part of the makespan the FIFO local search may spend on linear
-/// programs where memory bounds bind ([`fifo_local_search`]): less than
-/// [`EXHAUSTIVE_WORTH`], since a plan behind an uplink runs it once per
-/// pace candidate, and a batch large enough for bounds to bind runs in
-/// rounds. (64 loopback workers, 100,000 products of 32², warm: the
-/// command waited 0.40 s beyond a makespan of 3.3 s at 5%.)
-pub const LOCAL_SEARCH_WORTH: f64 = 0.01;
 
 /// One planning problem: `load` units on `platform` under `ports`. Every
 /// solver takes it, so the three always travel together.
@@ -83,7 +64,7 @@ pub struct Problem<'a> {
     pub load: u64,
     /// A makespan no plan of the batch beats (its steady-state bound),
     /// where known: what the searches' cost is weighed against
-    /// ([`EXHAUSTIVE_WORTH`]).
+    /// (`TUNING.exhaustive_worth`).
     pub horizon: f64,
 }
 
@@ -207,7 +188,7 @@ pub(crate) fn better(a: &Solved, b: &Solved) -> bool {
 /// evaluation budget is spent. Never worse than inc-c. Where memory bounds
 /// bind, each evaluation is a linear program ([`solve_fifo`]), and the
 /// swaps stop once their programs would cost more than
-/// [`LOCAL_SEARCH_WORTH`] of the makespan found so far, or of the batch's
+/// `TUNING.local_search_worth` of the makespan found so far, or of the batch's
 /// steady-state bound (`Problem::horizon`) if less ([`lp_secs`]: over 64
 /// workers, 254 of them took 1.67 s of a plan predicting 4.6 s).
 pub(crate) fn fifo_local_search(pb: &Problem) -> Result<Solved> {
@@ -220,7 +201,7 @@ pub(crate) fn fifo_local_search(pb: &Problem) -> Result<Solved> {
     let p = pb.platform.len();
     let mut spent = 0.0;
     let affordable =
-        |spent: f64, best: &Solved| spent + lp_secs(p) <= LOCAL_SEARCH_WORTH * best.makespan.min(pb.horizon);
+        |spent: f64, best: &Solved| spent + lp_secs(p) <= TUNING.local_search_worth * best.makespan.min(pb.horizon);
     let mut improved = true;
     while improved && evaluations < LOCAL_SEARCH_BUDGET {
         improved = false;
@@ -336,7 +317,7 @@ mod tests {
         let inc = solve_fifo(&pb, order_inc_c(&platform)).expect("solves");
         assert!(inc.bounded, "the bounds bind: every step is a program");
         // A horizon too short for one program: the better start only.
-        let none = fifo_local_search(&pb.with_horizon(lp_secs(8) * 0.5 / LOCAL_SEARCH_WORTH)).expect("solves");
+        let none = fifo_local_search(&pb.with_horizon(lp_secs(8) * 0.5 / TUNING.local_search_worth)).expect("solves");
         let dec = solve_fifo(&pb, order_dec_c(&platform)).expect("solves");
         let start = if better(&dec, &inc) { &dec } else { &inc };
         assert_eq!(none.scenario, start.scenario);
@@ -349,7 +330,7 @@ mod tests {
             start.makespan
         );
         // Room for a few programs: between the two.
-        let few = fifo_local_search(&pb.with_horizon(lp_secs(8) * 3.5 / LOCAL_SEARCH_WORTH)).expect("solves");
+        let few = fifo_local_search(&pb.with_horizon(lp_secs(8) * 3.5 / TUNING.local_search_worth)).expect("solves");
         assert!(full.makespan <= few.makespan * (1.0 + 1e-12) && few.makespan <= start.makespan * (1.0 + 1e-12));
     }
 }

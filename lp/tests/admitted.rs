@@ -43,7 +43,7 @@ fn a_worker_that_does_not_fit_beside_another_gets_the_time_it_leaves() {
 #[test]
 fn a_worker_that_does_not_fit_beside_another_takes_the_room_it_leaves() {
     // Sends: d's link takes 0.53 of the uplink, b's 0.49: together 1.02,
-    // so b's sends start in the room d's leave below FILL, at
+    // so b's sends start in the room d's leave below TUNING.fill, at
     // (0.85 - 0.53) / 0.49 of b's rate. Returns fit.
     let u = uplink(0.053, 0.01, true);
     let d = Worker::new("d", 0.1, 0.01, 0.02);
@@ -53,7 +53,7 @@ fn a_worker_that_does_not_fit_beside_another_takes_the_room_it_leaves() {
     // d sends all the time (its link is its limit); b, in the room, at its
     // reduced rate all the time.
     assert_close(ss.alpha[0], 10.0, 1e-12, "d");
-    let room = (dls_lp::lane::FILL - 0.53) / 0.49;
+    let room = (dls_lp::TUNING.fill - 0.53) / 0.49;
     assert_close(ss.alpha[1], room / b.c, 1e-9, "b");
     // Almost fitting is no cliff: a little slower (0.54) still leaves b
     // most of that rate; fitting, b has all of its own.
@@ -61,7 +61,7 @@ fn a_worker_that_does_not_fit_beside_another_takes_the_room_it_leaves() {
     let ss = steady_state_admitted(&slower, u);
     assert_close(
         ss.alpha[1],
-        (dls_lp::lane::FILL - 0.54) / 0.49 / b.c,
+        (dls_lp::TUNING.fill - 0.54) / 0.49 / b.c,
         1e-9,
         "b beside 0.54",
     );
@@ -98,7 +98,7 @@ fn where_every_share_fits_beside_every_other_it_is_the_bound() {
 /// the port admits them as `dls_lp::lane` says, at most one transfer a
 /// worker at once: an LP over every configuration it allows, a set whose
 /// shares fit (each at its full rate) and at most one more transfer
-/// started in the room they leave (at what they leave below `lane::FILL`).
+/// started in the room they leave (at what they leave below `TUNING.fill`).
 fn lane_time(items: &[(f64, f64, usize)]) -> f64 {
     let n = items.len();
     let members = |set: u32| (0..n).filter(move |&k| set & (1 << k) != 0);
@@ -122,7 +122,7 @@ fn lane_time(items: &[(f64, f64, usize)]) -> f64 {
         for r in (0..n).filter(|&r| set & (1 << r) == 0 && distinct(set | (1 << r))) {
             let share = items[r].1;
             if held + share > 1.0 + 1e-9 && dls_lp::lane::admits(held, share) {
-                configs.push((set, Some((r, (dls_lp::lane::FILL - held).clamp(0.0, share) / share))));
+                configs.push((set, Some((r, (dls_lp::TUNING.fill - held).clamp(0.0, share) / share))));
             }
         }
     }

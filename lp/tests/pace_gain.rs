@@ -57,7 +57,7 @@ fn apart(p: &Platform) -> (f64, f64, f64) {
 fn a_small_gain_is_not_worth_pacing_for() {
     let (plain, fast, gain) = apart(&four(None));
     assert!(
-        gain > 0.0 && gain < dls_lp::paced::PACE_GAIN,
+        gain > 0.0 && gain < dls_lp::TUNING.pace_gain,
         "the case needs a gain below the threshold: {gain:.4} ({fast:.3} s against {plain:.3} s)"
     );
     for under_load in [None, Some([1.0; 3])] {

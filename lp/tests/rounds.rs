@@ -486,7 +486,7 @@ fn preferring_slack_costs_at_most_a_percent_of_the_bound() {
 
 /// Without per-message latencies, `rounds` takes the candidate with the
 /// fewest chunks among those predicted within its slack of the earliest
-/// (`SLACK`, `SHARED_SLACK` behind a shared uplink). The earliest is what
+/// (`TUNING.slack`, `TUNING.shared_slack` behind a shared uplink). The earliest is what
 /// the same search returns when a latency too small to matter turns the
 /// choice off: the plan has no more chunks than that one and predicts
 /// within the slack of it, and, on the switched star below, far fewer.

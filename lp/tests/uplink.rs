@@ -5,7 +5,6 @@
 mod common;
 use common::*;
 use dls_lp::bound;
-use dls_lp::lane;
 use dls_lp::sequence::{execute, strict_makespan, PortOp, Sequence};
 use dls_lp::{plan, Ports, Request, Strategy, Uplink};
 use rand::Rng;
@@ -88,7 +87,7 @@ fn random_uplink(r: &mut rand_chacha::ChaCha8Rng, platform: &dls_lp::Platform, d
 
 /// Everything a schedule behind a shared uplink must respect, checked on
 /// its times alone: each transfer starts only with room for it on its
-/// lane (all of its share, or `lane::ROOM`) and lasts what the model says
+/// lane (all of its share, or `TUNING.room`) and lasts what the model says
 /// (its link's time at the rate the transfers started before it leave,
 /// recomputed by a sweep over the lane's instants), a
 /// worker's transfers on a lane never overlap, each worker computes its
@@ -133,11 +132,11 @@ fn check_shared(platform: &dls_lp::Platform, seq: &Sequence, u: Uplink, what: &s
     for lane in 0..2 {
         let mut mine: Vec<_> = spans.iter().filter(|s| s.0 == lane).collect();
         mine.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.5.cmp(&b.5)));
-        // Each started with room: all of its share, or ROOM below FILL.
+        // Each started with room: all of its share, or TUNING.room below TUNING.fill.
         for (k, s) in mine.iter().enumerate() {
             let under_way: f64 = mine[..k].iter().filter(|o| o.2 > s.1 + eps).map(|o| o.3).sum();
             assert!(
-                under_way + s.3 <= 1.0 + 1e-6 || under_way + s.3.min(lane::ROOM) <= lane::FILL + 1e-6,
+                under_way + s.3 <= 1.0 + 1e-6 || under_way + s.3.min(dls_lp::TUNING.room) <= dls_lp::TUNING.fill + 1e-6,
                 "{what}: a transfer of share {} started beside {under_way} at {}",
                 s.3,
                 s.1
@@ -145,7 +144,7 @@ fn check_shared(platform: &dls_lp::Platform, seq: &Sequence, u: Uplink, what: &s
         }
         // The sweep: between two instants at which transfers start or end,
         // those under way run at their links' rates if their shares fit,
-        // else at max-min fair parts of lane::CAP (the level found by
+        // else at max-min fair parts of TUNING.cap (the level found by
         // bisection). Each must have done its own time's work, at its full
         // rate, exactly by its end, and the lane never carries more than
         // all of it.
@@ -232,7 +231,7 @@ fn check_shared(platform: &dls_lp::Platform, seq: &Sequence, u: Uplink, what: &s
 
 /// The part of the lane each transfer under way may take, at most its
 /// share: all of them if the shares fit, else the level at which the parts
-/// add up to `lane::CAP`, found by bisection.
+/// add up to `TUNING.cap`, found by bisection.
 fn fair_level(shares: &[f64]) -> f64 {
     if shares.iter().sum::<f64>() <= 1.0 + 1e-9 {
         return f64::INFINITY;
@@ -241,7 +240,7 @@ fn fair_level(shares: &[f64]) -> f64 {
     let (mut lo, mut hi) = (0.0f64, 1.0f64);
     for _ in 0..200 {
         let mid = (lo + hi) / 2.0;
-        if carried(mid) < lane::CAP {
+        if carried(mid) < dls_lp::TUNING.cap {
             lo = mid;
         } else {
             hi = mid;
@@ -282,7 +281,7 @@ fn links_too_fast_to_fit_beside_each_other_share_what_is_left() {
     assert!(slowed > 0, "some send shared the uplink");
     let one_at_a_time = load as f64 * 0.0125;
     assert!(
-        pl.makespan() >= bound && pl.makespan() < one_at_a_time && pl.makespan() <= 1.05 * bound / lane::CAP,
+        pl.makespan() >= bound && pl.makespan() < one_at_a_time && pl.makespan() <= 1.05 * bound / dls_lp::TUNING.cap,
         "{} against the bound {bound} and {one_at_a_time} one at a time",
         pl.makespan()
     );

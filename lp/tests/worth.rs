@@ -4,7 +4,7 @@
 //! independently of it (the FIFO and LIFO one-round plans, the search over
 //! every pair of orders on its own).
 
-use dls_lp::search::{exhaustive, exhaustive_programs, exhaustive_worth, lp_secs, EXHAUSTIVE_WORTH};
+use dls_lp::search::{exhaustive, exhaustive_programs, exhaustive_worth, lp_secs};
 use dls_lp::{plan, Platform, Ports, Problem, Request, Strategy, Worker};
 
 #[test]
@@ -23,8 +23,16 @@ fn every_pair_of_orders_costs_its_closed_form() {
     }
     // Worth it exactly where the programs cost at most the part asked.
     let cost = exhaustive_programs(4, Ports::One) * lp_secs(4);
-    assert!(exhaustive_worth(4, Ports::One, cost / EXHAUSTIVE_WORTH * 1.01));
-    assert!(!exhaustive_worth(4, Ports::One, cost / EXHAUSTIVE_WORTH * 0.99));
+    assert!(exhaustive_worth(
+        4,
+        Ports::One,
+        cost / dls_lp::TUNING.exhaustive_worth * 1.01
+    ));
+    assert!(!exhaustive_worth(
+        4,
+        Ports::One,
+        cost / dls_lp::TUNING.exhaustive_worth * 0.99
+    ));
     // Never beyond four workers, however long the batch.
     assert!(!exhaustive_worth(5, Ports::One, 1e12));
 }

@@ -108,8 +108,8 @@ fn a_slower_worker_gets_less_and_totals_stay() {
 fn behind_a_shared_uplink_products_go_only_where_the_port_can_carry_them() {
     // The fastest link (d), slowed to 0.065 s a unit, takes 0.76 of the
     // uplink (0.0496 s a unit), the next (c, 0.0816) 0.61: the port sends
-    // to c beside d only in the room d leaves below lane::FILL, at
-    // (FILL - 0.76) / 0.61 of c's rate, and d's sends fill the time. The
+    // to c beside d only in the room d leaves below TUNING.fill, at
+    // (TUNING.fill - 0.76) / 0.61 of c's rate, and d's sends fill the time. The
     // bound's rates would give c the uplink's rest (1/0.0496 − 1/0.065 =
     // 4.8 of 20.2 units a second, a quarter); the port carries 1.75.
     let p = Platform::new(vec![
@@ -122,7 +122,7 @@ fn behind_a_shared_uplink_products_go_only_where_the_port_can_carry_them() {
         ret: 0.02,
         duplex: true,
     };
-    let room = (dls_lp::lane::FILL - 0.0496 / 0.065) / (0.0496 / 0.0816);
+    let room = (dls_lp::TUNING.fill - 0.0496 / 0.065) / (0.0496 / 0.0816);
     let part = |d_rate: f64, c_rate: f64| (107.0 * c_rate / (d_rate + c_rate)).round() as u64;
     let slots = [(0, 100), (1, 7)].map(|(worker, units)| Slot {
         worker,

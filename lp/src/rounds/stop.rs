@@ -2,6 +2,7 @@
 //! ([`Stall`]), and lags that can no longer come near the best ([`Lags`]).
 
 use super::Candidate;
+use crate::TUNING;
 
 /// Round counts whose candidates have brought no gain worth their chunks
 /// end the search for more rounds.
@@ -14,7 +15,7 @@ use super::Candidate;
 /// gained less than a tenth of the slack, more rounds can gain less than
 /// a tenth of it more, and the choice among candidates within the slack
 /// of the best (fewest chunks) moves by no more than that: the search
-/// stops there rather than timing every round count up to [`MAX_CHUNKS`]
+/// stops there rather than timing every round count up to `TUNING.max_chunks`
 /// chunks, which made plans grow with the batch (3,000 products on the
 /// committed platform files: a median of 2.3 s to plan, up to 7.6 s; 0.2
 /// and 0.8 s with the stop, docs/planner.md). A quarter of the slack
@@ -26,16 +27,10 @@ pub(super) struct Stall {
     gain: f64,
 }
 
-/// Round counts over which a gain is weighed.
-const STALL_STEPS: usize = 3;
-
-/// Lags tried at every round count.
-pub(super) const LAGS: usize = 3;
-
 /// The lags still worth timing as the round count grows. A lag's
 /// candidates follow the same T∞ + A/K curve as [`Stall`] reckons with, so
 /// what more rounds can still gain it is less than what its last
-/// [`STALL_STEPS`] round counts gained: once even that much more would
+/// `TUNING.stall_steps` round counts gained: once even that much more would
 /// leave it further than the slack from the best found so far (strictly in
 /// order, and without latencies where the platform has some), its larger
 /// round counts are not timed. On random stars behind an uplink lag 0
@@ -45,8 +40,8 @@ pub(super) const LAGS: usize = 3;
 pub(super) struct Lags {
     /// Each lag's best makespans (strict; without latencies) after each
     /// round count it was timed at, and whether it is still timed.
-    best: [Vec<(f64, f64)>; LAGS],
-    alive: [bool; LAGS],
+    best: [Vec<(f64, f64)>; TUNING.lags],
+    alive: [bool; TUNING.lags],
     slack: f64,
 }
 
@@ -54,7 +49,7 @@ impl Lags {
     pub(super) fn new(slack: f64) -> Lags {
         Lags {
             best: Default::default(),
-            alive: [true; LAGS],
+            alive: [true; TUNING.lags],
             slack,
         }
     }
@@ -69,14 +64,14 @@ impl Lags {
     }
 
     /// The least strict makespan the lags still timed can reach at more
-    /// rounds (what each has, less what its last [`STALL_STEPS`] round
+    /// rounds (what each has, less what its last `TUNING.stall_steps` round
     /// counts gained); `None` while one of them has too few round counts
     /// behind it to tell.
     pub(super) fn reach(&self) -> Option<f64> {
         let mut least = f64::INFINITY;
-        for lag in (0..LAGS).filter(|&l| self.alive[l]) {
+        for lag in (0..TUNING.lags).filter(|&l| self.alive[l]) {
             let past = &self.best[lag];
-            let then = past.len().checked_sub(STALL_STEPS + 1).map(|i| past[i].0)?;
+            let then = past.len().checked_sub(TUNING.stall_steps + 1).map(|i| past[i].0)?;
             let now = past.last()?.0;
             if !then.is_finite() {
                 return None;
@@ -92,7 +87,7 @@ impl Lags {
     pub(super) fn record(&mut self, these: &[Candidate], all: &[Candidate]) {
         let least = |f: &dyn Fn(&Candidate) -> f64| all.iter().map(f).fold(f64::INFINITY, f64::min);
         let (with, without) = (least(&|c| c.strict), least(&|c| c.without.unwrap_or(0.0)));
-        for lag in 0..LAGS {
+        for lag in 0..TUNING.lags {
             let mine = these.iter().filter(|c| c.lag == lag);
             let now = mine.fold((f64::INFINITY, f64::INFINITY), |a, c| {
                 (a.0.min(c.strict), a.1.min(c.without.unwrap_or(0.0)))
@@ -102,7 +97,7 @@ impl Lags {
             past.push(now);
             // A lag whose chunks did not fit the workers' memory yet may
             // at more rounds (smaller chunks).
-            let Some(&then) = (past.len().checked_sub(STALL_STEPS + 1))
+            let Some(&then) = (past.len().checked_sub(TUNING.stall_steps + 1))
                 .map(|i| &past[i])
                 .filter(|then| then.0.is_finite())
             else {
@@ -128,7 +123,7 @@ impl Stall {
     }
 
     /// Record one more round count's candidates; whether the last
-    /// [`STALL_STEPS`] round counts gained too little to go on. (Only the
+    /// `TUNING.stall_steps` round counts gained too little to go on. (Only the
     /// periodic candidates count: the one-round plan may be ahead of the
     /// first round counts, which then gain on each other until they pass
     /// it.)
@@ -139,7 +134,12 @@ impl Stall {
             now = (now.0.min(last.0), now.1.min(last.1));
         }
         self.best.push(now);
-        let Some(&then) = self.best.len().checked_sub(STALL_STEPS + 1).map(|i| &self.best[i]) else {
+        let Some(&then) = self
+            .best
+            .len()
+            .checked_sub(TUNING.stall_steps + 1)
+            .map(|i| &self.best[i])
+        else {
             return false;
         };
         let little = |a: f64, b: f64| a.is_finite() && b >= a * (1.0 - self.gain);

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::uplink::Uplink;
+use crate::TUNING;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -68,7 +69,7 @@ fn stopping_where_rounds_stall_keeps_the_plan_within_the_slack() {
         ratios.push(ratio);
     }
     let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
-    assert!(mean <= 1.0 + SHARED_SLACK / 4.0, "mean ratio {mean}: {ratios:?}");
+    assert!(mean <= 1.0 + TUNING.shared_slack / 4.0, "mean ratio {mean}: {ratios:?}");
 }
 
 #[test]

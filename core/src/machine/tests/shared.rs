@@ -20,7 +20,7 @@ fn share(u: Uplink, w: &Worker, send: bool) -> f64 {
 
 /// No transfer starts on a direction of the uplink (both directions at
 /// once when it is half duplex) without room for it beside those under
-/// way (all of its share, or `lane::ROOM` below `lane::FILL`), nor does a
+/// way (all of its share, or `TUNING.room` below `TUNING.fill`), nor does a
 /// worker's link carry two transfers one way.
 fn check_capacity(platform: &Platform, u: Uplink, transfers: &[(f64, f64, bool, usize)], what: &str) {
     let wk = platform.workers();
@@ -37,9 +37,9 @@ fn check_capacity(platform: &Platform, u: Uplink, transfers: &[(f64, f64, bool, 
                 .map(|o| share(u, &wk[o.3], o.2))
                 .sum();
             let s = share(u, &wk[t.3], t.2);
-            let room = s.min(dls_lp::lane::ROOM);
+            let room = s.min(dls_lp::TUNING.room);
             assert!(
-                under_way + s <= 1.0 + 1e-6 || under_way + room <= dls_lp::lane::FILL + 1e-6,
+                under_way + s <= 1.0 + 1e-6 || under_way + room <= dls_lp::TUNING.fill + 1e-6,
                 "{what}: a transfer started at {} beside {under_way:.3} of the uplink",
                 t.0
             );
@@ -164,7 +164,7 @@ fn with_two_lanes_a_worker_holds_no_more_than_its_memory() {
 fn a_fast_link_leaves_the_uplink_to_the_others_and_runs_as_predicted() {
     // a's link is 75% of the uplink and b's, c's 60%: at full speed no two
     // sends fit at once, but one may start beside another while it holds
-    // less than lane::FILL, and the two then share the uplink.
+    // less than TUNING.fill, and the two then share the uplink.
     let p = Platform::new(vec![
         Worker::new("a", 0.0133, 0.004, 0.004),
         Worker::new("b", 0.0167, 0.004, 0.004),

@@ -4,8 +4,8 @@
 //! Transfers start in lane order, each as soon as its worker's link is
 //! free (a worker's transfers on a lane never overlap), its chunk is
 //! computed (a return), and the uplink has room for it
-//! ([`lane::admits`]: all of its share, or [`lane::ROOM`] below
-//! [`lane::FILL`]); those under way then run at the rates
+//! ([`lane::admits`]: all of its share, or `TUNING.room` below
+//! `TUNING.fill`); those under way then run at the rates
 //! [`lane::Fluid`] gives them, so a transfer's end is known only as the
 //! lane runs: the lane is followed instant by instant. Taken strictly, no
 //! transfer starts before the one ahead of it. With gaps filled, while

@@ -40,9 +40,9 @@ pub const DUPLEX: f64 = 1.5;
 /// link read 0.79-1.15, 1.25× read 1.10-1.35 (mostly 1.22-1.27), 1.67×
 /// 1.59-1.67; loopback on two cores, where transfers at once only share
 /// the processors, up to 1.23; emulated uplinks no faster than a link
-/// 0.99-1.1. The lane's [`dls_lp::lane::FILL`] keeps transfers started
+/// 0.99-1.1. The lane's `TUNING.fill` keeps transfers started
 /// beside others below such a reading's excess.
-pub const GAIN: f64 = dls_lp::pace::MIN_GAIN;
+pub const GAIN: f64 = dls_lp::TUNING.min_gain;
 /// How far from [`DUPLEX`], [`GAIN`] or 1 (the fastest link's rate) a
 /// first measure is clear enough that repeating it could not change the
 /// model.
