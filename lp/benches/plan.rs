@@ -92,7 +92,7 @@ fn bench(c: &mut Criterion) {
 }
 
 /// The default strategy, `best`, on few workers: fifo, lifo, every pair
-/// of orders (up to `EXHAUSTIVE_MAX_WORKERS`) and `rounds`, with one port
+/// of orders (up to `TUNING.exhaustive_max_workers`) and `rounds`, with one port
 /// and behind a shared uplink (where every subset of workers is searched
 /// too). What a batch waits for before its first send.
 fn best(c: &mut Criterion) {

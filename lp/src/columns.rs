@@ -24,26 +24,12 @@ use crate::error::{Error, Result};
 use crate::lp;
 use crate::platform::Platform;
 use crate::schedule::{Ports, Scenario};
+use crate::TUNING;
 use good_lp::{microlp, variable, Expression, ProblemVariables, Solution, SolverModel, Variable};
-
-/// Rounds of column generation before the full LP is solved instead.
-const ROUNDS: usize = 8;
-
-/// Orders this short are solved in full: over 64 workers the full
-/// program took 0.8 ms, column generation 1.3 (`cargo bench -p dls-lp
-/// --bench plan -- bounded`, AMD EPYC, 2026-11-29); over 256, 9.4 and
-/// 3.8 ms.
-const SMALL: usize = 128;
-
-/// A subset this large (as a part of the order) is solved in full instead.
-const MOST: f64 = 0.5;
 
 /// What the left-out workers may still gain, as a part of the makespan,
 /// for the subset's plan to be taken (the LP solver's own tolerance).
 const GAP: f64 = 1e-9;
-
-/// Workers that join at least, in a round of column generation.
-const JOIN: usize = 4;
 
 /// How much more than a unit's cost on the subset a left-out worker's
 /// price may be before it joins (the solver's own tolerance).
@@ -53,7 +39,7 @@ const PRICE_TOL: f64 = 1e-9;
 /// under the FIFO `order`, the LP solved over the workers that take load
 /// (seeded by `start`: loads that break the bounds, from the fast path).
 pub fn fifo(platform: &Platform, order: &[usize], ports: Ports, load: f64, start: &[f64]) -> Result<(Vec<f64>, f64)> {
-    if order.len() <= SMALL {
+    if order.len() <= TUNING.column_small {
         return lp::solve(platform, &Scenario::fifo(order.to_vec()), ports, load);
     }
     match generate(platform, order, ports, load, start)? {
@@ -63,8 +49,8 @@ pub fn fifo(platform: &Platform, order: &[usize], ports: Ports, load: f64, start
 }
 
 /// [`fifo`] by column generation only: `None` where it gives up (the
-/// subset grew past [`MOST`] of the order, the two programs disagreed, or
-/// [`ROUNDS`] went by).
+/// subset grew past `TUNING.column_most` of the order, the two programs disagreed, or
+/// `TUNING.column_rounds` went by).
 fn generate(
     platform: &Platform,
     order: &[usize],
@@ -92,9 +78,9 @@ fn generate(
         }
         inside[k] = true;
     }
-    for _ in 0..ROUNDS {
+    for _ in 0..TUNING.column_rounds {
         let count = inside.iter().filter(|&&x| x).count();
-        if count as f64 > MOST * order.len() as f64 || room(&inside) < load {
+        if count as f64 > TUNING.column_most * order.len() as f64 || room(&inside) < load {
             break;
         }
         let sub: Vec<usize> = (0..order.len()).filter(|&k| inside[k]).map(|k| order[k]).collect();
@@ -112,7 +98,7 @@ fn generate(
             return Ok(Some((loads, makespan)));
         }
         // The workers that can gain most join, as many as are inside.
-        for &k in joining.iter().take(count.max(JOIN)) {
+        for &k in joining.iter().take(count.max(TUNING.column_join)) {
             inside[k] = true;
         }
     }

@@ -6,7 +6,7 @@
 //! workers it gives work, the one whose link takes a product fastest (on
 //! one port the steady state takes workers by increasing `c + d` until
 //! the port is full, so the fastest link is always among them). It takes
-//! what that worker processes in the steady state in [`OPENING_SECS`]:
+//! what that worker processes in the steady state in `TUNING.opening_secs`:
 //! little against its part of any batch whose plan takes that long to make.
 //!
 //! The plan of the whole batch, made meanwhile, then gives up those
@@ -19,12 +19,7 @@ use crate::plan::Plan;
 use crate::platform::Platform;
 use crate::schedule::{Ports, Scenario, Timeline};
 use crate::sequence::{execute_released, PortOp, RoundChunk, Sequence};
-
-/// Seconds of the chosen worker's steady-state throughput the opening
-/// carries: about what a slow plan takes to make (tens of milliseconds),
-/// so that the port is not idle meanwhile, and little against a batch
-/// whose plan takes that long.
-pub const OPENING_SECS: f64 = 0.05;
+use crate::TUNING;
 
 /// The opening: `units` products to `worker`, sent before the plan exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +42,7 @@ pub fn choose(platform: &Platform, ports: Ports, load: u64) -> Option<Opening> {
         .filter(|&i| ss.alpha[i] > 0.0)
         .min_by(|&a, &b| send(a).total_cmp(&send(b)).then(ss.alpha[b].total_cmp(&ss.alpha[a])))?;
     let cap = wk[worker].max_load.map_or(u64::MAX, |m| (m / 2).max(1));
-    let want = (ss.alpha[worker] * OPENING_SECS).ceil();
+    let want = (ss.alpha[worker] * TUNING.opening_secs).ceil();
     let units = if want.is_finite() { want as u64 } else { 1 };
     Some(Opening {
         worker,

@@ -9,7 +9,7 @@ use crate::schedule::{Ports, Scenario, Timeline, WorkerTimes};
 use crate::search::{best_fifo, better, fifo_local_search};
 pub use crate::search::{
     exhaustive, exhaustive_programs, exhaustive_worth, order_dec_c, order_inc_c, order_inc_cd, order_inc_w, solve_fifo,
-    solve_lifo, solve_scenario, Problem, Solved, EXHAUSTIVE_MAX_WORKERS, LOCAL_SEARCH_BUDGET,
+    solve_lifo, solve_scenario, Problem, Solved,
 };
 use crate::sequence::Sequence;
 use crate::tol::{REL_TOL, STRICT_GAIN};
@@ -292,7 +292,7 @@ pub(crate) fn plan_unless(platform: &Platform, req: &Request, hopeless: &dyn Fn(
                 rounds = r;
                 one
             };
-            if effort != Effort::Every && p <= EXHAUSTIVE_MAX_WORKERS {
+            if effort != Effort::Every && p <= TUNING.exhaustive_max_workers {
                 one.notes.push(format!(
                     "best: every pair of orders not searched: {:.0} linear programs for a batch predicted to take {quick:.3} s",
                     exhaustive_programs(p, req.ports)
@@ -446,7 +446,7 @@ fn problem<'a>(real: &Platform, platform: &'a Platform, ports: Ports, req: &Requ
 
 /// The one-round strategies.
 /// With `effort`, the FIFO local search and every pair of orders (`best`,
-/// up to [`EXHAUSTIVE_MAX_WORKERS`] workers) run or not.
+/// up to `TUNING.exhaustive_max_workers` workers) run or not.
 fn plan_one_round(real: &Platform, req: &Request, effort: Effort) -> Result<Plan> {
     real.check_load(req.load)?;
     // Behind a shared uplink, the orders and loads are solved in the
@@ -469,7 +469,8 @@ fn plan_one_round(real: &Platform, req: &Request, effort: Effort) -> Result<Plan
             }
             None => {
                 notes.push(format!(
-                    "d/c differs between workers, so Theorem 1 does not apply: the FIFO order comes from a local search (adjacent swaps from inc-c/dec-c, at most {LOCAL_SEARCH_BUDGET} evaluations)"
+                    "d/c differs between workers, so Theorem 1 does not apply: the FIFO order comes from a local search (adjacent swaps from inc-c/dec-c, at most {} evaluations)",
+                    TUNING.local_search_budget
                 ));
                 (fifo_local_search(&pb)?, false)
             }
@@ -492,7 +493,7 @@ fn plan_one_round(real: &Platform, req: &Request, effort: Effort) -> Result<Plan
             ]
             .into_iter()
             .chain(
-                (effort == Effort::Every && platform.len() <= EXHAUSTIVE_MAX_WORKERS)
+                (effort == Effort::Every && platform.len() <= TUNING.exhaustive_max_workers)
                     .then(|| ("every pair of orders", exhaustive(&pb))),
             ) {
                 match solved {

@@ -17,6 +17,7 @@ pub mod timeline;
 
 use crate::error::{Error, Result};
 use crate::rectangles::{self, Rect};
+use crate::TUNING;
 use std::ops::Range;
 pub use timeline::{Op, OpTimes, Port, Timing};
 
@@ -233,7 +234,7 @@ pub fn plan_on(workers: &[ProductWorker], req: &ProductRequest, subset: &[usize]
         return Ok(best);
     }
     let mut current = best.clone();
-    for _ in 0..BALANCE_ROUNDS {
+    for _ in 0..TUNING.balance_rounds {
         let ends = finish_times(&current, subset);
         let mean = ends.iter().sum::<f64>() / ends.len() as f64;
         if ends.iter().all(|&e| (e - mean).abs() <= 0.01 * mean) {
@@ -252,9 +253,6 @@ pub fn plan_on(workers: &[ProductWorker], req: &ProductRequest, subset: &[usize]
     }
     Ok(best)
 }
-
-/// Rounds of evening out finish times.
-const BALANCE_ROUNDS: usize = 12;
 
 /// When each worker of `subset` ends its last transfer under `plan` (0 for
 /// one given nothing).

@@ -10,17 +10,6 @@ use crate::tol::{LOAD_EPS, REL_TOL, STRICT_GAIN};
 use crate::TUNING;
 use crate::{columns, fast, lp};
 
-/// Exhaustive search over every pair of orders runs up to this many
-/// workers. Its linear programs number (p!)² with one port and
-/// Σ C(p, k)·(k!)² with two lanes (every subset): 576 and 748 for four
-/// workers, 14,400 and 17,685 for five, which took 3.0-3.6 s to plan on
-/// the test machine against 0.15 s for four. A batch's plan is on its
-/// critical path (on the switched test bed, a five-worker star's runs of
-/// 11.4 s spent 1.4-2.8 s before the first send), and with more than one
-/// round in the running the single round it would prove optimal is
-/// rarely the one run.
-pub const EXHAUSTIVE_MAX_WORKERS: usize = 4;
-
 /// Seconds one linear program over `p` workers takes, about: `TUNING.lp_secs`
 /// at four, growing as p^1.5 (a FIFO scenario under memory bounds over 64
 /// workers: 254 of them in 1.67 s, 6.6 ms each, where this says 6.4).
@@ -48,12 +37,9 @@ pub fn exhaustive_programs(p: usize, ports: Ports) -> f64 {
 /// Whether every pair of orders is worth searching for a batch whose quick
 /// plan predicts `makespan` (`TUNING.exhaustive_worth`).
 pub fn exhaustive_worth(p: usize, ports: Ports, makespan: f64) -> bool {
-    p <= EXHAUSTIVE_MAX_WORKERS && exhaustive_programs(p, ports) * lp_secs(p) <= TUNING.exhaustive_worth * makespan
+    p <= TUNING.exhaustive_max_workers
+        && exhaustive_programs(p, ports) * lp_secs(p) <= TUNING.exhaustive_worth * makespan
 }
-
-/// The FIFO local search (used when `d/c` differs between workers) stops
-/// after this many scenario evaluations.
-pub const LOCAL_SEARCH_BUDGET: usize = 2_000;
 
 /// One planning problem: `load` units on `platform` under `ports`. Every
 /// solver takes it, so the three always travel together.
@@ -203,10 +189,10 @@ pub(crate) fn fifo_local_search(pb: &Problem) -> Result<Solved> {
     let affordable =
         |spent: f64, best: &Solved| spent + lp_secs(p) <= TUNING.local_search_worth * best.makespan.min(pb.horizon);
     let mut improved = true;
-    while improved && evaluations < LOCAL_SEARCH_BUDGET {
+    while improved && evaluations < TUNING.local_search_budget {
         improved = false;
         for k in 0..p.saturating_sub(1) {
-            if evaluations >= LOCAL_SEARCH_BUDGET || !affordable(spent, &best) {
+            if evaluations >= TUNING.local_search_budget || !affordable(spent, &best) {
                 break;
             }
             let mut order = best.scenario.send_order.clone();

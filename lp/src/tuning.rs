@@ -56,7 +56,7 @@ pub struct Tuning {
     /// Lags tried at every round count.
     pub lags: usize,
 
-    // The one-round searches (`search.rs`, `plan.rs`) and the bound (`bound.rs`).
+    // The one-round searches (`search.rs`, `plan.rs`, `opening.rs`) and the bound (`bound.rs`).
     /// The exhaustive search runs only where it costs at most this part of the quick plan's makespan.
     pub exhaustive_worth: f64,
     /// The part of the makespan the FIFO local search may spend on linear programs.
@@ -67,6 +67,26 @@ pub struct Tuning {
     pub one_round_reach: f64,
     /// Workers whose key differs by at most this fraction are alike (the one with the most slack is preferred).
     pub slack_tie: f64,
+    /// The exhaustive search over every pair of orders is tried for at most this many workers.
+    pub exhaustive_max_workers: usize,
+    /// The FIFO local search stops after this many scenario evaluations.
+    pub local_search_budget: usize,
+    /// Seconds of the chosen worker's steady-state throughput a batch's opening chunk carries.
+    pub opening_secs: f64,
+
+    // Column generation for a FIFO scenario under memory bounds (`columns.rs`).
+    /// Rounds of column generation before the full LP is solved instead.
+    pub column_rounds: usize,
+    /// Orders this short are solved in full.
+    pub column_small: usize,
+    /// A subset this large (as a part of the order) is solved in full instead.
+    pub column_most: f64,
+    /// Workers that join at least, in a round of column generation.
+    pub column_join: usize,
+
+    // One large product (`product.rs`).
+    /// Rounds of evening out the workers' predicted finish times.
+    pub balance_rounds: usize,
 }
 
 /// The planner's tuned numbers (see [`Tuning`] and `docs/tuning.md`).
@@ -97,4 +117,12 @@ pub const TUNING: Tuning = Tuning {
     lp_secs: 1e-4,
     one_round_reach: 1.1,
     slack_tie: 0.01,
+    exhaustive_max_workers: 4,
+    local_search_budget: 2_000,
+    opening_secs: 0.05,
+    column_rounds: 8,
+    column_small: 128,
+    column_most: 0.5,
+    column_join: 4,
+    balance_rounds: 12,
 };
