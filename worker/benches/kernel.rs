@@ -1,5 +1,8 @@
 //! Kernel speed: GFLOP/s of the faer GEMM at n = 64, 256, 1024 (1 and 2
-//! threads, and 1 thread of the pool as `--isolate-compute` uses it).
+//! threads, and 1 thread of the pool as `--isolate-compute` uses it); and
+//! one large product's panels (`panel`): a piece's first panel into fresh
+//! memory (`Values::try_zeros`, then set by the panel) against a later one
+//! added into the piece.
 //!
 //! `cargo bench -p dls-worker --bench kernel` — criterion reports the
 //! throughput in "elements" per second, one element being one flop
@@ -37,5 +40,47 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// A 2373×44 by 44×1397 float64 panel (a piece of the 4096² star's fastest
+/// worker, `docs/one-product.md`) on every core: set into a fresh piece,
+/// as a piece's first panel is (freed pieces given back to the system, as
+/// the daemon does), and added into a piece already there.
+fn panel(c: &mut Criterion) {
+    use dls_protocol::{DType, Form, Shape, Values};
+    // As the daemon does first thing: a freed piece goes back to the
+    // system, so the next piece's memory is fresh, as in a run.
+    dls_common::return_freed_buffers();
+    let mut g = c.benchmark_group("panel");
+    g.sample_size(20).measurement_time(Duration::from_secs(4));
+    let form = Form {
+        shape: Shape {
+            n: 2373,
+            k: 44,
+            m: 1397,
+        },
+        dtype: DType::F64,
+        shared_b: false,
+    };
+    g.throughput(Throughput::Elements(form.shape.flops() as u64));
+    let (inputs, _) = kernel::random_inputs(&form, 1, 7).expect("memory");
+    let kern = kernel::Kernel::new(std::thread::available_parallelism().map_or(1, |n| n.get())).expect("pool");
+    let len = form.shape.c_len() as usize;
+    g.bench_function("first-into-fresh-piece", |b| {
+        b.iter(|| {
+            let mut acc = Values::try_zeros(DType::F64, len).expect("memory");
+            kern.add_panel(&form, &inputs, &mut acc, true, 1)
+                .expect("lengths agree");
+            black_box(acc)
+        })
+    });
+    let mut acc = Values::try_zeros(DType::F64, len).expect("memory");
+    g.bench_function("added-into-piece", |b| {
+        b.iter(|| {
+            kern.add_panel(&form, &inputs, black_box(&mut acc), false, 1)
+                .expect("lengths agree")
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, panel);
 criterion_main!(benches);
