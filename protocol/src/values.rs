@@ -218,6 +218,22 @@ impl Values {
         self.len() == 0
     }
 
+    /// Values the array holds without growing.
+    pub fn capacity(&self) -> usize {
+        match self {
+            Values::F32(v) => v.capacity(),
+            Values::F64(v) => v.capacity(),
+        }
+    }
+
+    /// `len` values: cut to them, or grown with zeros.
+    pub fn resize(&mut self, len: usize) {
+        match self {
+            Values::F32(v) => v.resize(len, 0.0),
+            Values::F64(v) => v.resize(len, 0.0),
+        }
+    }
+
     /// The values in host order, as bytes.
     pub fn as_bytes(&self) -> &[u8] {
         match self {
@@ -386,6 +402,20 @@ mod tests {
         assert_eq!(Form::square(4).in_bytes(3), 2 * 3 * 16 * 8);
         let huge = Form::square(u32::MAX);
         assert_eq!(huge.in_bytes(u32::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn resize_cuts_or_grows_with_zeros_and_keeps_the_capacity() {
+        let mut v = Values::F64(vec![1.0, 2.0, 3.0]);
+        let cap = v.capacity();
+        v.resize(1);
+        assert_eq!(v, Values::F64(vec![1.0]));
+        assert_eq!(v.capacity(), cap, "cutting keeps the memory");
+        v.resize(3);
+        assert_eq!(v, Values::F64(vec![1.0, 0.0, 0.0]));
+        let mut f = Values::F32(vec![]);
+        f.resize(2);
+        assert_eq!(f, Values::F32(vec![0.0, 0.0]));
     }
 
     #[test]

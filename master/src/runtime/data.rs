@@ -30,24 +30,30 @@ impl InputFile {
         self.check(&range, self.dtype)?;
         let mut v = Values::try_zeros(self.dtype, range.len())
             .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, format!("{} values", range.len())))?;
-        self.read_into(range.start, &mut v, 0)?;
+        self.read_into(range.start, &mut v, 0..range.len())?;
         Ok(v)
     }
 
-    /// Values `range` appended to `out` (of the file's type), in host byte
-    /// order: read straight into `out`, with no buffer of their own. A
-    /// panel of one large product is one read per row of A; through a
-    /// buffer each, reading panels took 63% of the master's processor
-    /// (a 4096² product from `.npy` files, four loopback workers).
-    pub fn read_onto(&self, range: Range<usize>, out: &mut Values) -> io::Result<()> {
+    /// Values `range` written into `out` from value `at` on (of the
+    /// file's type), in host byte order: read straight into `out`, with no
+    /// buffer of their own. A panel of one large product is one read per
+    /// row of A; through a buffer each, reading panels took 63% of the
+    /// master's processor (a 4096² product from `.npy` files, four
+    /// loopback workers).
+    pub fn read_at(&self, range: Range<usize>, out: &mut Values, at: usize) -> io::Result<()> {
         self.check(&range, out.dtype())?;
-        let start = out.len();
-        let grown = match out {
-            Values::F32(v) => v.try_reserve(range.len()).map(|()| v.resize(start + range.len(), 0.0)),
-            Values::F64(v) => v.try_reserve(range.len()).map(|()| v.resize(start + range.len(), 0.0)),
-        };
-        grown.map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, format!("{} values", range.len())))?;
-        self.read_into(range.start, out, start)
+        if at.checked_add(range.len()).is_none_or(|end| end > out.len()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{}: {} values at {at} of {}",
+                    self.path.display(),
+                    range.len(),
+                    out.len()
+                ),
+            ));
+        }
+        self.read_into(range.start, out, at..at + range.len())
     }
 
     /// `range` is within the file, and values of `dtype` are the file's.
@@ -61,17 +67,20 @@ impl InputFile {
         Ok(())
     }
 
-    /// `out[from..]` read from the file's values at `at` on, in host byte
-    /// order (the caller checked the range).
-    fn read_into(&self, at: usize, out: &mut Values, from: usize) -> io::Result<()> {
+    /// `out[to]` read from the file's values at `at` on, in host byte
+    /// order (the caller checked both ranges).
+    fn read_into(&self, at: usize, out: &mut Values, to: Range<usize>) -> io::Result<()> {
         let size = self.dtype.size() as usize;
         self.file
-            .read_exact_at(&mut out.as_bytes_mut()[from * size..], self.prefix + (at * size) as u64)
+            .read_exact_at(
+                &mut out.as_bytes_mut()[to.start * size..to.end * size],
+                self.prefix + (at * size) as u64,
+            )
             .map_err(|e| io::Error::new(e.kind(), format!("reading {}: {e}", self.path.display())))?;
         if self.big_endian != cfg!(target_endian = "big") {
             match out {
-                Values::F32(v) => swap(&mut v[from..]),
-                Values::F64(v) => swap(&mut v[from..]),
+                Values::F32(v) => swap(&mut v[to]),
+                Values::F64(v) => swap(&mut v[to]),
             }
         }
         Ok(())
@@ -268,6 +277,20 @@ impl Source {
             Source::Subset(s) => s.read(range),
         }
     }
+
+    /// Values `range` written into `out` (of the source's type) from value
+    /// `at` on: read from a file straight into `out`, copied otherwise.
+    pub fn read_at(&self, range: Range<usize>, out: &mut Values, at: usize) -> io::Result<()> {
+        let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
+        match self {
+            Source::File(f) => f.read_at(range, out, at),
+            Source::Memory(v) => out.copy_range_in(at, v, range).map_err(invalid),
+            other => match other.read(range)? {
+                Slab::Owned(v) => out.copy_range_in(at, &v, 0..v.len()).map_err(invalid),
+                Slab::View(v, r) => out.copy_range_in(at, &v, r).map_err(invalid),
+            },
+        }
+    }
 }
 
 /// Values of a chunk, read once: a view of an array in memory (nothing
@@ -433,16 +456,21 @@ mod tests {
             assert_eq!(slab.to_f64(0..3).into_owned(), vec![4.25, 5.25, 6.25]);
             assert_eq!(&slab.le_bytes()[..4], &4.25f32.to_le_bytes());
             assert!(src.read(8..11).is_err(), "past the end");
-            // Onto what is there already, in host order; nothing appended
-            // when the range is past the end or the type differs.
+            // Into what is there already, in host order; nothing written
+            // when the range is past the end, does not fit or the type differs.
             let Source::File(f) = &src else { unreachable!() };
-            let mut out = Values::F32(vec![-1.0]);
-            f.read_onto(1..3, &mut out).expect("reads");
-            f.read_onto(9..10, &mut out).expect("reads");
+            let mut out = Values::F32(vec![-1.0; 4]);
+            f.read_at(1..3, &mut out, 1).expect("reads");
+            f.read_at(9..10, &mut out, 3).expect("reads");
             assert_eq!(out, Values::F32(vec![-1.0, 1.25, 2.25, 9.25]));
-            assert!(f.read_onto(9..11, &mut out).is_err());
-            assert!(f.read_onto(0..1, &mut Values::F64(vec![])).is_err());
-            assert_eq!(out.len(), 4);
+            assert!(f.read_at(9..11, &mut out, 0).is_err());
+            assert!(f.read_at(0..2, &mut out, 3).is_err());
+            assert!(f.read_at(0..1, &mut Values::F64(vec![0.0]), 0).is_err());
+            assert_eq!(out, Values::F32(vec![-1.0, 1.25, 2.25, 9.25]));
+            // Every kind of source into a place in `out`.
+            let mut all = Values::F32(vec![0.0; 3]);
+            src.read_at(4..6, &mut all, 1).expect("reads");
+            assert_eq!(all, Values::F32(vec![0.0, 4.25, 5.25]));
         }
         let _ = std::fs::remove_file(path);
         let mem = Source::Memory(Arc::new(Values::F64((0..6).map(f64::from).collect())));
@@ -450,6 +478,11 @@ mod tests {
         assert!(matches!(view, Slab::View(..)));
         assert_eq!(view.to_f64(1..3).into_owned(), vec![3.0, 4.0]);
         assert!(mem.read(5..7).is_err());
+        let mut into = Values::F64(vec![0.0; 3]);
+        mem.read_at(4..6, &mut into, 1).expect("copies");
+        assert_eq!(into, Values::F64(vec![0.0, 4.0, 5.0]));
+        assert!(mem.read_at(4..7, &mut into, 0).is_err(), "past the source's end");
+        assert!(mem.read_at(0..2, &mut into, 2).is_err(), "past the end of `out`");
         assert_eq!(runs(&[1, 2, 3, 7, 9, 10]), vec![1..4, 7..8, 9..11]);
     }
 

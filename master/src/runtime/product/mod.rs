@@ -53,55 +53,36 @@ impl Matrix {
         self.source.dtype()
     }
 
-    /// Rows `r` and columns `c` of the matrix, row-major, appended to `out`
-    /// (of the matrix's type).
-    pub fn block_into(&self, r: Range<usize>, c: Range<usize>, out: &mut Values) -> io::Result<()> {
-        if r.end > self.rows || c.end > self.cols {
+    /// Rows `r` and columns `c` of the matrix, row-major, written into
+    /// `out` (of the matrix's type) from value `at` on.
+    pub fn block_at(&self, r: Range<usize>, c: Range<usize>, out: &mut Values, at: usize) -> io::Result<()> {
+        let (h, w) = (r.len(), c.len());
+        if r.end > self.rows || c.end > self.cols || at.checked_add(h * w).is_none_or(|end| end > out.len()) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("block {r:?}×{c:?} of a {}×{} matrix", self.rows, self.cols),
+                format!(
+                    "block {r:?}×{c:?} of a {}×{} matrix at {at} of {}",
+                    self.rows,
+                    self.cols,
+                    out.len()
+                ),
             ));
         }
         if !self.fortran {
-            for i in r {
-                let at = i * self.cols;
-                match &self.source {
-                    Source::File(f) => f.read_onto(at + c.start..at + c.end, out)?,
-                    other => append(out, &other.read(at + c.start..at + c.end)?),
-                }
+            for (j, i) in r.enumerate() {
+                let row = i * self.cols;
+                self.source.read_at(row + c.start..row + c.end, out, at + j * w)?;
             }
             return Ok(());
         }
-        // Column-major: read each column's segment, then lay them in rows.
-        let (h, w) = (r.len(), c.len());
-        let cols: Vec<Slab> = c
-            .map(|j| self.source.read(j * self.rows + r.start..j * self.rows + r.end))
-            .collect::<io::Result<_>>()?;
-        let start = out.len();
-        append(out, &Slab::Owned(Values::zeros(self.dtype(), h * w)));
-        for (j, col) in cols.iter().enumerate() {
+        // Column-major: read each column's segment, then lay it in rows.
+        for (j, col) in c.enumerate() {
+            let seg = self.source.read(col * self.rows + r.start..col * self.rows + r.end)?;
             for i in 0..h {
-                set(out, start + i * w + j, col, i);
+                set(out, at + i * w + j, &seg, i);
             }
         }
         Ok(())
-    }
-}
-
-/// Append a slab's values to `out` (same type).
-fn append(out: &mut Values, slab: &Slab) {
-    let owned;
-    let (v, range) = match slab {
-        Slab::View(v, r) => (&**v, r.clone()),
-        Slab::Owned(v) => {
-            owned = v;
-            (owned, 0..owned.len())
-        }
-    };
-    match (out, v) {
-        (Values::F32(o), Values::F32(s)) => o.extend_from_slice(&s[range]),
-        (Values::F64(o), Values::F64(s)) => o.extend_from_slice(&s[range]),
-        (o, s) => debug_assert!(false, "{} into {}", s.dtype(), o.dtype()),
     }
 }
 
@@ -181,14 +162,26 @@ impl ProductJob {
     /// The panel `ks` of `rect`: A's rows of the rectangle and columns
     /// `ks`, then B's rows `ks` and columns of the rectangle, row-major.
     pub fn panel(&self, rect: &Rect, ks: Range<usize>) -> io::Result<Values> {
-        let len = (rect.height + rect.width) * ks.len();
-        let mut v = match self.dtype() {
-            DType::F32 => Values::F32(Vec::with_capacity(len)),
-            DType::F64 => Values::F64(Vec::with_capacity(len)),
+        self.panel_into(rect, ks, None)
+    }
+
+    /// [`ProductJob::panel`], in `spare` (a panel let go) where it is of
+    /// the product's type and large enough: a panel's memory is then
+    /// neither mapped nor zeroed again.
+    pub fn panel_into(&self, rect: &Rect, ks: Range<usize>, spare: Option<Values>) -> io::Result<Values> {
+        let a_len = rect.height * ks.len();
+        let len = a_len + rect.width * ks.len();
+        let mut v = match spare {
+            Some(mut v) if v.dtype() == self.dtype() && v.capacity() >= len => {
+                v.resize(len);
+                v
+            }
+            _ => Values::try_zeros(self.dtype(), len)
+                .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, format!("a panel of {len} values")))?,
         };
         self.a
-            .block_into(rect.row..rect.row + rect.height, ks.clone(), &mut v)?;
-        self.b.block_into(ks, rect.col..rect.col + rect.width, &mut v)?;
+            .block_at(rect.row..rect.row + rect.height, ks.clone(), &mut v, 0)?;
+        self.b.block_at(ks, rect.col..rect.col + rect.width, &mut v, a_len)?;
         Ok(v)
     }
 }
@@ -221,5 +214,90 @@ impl Blocks for MemoryC {
 impl Blocks for crate::runtime::data::Discard {
     fn store_block(&mut self, _: &Rect, _: &Values) -> io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::data::InputFile;
+
+    /// The panel as the definition reads: A[rows, ks] then B[ks, cols], row-major.
+    fn by_hand(a: &[f64], b: &[f64], (k, m): (usize, usize), rect: &Rect, ks: Range<usize>) -> Vec<f64> {
+        let mut v = Vec::new();
+        for i in rect.row..rect.row + rect.height {
+            v.extend(ks.clone().map(|j| a[i * k + j]));
+        }
+        for j in ks {
+            v.extend((rect.col..rect.col + rect.width).map(|c| b[j * m + c]));
+        }
+        v
+    }
+
+    fn file_of(values: &[f64], name: &str) -> Source {
+        let path = std::env::temp_dir().join(format!("dls-panel-{}-{name}", std::process::id()));
+        let mut bytes = vec![0u8; 5];
+        values.iter().for_each(|x| bytes.extend(x.to_le_bytes()));
+        std::fs::write(&path, bytes).expect("a temporary file");
+        let file = std::fs::File::open(&path).expect("opens");
+        let _ = std::fs::remove_file(&path);
+        Source::File(Arc::new(InputFile {
+            file,
+            path,
+            prefix: 5,
+            dtype: DType::F64,
+            big_endian: false,
+            len: values.len(),
+        }))
+    }
+
+    #[test]
+    fn a_panel_is_its_rows_of_a_then_its_columns_of_b_from_any_source_and_in_any_spare() {
+        let (n, k, m) = (5, 4, 3);
+        let a: Vec<f64> = (0..n * k).map(|x| x as f64).collect();
+        let b: Vec<f64> = (0..k * m).map(|x| 100.0 + x as f64).collect();
+        let transpose = |v: &[f64], r: usize, c: usize| -> Vec<f64> {
+            (0..c)
+                .flat_map(|j| (0..r).map(move |i| (i, j)))
+                .map(|(i, j)| v[i * c + j])
+                .collect()
+        };
+        let memory = |v: &[f64]| Source::Memory(Arc::new(Values::F64(v.to_vec())));
+        let jobs = [
+            (memory(&a), memory(&b), false),
+            (file_of(&a, "a"), file_of(&b, "b"), false),
+            (memory(&transpose(&a, n, k)), file_of(&transpose(&b, k, m), "bt"), true),
+        ];
+        let rect = Rect {
+            worker: 0,
+            row: 1,
+            col: 1,
+            height: 3,
+            width: 2,
+        };
+        for (sa, sb, fortran) in jobs {
+            let job = ProductJob::new(
+                Matrix::new("A", sa, n, k, fortran).expect("shape"),
+                Matrix::new("B", sb, k, m, fortran).expect("shape"),
+            )
+            .expect("a product");
+            for ks in [0..4, 1..3, 3..4] {
+                let want = Values::F64(by_hand(&a, &b, (k, m), &rect, ks.clone()));
+                assert_eq!(job.panel(&rect, ks.clone()).expect("reads"), want, "{ks:?}");
+                // A spare panel larger than this one, full of other values;
+                // one too small; one of the other type.
+                for spare in [
+                    Values::F64(vec![-7.0; 40]),
+                    Values::F64(vec![-7.0; 1]),
+                    Values::F32(vec![-7.0; 40]),
+                ] {
+                    let got = job.panel_into(&rect, ks.clone(), Some(spare)).expect("reads");
+                    assert_eq!(got, want, "{ks:?}");
+                }
+            }
+            let outside = Rect { height: 5, ..rect };
+            assert!(job.panel(&outside, 0..1).is_err(), "rows past A's end");
+            assert!(job.panel(&rect, 3..5).is_err(), "k past A's columns");
+        }
     }
 }
