@@ -6,11 +6,12 @@
 //! down gets less, one that sped up gets more; the planned sequence of
 //! transfers stays, only chunk sizes change. When the workers enrolled
 //! fall behind so far that a free worker (one the plan left out, or done
-//! with its part) would add at least [`ENROL_GAIN`] to their steady-state
+//! with its part) would add at least `TUNING.enrol_gain` to their steady-state
 //! throughput, it is enrolled ([`enrol`]): it takes its share of those
 //! products in a round of its own. Plain functions over plain data: the
 //! machine (`machine.rs`) feeds them and applies the result.
 
+use crate::TUNING;
 use dls_lp::admitted::steady_state_admitted;
 use dls_lp::bound::{steady_state, SteadyState};
 use dls_lp::rounding::spread;
@@ -25,25 +26,6 @@ pub enum Phase {
     Return = 2,
 }
 
-/// Fewest observations an estimate rests on.
-const MIN_COUNT: usize = 3;
-
-/// The predicted time an estimate must cover, as a part of the batch's
-/// predicted makespan: small chunks are timed with the noise of the
-/// processor's and the network's scheduling (a worker under a CPU quota
-/// computes in slices of milliseconds), which only a longer span averages
-/// out.
-pub const SPAN: f64 = 0.1;
-
-/// Corrections smaller than this (relative) are noise, not a change. On a
-/// machine shared by several workers under CPU quotas, their paces measured
-/// over a tenth of a batch still varied by ±20% from one tenth to the next
-/// without any real change, and resharing on that noise cost more than it
-/// won (the test bed's star #1: 1.19–1.21× the bound corrected, 1.02×
-/// not); a worker that really changes pace (a 3× slowdown) crosses 25%
-/// after a few of its chunks.
-pub const DEADBAND: f64 = 0.25;
-
 /// One worker's observations of one phase: (measured, predicted) seconds,
 /// the newest last, as few as cover the span.
 #[derive(Debug, Clone, Default)]
@@ -56,8 +38,8 @@ struct Window {
 
 /// What was seen of each worker: measured against predicted time per
 /// phase. The estimate of a phase is the ratio of the sums over the
-/// latest observations that cover [`SPAN`] of the predicted makespan, at
-/// least [`MIN_COUNT`] of them; there is none (the platform as calibrated)
+/// latest observations that cover `TUNING.span` of the predicted makespan, at
+/// least `TUNING.min_count` of them; there is none (the platform as calibrated)
 /// until there are that many. A worker's first transfer each way and its
 /// first chunk are not used: they meet a cold connection and cold caches.
 #[derive(Debug, Clone)]
@@ -67,7 +49,7 @@ pub struct Observed {
     used: Vec<[f64; 3]>,
     span: f64,
     /// Workers whose parts the last correction grew only as far as
-    /// [`GROWTH`] allows, and the predicted seconds of each worker's
+    /// `TUNING.growth` allows, and the predicted seconds of each worker's
     /// observations since then: once those cover the span for all of them,
     /// the products are shared again on what their larger parts showed.
     watch: Vec<usize>,
@@ -83,7 +65,7 @@ impl Observed {
             watch: Vec::new(),
             since: vec![0.0; p],
             span: if makespan.is_finite() {
-                SPAN * makespan.max(0.0)
+                TUNING.span * makespan.max(0.0)
             } else {
                 0.0
             },
@@ -106,7 +88,7 @@ impl Observed {
         q.obs.push_back((measured, predicted));
         q.measured += measured;
         q.predicted += predicted;
-        while q.obs.len() > MIN_COUNT {
+        while q.obs.len() > TUNING.min_count {
             let (m, p) = q.obs[0];
             if q.predicted - p < self.span {
                 break;
@@ -121,7 +103,7 @@ impl Observed {
     /// calibrated) until the observations cover the span.
     pub fn factor(&self, worker: usize, phase: Phase) -> f64 {
         let q = &self.seen[worker][phase as usize];
-        if q.obs.len() < MIN_COUNT || q.predicted < self.span || q.predicted <= 0.0 {
+        if q.obs.len() < TUNING.min_count || q.predicted < self.span || q.predicted <= 0.0 {
             return 1.0;
         }
         q.measured / q.predicted
@@ -136,12 +118,12 @@ impl Observed {
             || (0..self.seen.len()).any(|w| {
                 [Phase::Send, Phase::Compute, Phase::Return]
                     .iter()
-                    .any(|&ph| (self.factor(w, ph) / self.used[w][ph as usize] - 1.0).abs() > DEADBAND)
+                    .any(|&ph| (self.factor(w, ph) / self.used[w][ph as usize] - 1.0).abs() > TUNING.deadband)
             })
     }
 
     /// The last correction grew `workers`' parts only as far as
-    /// [`GROWTH`] allows: share again once they have been seen for the
+    /// `TUNING.growth` allows: share again once they have been seen for the
     /// span with their larger parts, whether or not their estimates move.
     pub fn watch(&mut self, workers: &[usize]) {
         self.watch = workers.iter().copied().filter(|&w| w < self.since.len()).collect();
@@ -190,14 +172,9 @@ impl Observed {
     }
 }
 
-/// Steady-state throughput gain (relative) from which free workers are
-/// enrolled: below it, a new round's latencies and the noise of the
-/// estimates would eat what it wins.
-pub const ENROL_GAIN: f64 = 0.10;
-
 /// The free workers worth enrolling beside `enrolled` on the `corrected`
 /// platform: those the steady state of all of them together gives a
-/// share, when together they process at least [`ENROL_GAIN`] more a
+/// share, when together they process at least `TUNING.enrol_gain` more a
 /// second than `enrolled` alone. Empty otherwise.
 pub fn enrol(corrected: &Platform, ports: Ports, enrolled: &[usize], free: &[usize]) -> Vec<usize> {
     let wk = corrected.workers();
@@ -209,7 +186,7 @@ pub fn enrol(corrected: &Platform, ports: Ports, enrolled: &[usize], free: &[usi
     let (Some(alone), Some(together)) = (rate(enrolled), rate(&all)) else {
         return Vec::new();
     };
-    if together.throughput < alone.throughput * (1.0 + ENROL_GAIN) {
+    if together.throughput < alone.throughput * (1.0 + TUNING.enrol_gain) {
         return Vec::new();
     }
     (free.iter().zip(&together.alpha[enrolled.len()..]))
@@ -237,21 +214,8 @@ pub struct Slot {
     pub units: u64,
 }
 
-/// How far one correction may grow a worker's part: to this many times
-/// what its slots held, or by one product a slot if that is more. What a
-/// worker was seen doing, it did at the pace of its part; a node that
-/// received a product every few rounds shows its link's speed alone, and
-/// under a part several times as large its processor may not keep up (on
-/// the switched test bed, a link 4% faster than the busiest worker's,
-/// seen while it took a tenth of the products, drew all the busy one's
-/// products in one correction and ran them 1.7× slower than the busy one
-/// had: 11.7 s against 6.7-7.2 s). The products a grown part cannot take
-/// stay where they were, and the watch ([`Observed::watch`]) shares them
-/// again once the larger part has been seen.
-pub const GROWTH: f64 = 2.0;
-
 /// What [`reshare`] decided: the slots' new sizes, each newcomer's part,
-/// and the workers held at [`GROWTH`] (they would have taken more).
+/// and the workers held at `TUNING.growth` (they would have taken more).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reshared {
     pub sizes: Vec<u64>,
@@ -270,7 +234,7 @@ pub struct Reshared {
 /// every round. A worker that slowed down still holds chunks sized for its
 /// old pace: without `busy` the products it cannot reach in time would be
 /// shared as if it were free. No enrolled worker's part grows beyond
-/// [`GROWTH`]; what the others cannot take either stays in proportion to
+/// `TUNING.growth`; what the others cannot take either stays in proportion to
 /// their parts. Returns the slots' sizes, each newcomer's part (taken
 /// from the slots, for a round of its own) and the workers held back;
 /// `None` when nothing would change or the caps cannot hold the products.
@@ -309,7 +273,7 @@ pub fn reshare(
         .map(|mine| mine.iter().map(|&k| slots[k].units).sum())
         .chain(fresh.iter().map(|_| 0))
         .collect();
-    let grow = |part: u64, n: usize| ((part as f64 * GROWTH) as u64).max(part.saturating_add(n as u64));
+    let grow = |part: u64, n: usize| ((part as f64 * TUNING.growth) as u64).max(part.saturating_add(n as u64));
     let caps: Vec<u64> = (enrolled.iter().zip(&of).zip(&old))
         .map(|((&w, mine), &part)| cap(w).saturating_mul(mine.len() as u64).min(grow(part, mine.len())))
         .chain((0..fresh.len()).map(|i| (total as f64 * ss.alpha[enrolled.len() + i] / sum).floor() as u64))

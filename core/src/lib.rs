@@ -27,7 +27,8 @@
 //! events about them), [`schedule`] (a round's
 //! schedule: the plan's [`sequenced`] sequence or an [`on_demand`]
 //! baseline), [`adapt`] (what correction decides), [`record`] (what a run
-//! measured), [`sim`] (a simulated platform that drives the machine).
+//! measured), [`sim`] (a simulated platform that drives the machine),
+//! [`tuning`] (online correction's tuned numbers, [`TUNING`]).
 
 pub mod adapt;
 pub mod chunk;
@@ -39,3 +40,6 @@ pub mod record;
 pub mod schedule;
 pub mod sequenced;
 pub mod sim;
+pub mod tuning;
+
+pub use tuning::TUNING;

@@ -139,7 +139,7 @@ fn behind_a_shared_uplink_products_go_only_where_the_port_can_carry_them() {
     // alone (12.3): d uses the lane's time better.
     let slow = Platform::new(vec![Worker::new("d", 0.065, 0.1, 0.03), p.workers()[1].clone()]).expect("valid");
     // c's share (38 of 107) is more than twice its 7: it grows to 14, then
-    // 28, then its share, a correction at a time, each kept to GROWTH.
+    // 28, then its share, a correction at a time, each kept to `TUNING.growth`.
     let c_rate: f64 = (1.0 - 10.0 * 0.065 + 10.0 * 0.065 * room) / 0.0816;
     let share = part(10.0, c_rate);
     assert_eq!(share, 38);

@@ -6,9 +6,10 @@
 //! those done with their part (when a round is past its predicted end).
 
 use super::BatchMachine;
-use crate::adapt::{enrol, reshare, Phase, Reshared, Slot, DEADBAND};
+use crate::adapt::{enrol, reshare, Phase, Reshared, Slot};
 use crate::record::Adaptation;
 use crate::schedule::Schedule;
+use crate::TUNING;
 use dls_protocol::ChunkId;
 use std::sync::Arc;
 
@@ -51,7 +52,7 @@ impl BatchMachine {
         // As this correction will see them.
         let behind = (ids.iter()).any(|&j| {
             let w = seq.planned()[j].worker;
-            (phases.iter()).any(|&ph| self.observed.factor(w, ph) > 1.0 + DEADBAND)
+            (phases.iter()).any(|&ph| self.observed.factor(w, ph) > 1.0 + TUNING.deadband)
         });
         let free = if behind { free } else { Vec::new() };
         self.reshare_round(k, &ids, &free, false, next, now);

@@ -13,6 +13,7 @@
 use super::{align, plan_for, run_plan_into, BatchRun, RunConfig, RunError, Workers};
 use crate::learn::Model;
 use crate::runtime::batch::Batch;
+use crate::runtime::calibrate::TUNING;
 use crate::runtime::calibrate::{self, CalibrateOptions};
 use crate::runtime::data::{Offset, Sink};
 use crate::runtime::pool::{LeftOut, Pool};
@@ -24,25 +25,9 @@ use std::collections::BTreeSet;
 use std::ops::Range;
 use std::time::Instant;
 
-/// A worker's probe chunk carries about this many bytes of inputs: enough
-/// that a transfer's fixed costs weigh little, little enough that the
-/// slowest link is through it quickly.
-pub const PROBE_BYTES: u64 = 4 << 20;
-
-/// All the probe chunks together carry about this many bytes of inputs at
-/// most: they cross the port one at a time, so the probes' time grows with
-/// the workers, and a run's first seconds go to them. On the switched test
-/// bed, six workers (`a:100:20 b:150:30 c:200:15 d:250:25 e:120:40
-/// f:300:20`, products of 256×256, cold runs in turn): with probes of 4
-/// MiB each, 3.3 s went by before the plan (port probes included) of runs
-/// of 10.1-10.4 s; with 2 MiB, 2.3 s of 9.2-9.4 s, the plan after them no
-/// worse. Five workers whose probes went from two products (3.1 MiB) to
-/// one lost in the plan what they saved.
-pub const PROBES_BYTES: u64 = 16 << 20;
-
 /// The products each worker's probe chunk takes, given how many products
-/// each worker's memory holds: about [`PROBE_BYTES`] of inputs (less with
-/// many workers: [`PROBES_BYTES`] shared), at least one and at most half
+/// each worker's memory holds: about `TUNING.probe_bytes` of inputs (less with
+/// many workers: `TUNING.probes_bytes` shared), at least one and at most half
 /// what its memory holds; together at most a quarter of the batch (or
 /// half of it, one product each, for a small batch). `None` when the batch
 /// cannot give every worker one product and keep half for the plan, or a
@@ -53,7 +38,7 @@ pub fn probe_loads(memory: &[u64], form: &Form, count: usize) -> Option<Vec<u64>
     if p == 0 || 2 * p > count || memory.contains(&0) {
         return None;
     }
-    let each = PROBE_BYTES.min(PROBES_BYTES / p);
+    let each = TUNING.probe_bytes.min(TUNING.probes_bytes / p);
     let by_bytes = (each / form.in_bytes(1).max(1)).max(1);
     let mut loads: Vec<u64> = memory.iter().map(|&m| by_bytes.min(m / 2).max(1)).collect();
     let budget = (count / 4).max(p);
@@ -245,7 +230,7 @@ mod tests {
 
     /// The probes' loads against what the doc promises, for every small
     /// case: each worker at least one product and at most half its memory
-    /// (or one), about PROBE_BYTES each, within the budget; `None` exactly
+    /// (or one), about `TUNING.probe_bytes` each, within the budget; `None` exactly
     /// when the batch cannot keep half for the plan.
     #[test]
     fn probe_loads_keep_their_bounds() {
@@ -275,7 +260,7 @@ mod tests {
         assert_eq!(probe_loads(&[4, 0], &form, 100), None);
     }
 
-    /// With many workers the probes share PROBES_BYTES: 16 MiB over six
+    /// With many workers the probes share `TUNING.probes_bytes`: 16 MiB over six
     /// workers is 2.67 MiB each, two products of 1 MiB; over 32, one.
     #[test]
     fn many_workers_share_the_probes_bytes() {

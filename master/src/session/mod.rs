@@ -44,7 +44,7 @@ pub use crate::runtime::pool::{LeftOut, Pool};
 pub use crate::runtime::product::shell::ProductOptions;
 pub use crate::runtime::product::{Blocks, Matrix, MemoryC, ProductJob};
 pub use crate::runtime::shell::{Outcome, RunOptions};
-pub use cold::{probe_loads, PROBE_BYTES};
+pub use cold::probe_loads;
 
 /// How to plan and check a batch.
 #[derive(Debug, Clone, Copy)]

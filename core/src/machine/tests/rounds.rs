@@ -256,7 +256,7 @@ fn online_correction_gives_a_slowed_worker_less() {
     assert!(seen.windows(2).all(|x| x[1] > x[0]), "estimates rise: {seen:?}");
     let last = seen[seen.len() - 1];
     assert!(
-        last <= 3.0 + 1e-9 && last * (1.0 + crate::adapt::DEADBAND) >= 3.0,
+        last <= 3.0 + 1e-9 && last * (1.0 + crate::TUNING.deadband) >= 3.0,
         "the slowdown seen: {seen:?}"
     );
     assert!(

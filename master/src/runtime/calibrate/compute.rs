@@ -162,7 +162,7 @@ async fn probe(link: &mut Link, opts: &CalibrateOptions, port: &Mutex<()>, buf: 
         }
         let (mut s, mut c, mut r) = (Vec::new(), Vec::new(), Vec::new());
         // A size whose first measure per unit agrees with the size before
-        // (within AGREE) is on the line already: it is not repeated.
+        // (within `TUNING.agree`) is on the line already: it is not repeated.
         let prev = samples.last().copied();
         let on_line = |v: &[f64], pick: fn(&(u64, f64, f64, f64)) -> f64| {
             prev.is_some_and(|p| v.len() == 1 && agree(&[v[0] / k as f64, pick(&p) / p.0 as f64]))

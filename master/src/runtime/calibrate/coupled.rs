@@ -6,7 +6,7 @@
 //! With two lanes (a full-duplex uplink) a run sends a worker its next
 //! chunk while it computes one and returns the last, so this is measured
 //! where the port model found two lanes, the way a run does it: a short
-//! pipeline of real chunks ([`CHUNKS`], zeros, each granted at once) sent
+//! pipeline of real chunks (`TUNING.chunks`, zeros, each granted at once) sent
 //! back to back but for a window ([`window`]: a few held at once), each
 //! computed once it is in and returned once computed.
 //! Its steady state is what a run sees: the time between one chunk and
@@ -44,65 +44,15 @@
 //! pipeline, alone on the port, does not carry; online correction covers
 //! the rest.
 
+use super::TUNING;
 use super::{answer_of, CalibrateOptions};
 use crate::runtime::link::Link;
 use anyhow::{bail, Result};
 use dls_protocol::{ChunkId, FromWorker, JobId, ToWorker, Values};
 use std::time::Instant;
 
-/// Most chunks in one pipeline: the mean spacing of their arrivals,
-/// computings and returns is its steady state. Chunk by chunk the spacing
-/// scatters (on the test bed, a node whose link takes 43 ms a chunk
-/// received them 7 to 91 ms apart); over 5 chunks the pipeline found no
-/// slowdown where runs of a hundred chunks paid 10%, over 16 it found it.
-pub const CHUNKS: u64 = 16;
-
-/// Fewest chunks in one pipeline.
-pub const MIN_CHUNKS: u64 = 6;
-
-/// A pipeline takes about this long (its slowest phase's time), within
-/// [`MIN_CHUNKS`] and [`CHUNKS`] chunks: the slowest links' pipelines
-/// are shorter, and they carry the least of a run. Products of 768×768
-/// (a chunk of one on the fastest link: 0.17 s) had pipelines of six
-/// chunks at one second: on the switched test bed (`a:240:10 b:480:20
-/// c:720:30 d:960:40` behind 500 Mbit/s, five calibrations each) `d`'s
-/// sending under load read 1.00-1.14 (its runs paid 1.12-1.14, and the
-/// plans that lean on it ran 1.12-1.15× their predictions where it read
-/// 1.0); at two seconds (twelve chunks) 1.06-1.09, calibration taking
-/// 14.2-15.1 s instead of 11.1-11.6.
-pub const PIPELINE_SECONDS: f64 = 2.0;
-
-/// Each chunk takes about this long in its slowest phase, as a run's
-/// chunks do (plans of a few tens of rounds over batches of seconds):
-/// long beside a processor quota's periods (10-100 ms), short beside the
-/// pipeline. Chunks of 60 ms missed what runs of 0.25 s chunks pay on a
-/// node whose networking and computing share a small quota: on the
-/// switched test bed (`a:120:10 b:240:20 c:360:30 d:480:40`, n = 256) `d`
-/// read sending 1.0, and the plan leaning on it (295 of 300 products) ran
-/// 1.10-1.14× its prediction in nine runs, its returns taking 1.2× their
-/// cost while it received; with chunks of 0.25 s, four calibrations read
-/// 1.04-1.09, and their plans ran 0.98-1.08× theirs (in pipelines of 1.5 s,
-/// six chunks, 1.0 in three of four, and 0.96-1.14×).
-pub const SECONDS: f64 = 0.25;
-
 /// The job the probes' chunks belong to (no run's job is numbered so).
 const JOB: JobId = JobId(u64::MAX);
-
-/// A factor this close to 1 counts as none: a steady state measured
-/// over several chunks scatters less than one probe (repeated link
-/// probes agree within [`super::AGREE`]), and a node 5% slower in a run
-/// is a run 5% late.
-const NOISE: f64 = 1.04;
-
-/// Computing's own factor counts only where the time it adds to a unit,
-/// beyond the steady state's factor, is at least this share of the
-/// slowest phase alone. Below, it cannot move a plan, and what it measures
-/// is the scheduler: products of 64×64 computed in tens of microseconds
-/// beside links of 1.6 ms a unit read 1.50-1.64× on loopback, on a
-/// processor that shares nothing with the emulated links; on the switched
-/// test bed, the factors that mattered added 15-80% of the slowest phase
-/// (1.99× on 0.15 of it, 2.30× on 0.6).
-const WORTH: f64 = 0.05;
 
 /// A worker's costs a unit alone (from its fits), and its largest probe.
 #[derive(Debug, Clone, Copy)]
@@ -206,7 +156,7 @@ pub fn factor(alone: &Alone, probes: &[Pipeline]) -> f64 {
 /// A factor, or 1 where it is within the noise (or faster, or not a
 /// number: nothing measured).
 fn past_noise(f: f64) -> f64 {
-    if f.is_finite() && f > NOISE {
+    if f.is_finite() && f > TUNING.noise {
         f
     } else {
         1.0
@@ -234,10 +184,10 @@ pub fn factors(alone: &Alone, probes: &[Pipeline]) -> [f64; 3] {
     let f = factor(alone, probes);
     let m = mean(probes, Pipeline::computing) / alone.w.max(1e-12);
     // Kept only where what it adds to a unit beyond the steady state's is
-    // worth timing ([`WORTH`]). A cost alone at calibration's floor would
+    // worth timing (`TUNING.worth`). A cost alone at calibration's floor would
     // give a factor no platform file takes: held to the most one may hold.
-    let worth = (m - f) * alone.w >= WORTH * slowest(alone);
-    let fw = if m.is_finite() && m > NOISE && worth {
+    let worth = (m - f) * alone.w >= TUNING.worth * slowest(alone);
+    let fw = if m.is_finite() && m > TUNING.noise && worth {
         m.max(f)
     } else {
         f
@@ -263,46 +213,36 @@ fn mean(probes: &[Pipeline], phase: impl Fn(&Pipeline) -> Option<f64>) -> f64 {
     times.iter().sum::<f64>() / times.len() as f64
 }
 
-/// Units a chunk: about [`SECONDS`] of the slowest phase, at least
-/// [`WINDOW`] chunks within the units the pipeline may hold at once, and
+/// Units a chunk: about `TUNING.chunk_seconds` of the slowest phase, at least
+/// `TUNING.window` chunks within the units the pipeline may hold at once, and
 /// no more than the largest probe (16 MiB at most): on fast links a chunk
 /// of 0.25 s is hundreds of megabytes (before this bound, one of three
 /// calibrations of 32 loopback workers took 10.4 s instead of 3.2 s).
 pub fn units(alone: &Alone) -> u64 {
-    let most = (alone.room / WINDOW).min(alone.largest).max(1);
-    ((SECONDS / slowest(alone)).round() as u64).clamp(1, most)
+    let most = (alone.room / TUNING.window).min(alone.largest).max(1);
+    ((TUNING.chunk_seconds / slowest(alone)).round() as u64).clamp(1, most)
 }
 
-/// Chunks of `units` in one pipeline: about [`PIPELINE_SECONDS`] of the
-/// slowest phase, within [`MIN_CHUNKS`] and [`CHUNKS`]. `None` when the
-/// units it may hold at once hold fewer than [`FEWEST`] chunks: too few
+/// Chunks of `units` in one pipeline: about `TUNING.pipeline_seconds` of the
+/// slowest phase, within `TUNING.min_chunks` and `TUNING.chunks`. `None` when the
+/// units it may hold at once hold fewer than `TUNING.fewest` chunks: too few
 /// in flight for a steady state (a worker refuses a chunk its memory
 /// cannot hold).
 pub fn chunks(alone: &Alone, units: u64) -> Option<u64> {
     let per_chunk = units.max(1) as f64 * slowest(alone);
-    let wanted = ((PIPELINE_SECONDS / per_chunk).floor() as u64).clamp(MIN_CHUNKS, CHUNKS);
-    (window(alone, units) >= FEWEST).then_some(wanted)
+    let wanted = ((TUNING.pipeline_seconds / per_chunk).floor() as u64).clamp(TUNING.min_chunks, TUNING.chunks);
+    (window(alone, units) >= TUNING.fewest).then_some(wanted)
 }
 
 /// Chunks of `units` a pipeline holds at once (sent, not yet back):
-/// [`WINDOW`], or as many as the units it may hold. A chunk is sent once
+/// `TUNING.window`, or as many as the units it may hold. A chunk is sent once
 /// the one this many before it is back, as a run holds a few chunks on a
 /// worker. Before, a pipeline held all its chunks at once, so they had to
 /// fit the largest probe: products of 256×256 (a probe of 16 units) went
 /// in 16 chunks of one, 0.3 s in all where a link took 19 ms a unit.
 pub fn window(alone: &Alone, units: u64) -> u64 {
-    (alone.room / units.max(1)).min(WINDOW)
+    (alone.room / units.max(1)).min(TUNING.window)
 }
-
-/// Fewest chunks held at once (and in a pipeline) that say anything of a
-/// steady state: one arriving, one computing, one returning.
-pub const FEWEST: u64 = 3;
-
-/// Chunks a pipeline holds at once where its room allows: one arriving,
-/// one computing, one returning and one to spare, so the window never
-/// sets the pace where every phase takes at most the slowest one's time
-/// (a chunk is back at most three chunks' times after its send began).
-pub const WINDOW: u64 = 4;
 
 /// Units a pipeline may hold on a worker whose largest probe is `largest`
 /// units and whose memory holds `max_load`: that probe, or half its

@@ -18,6 +18,7 @@ mod coupled;
 mod fit;
 pub mod ports;
 mod sizes;
+pub mod tuning;
 
 use crate::config::scaling::Scaling;
 use crate::runtime::link::Link;
@@ -33,6 +34,7 @@ pub use fit::{fit, Fit, Scatter};
 pub use fit::{fit_relative, fit_relative_judged, t95};
 pub use ports::PortFindings;
 pub use sizes::scaling;
+pub use tuning::TUNING;
 
 /// One worker's measurements and fits.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -72,7 +74,7 @@ pub struct CalibrateOptions {
     /// Largest probe, in bytes sent.
     pub max_probe_bytes: u64,
     /// Repetitions per size (the median is kept); from three, a size
-    /// whose first two agree within [`AGREE`] is not repeated further.
+    /// whose first two agree within `TUNING.agree` is not repeated further.
     pub reps: usize,
     /// Longest wait for any one answer.
     pub timeout: Duration,
@@ -92,7 +94,7 @@ pub struct CalibrateOptions {
     pub port_reps: usize,
     /// Behind a full-duplex uplink, measure the fastest workers' costs
     /// while they receive, compute and return at once (`coupled.rs`):
-    /// pipelines of about [`coupled::PIPELINE_SECONDS`] each, seconds in
+    /// pipelines of about `TUNING.pipeline_seconds` each, seconds in
     /// all.
     pub under_load: bool,
     /// Told each step as it ends, for people waiting (`dls calibrate`
@@ -131,7 +133,7 @@ impl CalibrateOptions {
     /// (multi-round plans): each probe size once, each port probe twice
     /// (a port model taken wrong would cost more than the probes), and no
     /// costs under load: their pipelines (about two seconds a worker, up
-    /// to `ports::GROUP` workers) cost more than most runs they would
+    /// to `TUNING.group` workers) cost more than most runs they would
     /// correct, and calibration inside a batch (`session/cold.rs`) does
     /// not measure them either. One 2048² product on three loopback
     /// workers (2026-11-29): 4.2 s of its 5.1 s command went to them; its
@@ -154,12 +156,9 @@ pub fn factors_under_load([fc, fw, fd]: [f64; 3]) -> String {
     format!("send {fc:.2}x, compute {fw:.2}x, return {fd:.2}x")
 }
 
-/// Two repeated probes agree when they differ by at most this fraction.
-pub const AGREE: f64 = 0.10;
-
-/// Whether two repeated probes agree (see [`AGREE`]).
+/// Whether two repeated probes agree (see `TUNING.agree`).
 pub(super) fn agree(v: &[f64]) -> bool {
-    v.len() == 2 && (v[0] - v[1]).abs() <= AGREE * v[0].max(v[1])
+    v.len() == 2 && (v[0] - v[1]).abs() <= TUNING.agree * v[0].max(v[1])
 }
 
 /// The smallest positive cost the planner is given, where a fit says zero
@@ -351,7 +350,7 @@ async fn under_load(
 ) {
     let mut order: Vec<usize> = (0..workers.len()).collect();
     order.sort_by(|&a, &b| workers[a].send.slope.total_cmp(&workers[b].send.slope));
-    for &j in order.iter().take(ports::GROUP) {
+    for &j in order.iter().take(TUNING.group) {
         let t0 = std::time::Instant::now();
         let (link, holds, largest) = room[j];
         let w = &workers[j];

@@ -17,48 +17,13 @@
 //! Deciding is `classify`, pure; the probes are thin.
 
 use super::compute::Measured;
+use super::TUNING;
 use super::{agree, answer, unit_values, CalibrateOptions};
 use crate::runtime::link::Link;
 use anyhow::{bail, Context, Result};
 use dls_lp::Uplink;
 use dls_protocol::{DType, FromWorker, ToWorker, Values};
 use std::time::Instant;
-
-/// Overlap from which sends and returns count as running at once.
-pub const DUPLEX: f64 = 1.5;
-/// Gain from which transfers count as sharing the uplink, where sends and
-/// returns take turns (below it, the report's one port), and from which
-/// a full-duplex uplink is called shared rather than two ports. Either
-/// way the uplink's rate is the aggregate measured when that beats the
-/// fastest link: on the switched test bed (`a:300:30 b:150:60 c:450:25`
-/// behind 500 Mbit/s, n = 448, 150 products), one calibration that read
-/// the uplink 1.14× the fastest link ran 12.2-13.3 s with the uplink
-/// taken as that link's and 10.3-10.8 s (1.01-1.06× predicted) at the
-/// rate measured: a transfer's share of the lane follows the uplink's
-/// rate, and with the slower stand-in the fastest link's transfers held
-/// the whole lane. On the switched test bed, uplinks 1.04× the fastest
-/// link read 0.79-1.15, 1.25× read 1.10-1.35 (mostly 1.22-1.27), 1.67×
-/// 1.59-1.67; loopback on two cores, where transfers at once only share
-/// the processors, up to 1.23; emulated uplinks no faster than a link
-/// 0.99-1.1. The lane's `TUNING.fill` keeps transfers started
-/// beside others below such a reading's excess.
-pub const GAIN: f64 = dls_lp::TUNING.min_gain;
-/// How far from [`DUPLEX`], [`GAIN`] or 1 (the fastest link's rate) a
-/// first measure is clear enough that repeating it could not change the
-/// model.
-const CLEAR: f64 = 0.2;
-/// A probe transfer carries at most this many bytes (large messages on
-/// loopback cost more than their size: fresh pages on the worker).
-const MAX_BYTES: u64 = 16 << 20;
-/// A probe transfer should take about this long, within [`MAX_BYTES`]: on
-/// a real network the first round trips (TCP's slow start) and a loaded
-/// queue's delay (tens of ms on a switch port) must weigh little beside
-/// it. Shorter probes through an emulated switch measured the overlap of
-/// a full-duplex uplink at 1.0-1.25.
-const PROBE_SECONDS: f64 = 0.1;
-/// At most this many workers (the fastest links) carry transfers at once
-/// when the aggregate rate is measured.
-pub(super) const GROUP: usize = 4;
 
 /// What the port probes found.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -73,7 +38,7 @@ pub struct PortFindings {
     /// Workers that carried transfers at once.
     pub group: usize,
     /// The model: "one port", "two ports" (full duplex, about one
-    /// transfer's worth each way: gains below [`GAIN`]) or "shared uplink".
+    /// transfer's worth each way: gains below `dls_lp::TUNING.min_gain`) or "shared uplink".
     pub model: String,
     /// The uplink measured (none: one port).
     #[serde(skip)]
@@ -119,9 +84,9 @@ impl PortFindings {
 /// (units a second) of sends and returns at once against the best link's
 /// seconds a unit each way.
 pub fn classify(overlap: f64, send_rate: f64, best_c: f64, return_rate: f64, best_d: f64) -> Option<Uplink> {
-    let duplex = overlap >= DUPLEX;
+    let duplex = overlap >= TUNING.duplex;
     let (send_gain, return_gain) = (send_rate * best_c, return_rate * best_d);
-    if !duplex && send_gain < GAIN && return_gain < GAIN {
+    if !duplex && send_gain < dls_lp::TUNING.min_gain && return_gain < dls_lp::TUNING.min_gain {
         return None;
     }
     // The uplink carries at least what the fastest link did alone, and what
@@ -133,11 +98,13 @@ pub fn classify(overlap: f64, send_rate: f64, best_c: f64, return_rate: f64, bes
 }
 
 /// Name of a model for people: "two ports" where the uplink carries less
-/// than [`GAIN`] times the fastest link each way (its rate as measured).
+/// than `dls_lp::TUNING.min_gain` times the fastest link each way (its rate as measured).
 pub fn describe(uplink: Option<Uplink>, send_gain: f64, return_gain: f64) -> String {
     match uplink {
         None => "one port".into(),
-        Some(u) if send_gain < GAIN && return_gain < GAIN && u.duplex => "two ports (full duplex)".into(),
+        Some(u) if send_gain < dls_lp::TUNING.min_gain && return_gain < dls_lp::TUNING.min_gain && u.duplex => {
+            "two ports (full duplex)".into()
+        }
         Some(u) if u.duplex => "shared uplink (full duplex)".into(),
         Some(_) => "shared uplink (half duplex)".into(),
     }
@@ -146,14 +113,14 @@ pub fn describe(uplink: Option<Uplink>, send_gain: f64, return_gain: f64) -> Str
 /// How long each probe transfer should take: long beside timer noise and
 /// a network's round trips, short beside the whole calibration.
 fn target_seconds(opts: &CalibrateOptions) -> f64 {
-    (10.0 * opts.max_probe_seconds).clamp(0.01, PROBE_SECONDS)
+    (10.0 * opts.max_probe_seconds).clamp(0.01, TUNING.probe_seconds)
 }
 
-/// The largest probe of a worker here: [`MAX_BYTES`] each way, within
+/// The largest probe of a worker here: `TUNING.max_bytes` each way, within
 /// half its memory.
 fn cap(m: &Measured, opts: &CalibrateOptions) -> u64 {
     let (unit_in, _) = unit_values(&opts.form);
-    m.max_units.min(MAX_BYTES / (8 * unit_in).max(1)).max(1)
+    m.max_units.min(TUNING.max_bytes / (8 * unit_in).max(1)).max(1)
 }
 
 /// The overlap of two transfers that took `a` and `b` seconds alone and
@@ -213,7 +180,7 @@ pub(super) async fn measure(links: Vec<(&mut Link, Measured)>, opts: &CalibrateO
         together = together.min(at_once((a.0, len_a), (b.0, len_b), &buf, opts).await?);
         // Repetitions can only shorten `together`, so raise the overlap:
         // once it is clearly full duplex, they would change nothing.
-        if overlap_of(alone_a, alone_b, together) >= DUPLEX + CLEAR {
+        if overlap_of(alone_a, alone_b, together) >= TUNING.duplex + TUNING.clear {
             break;
         }
     }
@@ -230,7 +197,7 @@ pub(super) async fn measure(links: Vec<(&mut Link, Measured)>, opts: &CalibrateO
     // `dls calibrate`'s link costs, fitted over sizes and repetitions, stay
     // the measure alone: on a loaded machine fresh timings read the
     // emulated one-port uplink of `master/tests/ports.rs` full duplex.
-    if overlap < DUPLEX + CLEAR && opts.reps <= 1 {
+    if overlap < TUNING.duplex + TUNING.clear && opts.reps <= 1 {
         let again_a = send(a.0, len_a, &buf, opts).await?;
         let again_b = pull(b.0, len_b, opts).await?;
         let together = together.min(at_once((a.0, len_a), (b.0, len_b), &buf, opts).await?);
@@ -252,7 +219,7 @@ pub(super) async fn measure(links: Vec<(&mut Link, Measured)>, opts: &CalibrateO
     // Aggregates: the fastest links each way, carrying about `secs` each,
     // against the fastest alone (timed here once, with the same sizes,
     // unless the overlap just did).
-    let group = links.len().min(GROUP);
+    let group = links.len().min(TUNING.group);
     let (send_rate, best_c) = aggregate(&mut links, group, true, Some(sent_alone), &buf, secs, opts).await?;
     links.sort_by(|a, b| a.1.d.total_cmp(&b.1.d));
     let known = (links[0].0.name == returned_alone.0).then_some(returned_alone.1);
@@ -376,7 +343,7 @@ async fn aggregate(
         // emulated star, the first look only: the uplink 1.25× and 1.7×
         // slower than `dls calibrate` measured, and the run took 18 s
         // against 11).
-        if rep == 0 && rates[0] * per_unit(&links[0].1).min(alone) < 1.0 - CLEAR {
+        if rep == 0 && rates[0] * per_unit(&links[0].1).min(alone) < 1.0 - TUNING.clear {
             break;
         }
         lens = looks(&full, Some((&lens, took)), secs);

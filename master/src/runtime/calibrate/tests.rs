@@ -308,19 +308,19 @@ async fn stale_link_costs_do_not_hide_a_full_duplex_uplink() {
     // Emulated on two cores beside the rest of the suite: a second look
     // where the first falls across the boundary.
     let mut full = ports_on_stale_costs(true).await;
-    if full.overlap < ports::DUPLEX {
+    if full.overlap < TUNING.duplex {
         full = ports_on_stale_costs(true).await;
     }
     assert!(
-        full.overlap >= ports::DUPLEX && full.uplink.is_some_and(|u| u.duplex),
+        full.overlap >= TUNING.duplex && full.uplink.is_some_and(|u| u.duplex),
         "{full:?}"
     );
     let mut half = ports_on_stale_costs(false).await;
-    if half.overlap >= ports::DUPLEX {
+    if half.overlap >= TUNING.duplex {
         half = ports_on_stale_costs(false).await;
     }
     assert!(
-        half.overlap < ports::DUPLEX && !half.uplink.is_some_and(|u| u.duplex),
+        half.overlap < TUNING.duplex && !half.uplink.is_some_and(|u| u.duplex),
         "{half:?}"
     );
 }

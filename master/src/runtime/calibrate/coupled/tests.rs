@@ -104,7 +104,7 @@ fn computing_slower_than_alone_raises_its_own_factor() {
     );
     // Computing a fiftieth of the link's time alone (0.0008 s a unit
     // against 0.04): 1.6× adds 0.00048 s a unit, 1.2% of the slowest
-    // phase, under WORTH: the steady state's factor throughout. At
+    // phase, under TUNING.worth: the steady state's factor throughout. At
     // three times that cost, 1.6× adds 3.6%, still under; at ten
     // times (0.008 s), 12%: kept.
     for (w, kept) in [(0.0008, false), (0.0024, false), (0.008, true)] {
@@ -169,14 +169,14 @@ fn chunks_take_about_their_target_and_a_window_of_them_fits_the_room() {
     // Two seconds of the slowest phase: 8 chunks of 0.25 s; 16 (not 64)
     // of 1/32 s; of one second, the fewest; of 10 s, the fewest.
     assert_eq!(chunks(&fast, 8), Some(8));
-    assert_eq!(chunks(&fast, 1), Some(CHUNKS));
+    assert_eq!(chunks(&fast, 1), Some(TUNING.chunks));
     let roomy = Alone { room: 1000, ..fast };
-    assert_eq!(chunks(&roomy, 32), Some(MIN_CHUNKS));
-    assert_eq!(chunks(&Alone { c: 10.0, ..ALONE }, 1), Some(MIN_CHUNKS));
+    assert_eq!(chunks(&roomy, 32), Some(TUNING.min_chunks));
+    assert_eq!(chunks(&Alone { c: 10.0, ..ALONE }, 1), Some(TUNING.min_chunks));
     // The room holds a window, not the whole pipeline: four chunks of 8
     // within 64 units (eight would fit), three within 24, two within
     // 20: too few to overlap the three phases.
-    assert_eq!(window(&fast, 8), WINDOW);
+    assert_eq!(window(&fast, 8), TUNING.window);
     assert_eq!(window(&Alone { room: 24, ..fast }, 8), 3);
     assert_eq!(chunks(&Alone { room: 24, ..fast }, 8), Some(8));
     assert_eq!(chunks(&Alone { room: 20, ..fast }, 8), None);
@@ -192,7 +192,10 @@ fn chunks_take_about_their_target_and_a_window_of_them_fits_the_room() {
         room: room(16, 1365),
         largest: 16,
     };
-    assert_eq!((units(&b), chunks(&b, 13), window(&b, 13)), (13, Some(8), WINDOW));
+    assert_eq!(
+        (units(&b), chunks(&b, 13), window(&b, 13)),
+        (13, Some(8), TUNING.window)
+    );
     // On loopback (0.3 ms a unit) 0.25 s would be 833 units; the
     // largest probe, 16, is the most: sixteen chunks of 5 ms.
     let quick = Alone {
@@ -203,7 +206,7 @@ fn chunks_take_about_their_target_and_a_window_of_them_fits_the_room() {
         room: 1000,
         largest: 16,
     };
-    assert_eq!((units(&quick), chunks(&quick, 16)), (16, Some(CHUNKS)));
+    assert_eq!((units(&quick), chunks(&quick, 16)), (16, Some(TUNING.chunks)));
 }
 
 /// A worker computing far slower than its link (loopback; products of
@@ -236,14 +239,14 @@ async fn a_pipeline_holds_at_most_its_window_of_chunks() {
         largest: 16,
     };
     let (k, n, held) = (units(&alone), chunks(&alone, 2), window(&alone, 2));
-    assert_eq!((k, n, held), (2, Some(CHUNKS), WINDOW));
+    assert_eq!((k, n, held), (2, Some(TUNING.chunks), TUNING.window));
     let p = tokio::time::timeout(std::time::Duration::from_secs(60), measure(&mut link, &alone, &opts))
         .await
         .expect("within a minute")
         .expect("measured")
         .expect("a pipeline");
     workers.stop().await;
-    assert_eq!(p.back.len(), CHUNKS as usize);
+    assert_eq!(p.back.len(), TUNING.chunks as usize);
     assert!(p.back.iter().all(|t| t.is_finite()), "every chunk came back: {p:?}");
     let held = held as usize;
     for j in held..p.back.len() {
@@ -281,11 +284,11 @@ fn a_product_larger_than_the_largest_probe_still_gets_a_pipeline() {
     assert_eq!(large.room, 446);
     assert_eq!(units(&large), 1);
     assert_eq!(chunks(&large, 1), Some(12));
-    assert_eq!(window(&large, 1), WINDOW);
+    assert_eq!(window(&large, 1), TUNING.window);
     // Memory for twenty products: ten of room, four chunks held.
     assert_eq!(room(1, 20), 10);
     let twenty = Alone { room: 10, ..large };
-    assert_eq!((units(&twenty), window(&twenty, 1)), (1, WINDOW));
+    assert_eq!((units(&twenty), window(&twenty, 1)), (1, TUNING.window));
     // With the largest probe alone it had none.
     assert_eq!(chunks(&Alone { room: 1, ..large }, 1), None);
     // Where the largest probe holds more than half the memory, it is
