@@ -13,7 +13,10 @@
 # here is never modified. Prints one line per constant: file, name, value,
 # how many predictions moved and the largest move, as a Markdown table.
 # A constant whose halving moves nothing is one no committed star shows a
-# reason for (a test may still: run `cargo test` on it too).
+# reason for. With SENSITIVITY_TESTS set to packages ("dls-lp dls-core"),
+# their tests run too (release profile) with each constant halved, and a
+# last column names the tests that then fail: a test may show what no
+# committed star does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 loads="40 3000"
@@ -32,8 +35,21 @@ build() { (cd "$tree" && cargo build --release -q -p dls-master); }
 predict() { bash "$root/scripts/predictions.sh" "$CARGO_TARGET_DIR/release/dls" "$loads" 2>/dev/null; }
 build
 predict >"$work/base.txt"
-echo "| file | constant | value | halved | predictions moved | largest move |"
-echo "|---|---|---|---|---|---|"
+tests=${SENSITIVITY_TESTS:-}
+failing() {
+  local args=() p
+  for p in $tests; do args+=(-p "$p"); done
+  (cd "$tree" && cargo test --release "${args[@]}" --no-fail-fast 2>&1 || true) |
+    sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' | sort -u
+}
+if [[ -n "$tests" ]]; then
+  failing >"$work/base-failing.txt"
+  echo "| file | constant | value | halved | predictions moved | largest move | tests failing ($tests) |"
+  echo "|---|---|---|---|---|---|---|"
+else
+  echo "| file | constant | value | halved | predictions moved | largest move |"
+  echo "|---|---|---|---|---|---|"
+fi
 for spec in "$@"; do
   file=${spec%%:*}
   name=${spec#*:}
@@ -70,7 +86,13 @@ EOF
     moved=$(bash "$root/scripts/predictions.sh" --compare "$work/base.txt" "$work/halved.txt" | tail -1)
     count=$(echo "$moved" | awk '{print $1 " of " $3}')
     largest=$(echo "$moved" | sed -n 's/.*largest \([^ ]*\).*/\1/p')
-    echo "| $file | $name | $value | yes | $count | $largest |"
+    if [[ -n "$tests" ]]; then
+      failed=$(failing | comm -13 "$work/base-failing.txt" -)
+      names=$(echo "$failed" | grep -v '^$' | head -3 | paste -sd, - || true)
+      echo "| $file | $name | $value | yes | $count | $largest | $(echo "$failed" | grep -vc '^$' || true)${names:+: $names} |"
+    else
+      echo "| $file | $name | $value | yes | $count | $largest |"
+    fi
   else
     echo "| $file | $name | $value | does not build halved: $(grep -m1 error "$work/err" | cut -c1-60) | | |"
   fi

@@ -36,6 +36,7 @@
 pub mod admitted;
 pub mod baseline;
 pub mod bound;
+pub mod choice;
 pub mod columns;
 pub mod error;
 pub mod fast;

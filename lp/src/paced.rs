@@ -2,6 +2,7 @@
 //! plan on the platform with paced sends ([`crate::pace`]), and the verdict
 //! on which to run.
 
+use crate::choice::{self, Kind};
 use crate::error::Result;
 use crate::pace::Pace;
 use crate::plan::{plan, Plan, Request, Strategy};
@@ -9,22 +10,13 @@ use crate::platform::Platform;
 use crate::schedule::Ports;
 use crate::TUNING;
 
-/// The gain a paced plan must show on `platform` (see
-/// `TUNING.unmeasured_pace_gain`).
-pub fn pace_gain(platform: &Platform) -> f64 {
-    if platform.workers().iter().any(|w| w.under_load.is_some()) {
-        TUNING.pace_gain
-    } else {
-        TUNING.unmeasured_pace_gain
-    }
-}
+pub use crate::choice::pace_gain;
 
 /// Whether a paced plan is taken over the plain one ([`plan_paced`]),
 /// ordered from the verdict wanted most.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum PaceVerdict {
-    /// It wins by the gain asked ([`pace_gain`], or `TUNING.pace_gain` for
-    /// fitted paces) or more: paced.
+    /// It wins by the margin asked of it ([`choice::Candidate::new`]): paced.
     Paced,
     /// It wins by `TUNING.pace_gain`, not by what costs not measured under load
     /// must show: plain, with a note saying so.
@@ -34,23 +26,19 @@ pub enum PaceVerdict {
 }
 
 /// The verdict on a paced plan predicting `paced` seconds against `plain`
-/// for the plain one, on `platform` under `ports`: it must win by the
-/// gain asked ([`pace_gain`]) and the planner's slack
-/// ([`crate::rounds::slack`]), which either plan may have given up.
-/// `fitted`: the paces are [`crate::pace::fitted`]'s, which must win by
-/// `TUNING.pace_gain` whatever the costs: they hold sends to shares that
-/// transfers beyond the lane's room then share fairly, which does not
-/// lean on a node keeping up under load the way fitting links into the
-/// room beside the fullest does. Cold runs (costs from the run's own
-/// probes) of five stars, in turn with the build that asked fitted paces
-/// 15% there: 0.89-0.98× as long (medians), 0.96-1.09× their predictions
-/// when paced (`docs/planner.md`).
+/// for the plain one, on `platform` under `ports`, by the one choice
+/// between candidates ([`crate::choice`]). `fitted`: the paces are
+/// [`crate::pace::fitted`]'s, which must win by `TUNING.pace_gain`
+/// whatever the costs. Cold runs (costs from the run's own probes) of
+/// five stars, in turn with the build that asked fitted paces 15% there:
+/// 0.89-0.98× as long (medians), 0.96-1.09× their predictions when paced
+/// (`docs/planner.md`).
 pub fn pace_verdict(platform: &Platform, ports: Ports, plain: f64, paced: f64, fitted: bool) -> PaceVerdict {
-    let share = |gain: f64| (1.0 - gain - crate::rounds::slack(ports)) * plain;
-    let asked = if fitted { TUNING.pace_gain } else { pace_gain(platform) };
-    if paced < share(asked) {
+    let kind = if fitted { Kind::Fitted } else { Kind::Paced };
+    let plain = choice::Candidate::new(Kind::Plain, plain, platform, ports);
+    if choice::Candidate::new(kind, paced, platform, ports).beats(&plain) {
         PaceVerdict::Paced
-    } else if paced < share(TUNING.pace_gain) {
+    } else if choice::Candidate::new(Kind::Fitted, paced, platform, ports).beats(&plain) {
         PaceVerdict::Unmeasured
     } else {
         PaceVerdict::Plain
@@ -195,24 +183,35 @@ fn screened<T: Send>(
     (chosen.map(|c| (c, skipped)), beside)
 }
 
-/// Of the paced plans `planned` (each with its paces, whether fitted, and
-/// its platform, in the candidates' order), the earliest whose verdict is
-/// to pace against `plain`; else `plain`, with a note where a paced plan
-/// was short only of the gain asked of costs not measured under load.
+/// Of the plain plan and the paced plans `planned` (each with its paces,
+/// whether fitted, and its platform, in the candidates' order), the one
+/// chosen ([`crate::choice::choose`]); where that is the plain plan and a
+/// paced plan was short only of the margin asked of costs not measured
+/// under load, a note says so.
 fn choose(
     platform: &Platform,
     req: &Request,
     mut plain: Plan,
     planned: impl Iterator<Item = (Vec<Option<Pace>>, bool, Platform, Plan)>,
 ) -> Result<(Platform, Plan)> {
-    let verdict = |p: &Plan, fitted: bool| pace_verdict(platform, req.ports, plain.makespan(), p.makespan(), fitted);
-    // The earliest paced plan whose verdict is to pace; failing that, the
-    // earliest short only of the gain asked of unmeasured costs (a note).
-    let taken = (planned.into_iter())
-        .map(|(pace, fitted, slow, p)| (verdict(&p, fitted), pace, slow, p))
-        .min_by(|a, b| (a.0.cmp(&b.0)).then(a.3.makespan().total_cmp(&b.3.makespan())));
-    match taken {
-        Some((PaceVerdict::Paced, pace, slow, mut p)) => {
+    let planned: Vec<_> = planned.collect();
+    let candidate = |fitted: bool, p: &Plan| {
+        let kind = if fitted { Kind::Fitted } else { Kind::Paced };
+        choice::Candidate::new(kind, p.makespan(), platform, req.ports)
+    };
+    let weighed: Vec<choice::Candidate> = std::iter::once(choice::Candidate::new(
+        Kind::Plain,
+        plain.makespan(),
+        platform,
+        req.ports,
+    ))
+    .chain(planned.iter().map(|(_, fitted, _, p)| candidate(*fitted, p)))
+    .collect();
+    match choice::choose(&weighed) {
+        Some(i) if i > 0 => {
+            let Some((pace, _, slow, mut p)) = planned.into_iter().nth(i - 1) else {
+                unreachable!("a candidate chosen is one of those planned")
+            };
             let names: Vec<&str> = (pace.iter().zip(platform.workers()))
                 .filter_map(|(x, w)| x.filter(|x| x.secs > x.link).map(|_| w.name.as_str()))
                 .collect();
@@ -225,15 +224,21 @@ fn choose(
             p.pace = pace;
             Ok((slow, p))
         }
-        Some((PaceVerdict::Unmeasured, _, _, p)) => {
-            plain.notes.push(format!(
-                "not paced: paced sends predict {:.6} s, short of the {:.0}% gain asked of costs not measured under load (dls calibrate measures them)",
-                p.makespan(),
-                100.0 * TUNING.unmeasured_pace_gain
-            ));
+        _ => {
+            let verdict =
+                |p: &Plan, fitted: bool| pace_verdict(platform, req.ports, plain.makespan(), p.makespan(), fitted);
+            let short = (planned.iter())
+                .filter(|(_, fitted, _, p)| verdict(p, *fitted) == PaceVerdict::Unmeasured)
+                .map(|(_, _, _, p)| p.makespan())
+                .min_by(f64::total_cmp);
+            if let Some(m) = short {
+                plain.notes.push(format!(
+                    "not paced: paced sends predict {m:.6} s, short of the {:.0}% gain asked of costs not measured under load (dls calibrate measures them)",
+                    100.0 * TUNING.unmeasured_pace_gain
+                ));
+            }
             Ok((platform.clone(), plain))
         }
-        _ => Ok((platform.clone(), plain)),
     }
 }
 
@@ -290,7 +295,7 @@ impl Screen<'_> {
         loop {
             let next = self.queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
             let Some(c) = next else { return };
-            if self.hopeless(c.bound) {
+            if self.hopeless(c.bound, c.fitted) {
                 self.skipped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 continue;
             }
@@ -298,7 +303,7 @@ impl Screen<'_> {
             // no plan of its ends before its bound, and a paced plan taken
             // meanwhile may end before that.
             let bound = c.bound;
-            match crate::plan::plan_unless(&c.slow, req, &|reach| self.hopeless(reach.max(bound))) {
+            match crate::plan::plan_unless(&c.slow, req, &|reach| self.hopeless(reach.max(bound), c.fitted)) {
                 Ok(Some(p)) => self.planned.lock().unwrap_or_else(|e| e.into_inner()).push((c, p)),
                 Ok(None) => {
                     self.given_up.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -308,12 +313,12 @@ impl Screen<'_> {
         }
     }
 
-    /// Whether a candidate whose plan can end no earlier than `bound`
-    /// cannot be taken: the plain plan is known and the verdict would keep
-    /// it even at its bound ([`pace_verdict`]'s least gain,
-    /// `TUNING.pace_gain`, asked of any), or a paced plan already taken ends
-    /// before `bound`.
-    fn hopeless(&self, bound: f64) -> bool {
+    /// Whether a candidate (`fitted` or not) whose plan can end no earlier
+    /// than `bound` cannot be taken: the plain plan is known and beats it
+    /// even at its bound, weighed with the least margin asked of any
+    /// paced plan (`TUNING.pace_gain`), or a paced plan planned already
+    /// beats the plain plan and it at its bound ([`crate::choice`]).
+    fn hopeless(&self, bound: f64, fitted: bool) -> bool {
         let Some(&plain) = self.plain.get() else {
             return false;
         };
@@ -323,12 +328,18 @@ impl Screen<'_> {
         if pace_verdict(self.platform, self.ports, plain, least, true) == PaceVerdict::Plain {
             return true;
         }
+        let weigh = |fitted: bool, m: f64| {
+            let kind = if fitted { Kind::Fitted } else { Kind::Paced };
+            choice::Candidate::new(kind, m, self.platform, self.ports)
+        };
+        let (plain, at_bound) = (
+            choice::Candidate::new(Kind::Plain, plain, self.platform, self.ports),
+            weigh(fitted, least),
+        );
         let planned = self.planned.lock().unwrap_or_else(|e| e.into_inner());
         (planned.iter())
-            .filter(|(c, p)| {
-                pace_verdict(self.platform, self.ports, plain, p.makespan(), c.fitted) == PaceVerdict::Paced
-            })
-            .any(|(_, p)| p.makespan() < least)
+            .map(|(c, p)| weigh(c.fitted, p.makespan()))
+            .any(|p| p.beats(&plain) && p.beats(&at_bound))
     }
 }
 

@@ -1,5 +1,6 @@
 //! Strategies: which scenario to use, its loads, and the integer plan.
 
+use crate::choice::{self, Candidate, Kind};
 use crate::error::Result;
 use crate::pace::Pace;
 use crate::platform::Platform;
@@ -298,7 +299,11 @@ pub(crate) fn plan_unless(platform: &Platform, req: &Request, hopeless: &dyn Fn(
                     exhaustive_programs(p, req.ports)
                 ));
             }
-            if rounds.count == 1 && rounds.lag == 0 || rounds.makespan >= one.makespan() {
+            // The one choice between candidates: both plain, the earlier
+            // wins, the single round on a tie.
+            let weighed =
+                [one.makespan(), rounds.makespan].map(|m| Candidate::new(Kind::Plain, m, platform, req.ports));
+            if rounds.count == 1 && rounds.lag == 0 || choice::choose(&weighed) == Some(0) {
                 return Ok(Some(one));
             }
             let mut notes = one.notes.clone();
