@@ -44,8 +44,11 @@ pub(crate) struct ProductSide {
 
 /// Panels handed out whose memory a link keeps for the next ones: as many
 /// as it holds at once (one going out, one read ahead, two being checked).
-/// A 4096² product from `.npy` files on four loopback workers spent a
-/// fifth of the master's processor mapping and zeroing fresh panels.
+/// Of those let go, one at most is kept (the next read takes it), and none
+/// once no panel follows: the memory held beyond what is in flight is
+/// one panel a link. A 4096² product from `.npy` files on four loopback
+/// workers spent a fifth of the master's processor mapping and zeroing
+/// fresh panels.
 const KEEP: usize = 4;
 
 impl ProductSide {
@@ -55,8 +58,22 @@ impl ProductSide {
         self.handed.remove(free).and_then(|v| Arc::try_unwrap(v).ok())
     }
 
-    /// Remember `values`, handed out: its memory serves a later panel.
-    fn hand(&mut self, values: &Arc<Values>) {
+    /// Remember `values`, handed out, when another panel follows (`more`):
+    /// its memory serves a later one. Panels let go beyond one are
+    /// dropped, all of them when none follows.
+    fn hand(&mut self, values: &Arc<Values>, more: bool) {
+        let mut free = 0;
+        self.handed.retain(|v| {
+            if Arc::strong_count(v) > 1 {
+                return true;
+            }
+            free += 1;
+            more && free <= 1
+        });
+        if !more {
+            self.handed.clear();
+            return;
+        }
         if self.handed.len() == KEEP {
             self.handed.pop_front();
         }
@@ -97,7 +114,7 @@ impl ProductSide {
             Ok(Err(e)) => return Err(format!("reading the product's inputs: {e}")),
             Err(e) => return Err(format!("internal error: reading a panel: {e}")),
         };
-        self.hand(&values);
+        self.hand(&values, then.is_some());
         if let Some((r, next)) = then {
             self.ahead = Some(Ahead {
                 at: (r, next.clone()),
@@ -136,21 +153,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_panel_handed_out_serves_again_only_once_let_go_and_only_the_last_few_are_kept() {
+    fn a_panel_handed_out_serves_again_only_once_let_go_and_little_is_kept() {
         let mut side = ProductSide::default();
         let first = Arc::new(Values::F64(vec![1.0; 8]));
-        side.hand(&first);
+        side.hand(&first, true);
         assert!(side.spare().is_none(), "still being sent");
         let ptr = first.as_bytes().as_ptr();
         drop(first);
         let again = side.spare().expect("let go");
         assert_eq!(again.as_bytes().as_ptr(), ptr, "the same memory");
         assert!(side.spare().is_none(), "taken once");
-        for i in 0..KEEP + 2 {
-            side.hand(&Arc::new(Values::F64(vec![i as f64; 2])));
+        // Several let go: one is kept.
+        for i in 0..3 {
+            side.hand(&Arc::new(Values::F64(vec![i as f64; 2])), true);
         }
         let kept: Vec<f64> = std::iter::from_fn(|| side.spare()).map(|v| v.get(0)).collect();
-        assert_eq!(kept.len(), KEEP);
-        assert_eq!(kept[0], 2.0, "the oldest let go first");
+        assert_eq!(kept.len(), 2, "the one kept and the last handed");
+        // Those in flight stay, at most KEEP of them.
+        let flying: Vec<_> = (0..KEEP + 2)
+            .map(|i| Arc::new(Values::F64(vec![i as f64; 2])))
+            .collect();
+        flying.iter().for_each(|v| side.hand(v, true));
+        assert_eq!(side.handed.len(), KEEP);
+        assert!(side.spare().is_none(), "all in flight");
+        // No panel follows: nothing is kept.
+        side.hand(&flying[0], false);
+        assert!(side.handed.is_empty());
     }
 }
