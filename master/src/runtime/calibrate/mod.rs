@@ -15,10 +15,8 @@
 
 mod compute;
 mod coupled;
-mod fit;
+pub mod model;
 pub mod ports;
-mod sizes;
-pub mod tuning;
 
 use crate::config::scaling::Scaling;
 use crate::runtime::link::Link;
@@ -28,43 +26,17 @@ use dls_lp::{Latency, Platform, Worker};
 use dls_protocol::{Form, FromWorker, ToWorker};
 use std::time::{Duration, Instant};
 
-use fit::finish;
-pub use fit::{fit, Fit, Scatter};
+use model::fit::finish;
 #[cfg(test)]
-pub use fit::{fit_relative, fit_relative_judged, t95};
-pub use ports::PortFindings;
-pub use sizes::scaling;
-pub use tuning::TUNING;
-
-/// One worker's measurements and fits.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct WorkerCalibration {
-    pub name: String,
-    pub send: Fit,
-    pub compute: Fit,
-    #[serde(rename = "return")]
-    pub ret: Fit,
-    /// (units, send s, compute s, return s), medians per size.
-    pub samples: Vec<(u64, f64, f64, f64)>,
-    /// Products that fit in the worker's memory limit at once.
-    pub max_load: u64,
-    /// Factors (send, compute, return) of its costs while it receives,
-    /// computes and returns at once, over its costs one at a time
-    /// (`coupled.rs`); `None` where not measured.
-    pub under_load: Option<[f64; 3]>,
-    pub warnings: Vec<String>,
-}
-
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Calibration {
-    /// The products measured: one unit is one of them.
-    pub form: Form,
-    pub workers: Vec<WorkerCalibration>,
-    /// How the master's transfers to several workers get along (`None`:
-    /// not measured, with fewer than two workers or when the probes
-    /// failed; the report's one port is assumed).
-    pub ports: Option<PortFindings>,
-}
+pub use model::fit::fit;
+pub use model::fit::Scatter;
+#[cfg(test)]
+pub use model::fit::{fit_relative, fit_relative_judged, t95};
+use model::load;
+pub use model::ports::PortFindings;
+pub use model::sizes::scaling;
+pub use model::tuning::TUNING;
+pub use model::{agree, factors_under_load, median, Calibration, WorkerCalibration, MIN_COST};
 
 /// What to probe.
 #[derive(Debug, Clone, Copy)]
@@ -146,34 +118,6 @@ impl CalibrateOptions {
             under_load: false,
             ..Self::for_form(form)
         }
-    }
-}
-
-/// A worker's factors under load for people, as the platform file and
-/// `dls calibrate` both say them: "send 1.20x, compute 1.75x, return
-/// 1.20x".
-pub fn factors_under_load([fc, fw, fd]: [f64; 3]) -> String {
-    format!("send {fc:.2}x, compute {fw:.2}x, return {fd:.2}x")
-}
-
-/// Whether two repeated probes agree (see `TUNING.agree`).
-pub(super) fn agree(v: &[f64]) -> bool {
-    v.len() == 2 && (v[0] - v[1]).abs() <= TUNING.agree * v[0].max(v[1])
-}
-
-/// The smallest positive cost the planner is given, where a fit says zero
-/// or less (a cost too small to measure).
-pub(super) const MIN_COST: f64 = 1e-9;
-
-/// The median of repeated probes (the mean of the middle two of an even
-/// count, not the larger: that would make every cost a maximum of two).
-pub(super) fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let h = v.len() / 2;
-    if v.len().is_multiple_of(2) && h > 0 {
-        (v[h - 1] + v[h]) / 2.0
-    } else {
-        v[h]
     }
 }
 
@@ -312,7 +256,7 @@ async fn calibrate_each(links: &mut [Link], opts: &CalibrateOptions, stop_at_fir
         (opts.progress)(&format!("port model measured ({secs:.1} s)"));
     }
     let room: Vec<(usize, u64, u64)> = (probed.iter())
-        .map(|(i, p)| (*i, coupled::room(p.max_units, p.max_load), p.max_units))
+        .map(|(i, p)| (*i, load::room(p.max_units, p.max_load), p.max_units))
         .collect();
     let mut workers: Vec<WorkerCalibration> = (probed.into_iter())
         .map(|(i, p)| finish(&links[i].name, p.samples, p.scatter, p.max_load))
@@ -354,7 +298,7 @@ async fn under_load(
         let t0 = std::time::Instant::now();
         let (link, holds, largest) = room[j];
         let w = &workers[j];
-        let alone = coupled::Alone {
+        let alone = load::Alone {
             c: w.send.slope.max(MIN_COST),
             w: w.compute.slope.max(MIN_COST),
             d: w.ret.slope.max(MIN_COST),
@@ -365,7 +309,7 @@ async fn under_load(
         match coupled::measure(&mut links[link], &alone, opts).await {
             Ok(Some(probe)) => {
                 tracing::debug!(worker = %workers[j].name, ?alone, ?probe, "pipeline under load");
-                workers[j].under_load = Some(coupled::factors(&alone, std::slice::from_ref(&probe)));
+                workers[j].under_load = Some(load::factors(&alone, std::slice::from_ref(&probe)));
             }
             Ok(None) => continue,
             Err(e) => {

@@ -1,4 +1,4 @@
-use super::sizes::per_byte;
+use super::model::sizes::per_byte;
 use super::*;
 
 /// A worker measured exactly: sends at `per_byte` plus `latency`,

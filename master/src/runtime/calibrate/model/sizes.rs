@@ -1,7 +1,8 @@
 //! Each worker's scaling model from calibrations at several sizes
 //! (`dls calibrate --sizes`): transfers by the byte, speed by size.
 
-use super::{fit, Calibration, MIN_COST};
+use super::fit::fit;
+use super::{Calibration, MIN_COST};
 use crate::config::scaling::Scaling;
 use anyhow::{bail, Result};
 
@@ -47,7 +48,7 @@ pub fn scaling(cals: &[Calibration]) -> Result<Vec<Scaling>> {
 /// or where the latency hides it (a slope at or below zero) the largest
 /// probe's seconds a byte, latency included: an upper bound, never a cost
 /// of nothing. No probe at all: the smallest cost.
-pub(super) fn per_byte(points: &[(f64, f64)]) -> f64 {
+pub(crate) fn per_byte(points: &[(f64, f64)]) -> f64 {
     let slope = fit(points).slope;
     if slope.is_finite() && slope > 0.0 {
         return slope;

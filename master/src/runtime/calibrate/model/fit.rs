@@ -179,7 +179,7 @@ pub fn fit_relative_judged(points: &[(f64, f64)], scatter: Scatter) -> Fit {
 /// The fits and warnings of one worker's samples (units, send s, compute
 /// s, return s), with how repeated probes of send, compute and return
 /// disagreed.
-pub(super) fn finish(
+pub(crate) fn finish(
     name: &str,
     samples: Vec<(u64, f64, f64, f64)>,
     scatter: [Scatter; 3],
