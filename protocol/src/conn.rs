@@ -24,12 +24,22 @@ struct Partial<M> {
     opened: usize,
 }
 
+/// Where a frame's payload is read into: a buffer of the payload's type
+/// and length (its values about to be overwritten), or `None` for fresh
+/// zeros. A daemon hands out the memory of inputs it has computed, so
+/// that large payloads are not mapped and zeroed anew each time.
+pub type PayloadSource = std::sync::Arc<dyn Fn(crate::DType, usize) -> Option<Values> + Send + Sync>;
+
 impl<M> Partial<M> {
-    /// A frame of this head, its payload still to come.
-    fn of(head: frame::Head<M>) -> Partial<M> {
+    /// A frame of this head, its payload still to come (read into what
+    /// `source` gives, where it gives one of the right type and length).
+    fn of(head: frame::Head<M>, source: Option<&PayloadSource>) -> Partial<M> {
+        let given = source
+            .and_then(|s| s(head.dtype, head.values))
+            .filter(|v| v.dtype() == head.dtype && v.len() == head.values);
         Partial {
             msg: head.msg,
-            payload: Values::zeros(head.dtype, head.values),
+            payload: given.unwrap_or_else(|| Values::zeros(head.dtype, head.values)),
             filled: 0,
             opened: 0,
         }
@@ -51,6 +61,8 @@ pub struct Connection<S, In, Out> {
     /// is read.
     seal_out: Option<Sealer>,
     seal_in: Option<Sealer>,
+    /// Where payloads are read into (`None`: fresh zeros).
+    payloads: Option<PayloadSource>,
     _out: PhantomData<fn(Out)>,
 }
 
@@ -114,12 +126,18 @@ impl<S, In, Out> Connection<S, In, Out> {
             write_stall: None,
             seal_out: None,
             seal_in: None,
+            payloads: None,
             _out: PhantomData,
         }
     }
 
     pub fn set_max_frame(&mut self, max: u64) {
         self.max_frame = max.min(frame::ABSOLUTE_MAX_FRAME);
+    }
+
+    /// Read payloads into what `source` gives (see [`PayloadSource`]).
+    pub fn set_payload_source(&mut self, source: PayloadSource) {
+        self.payloads = Some(source);
     }
 
     pub fn max_frame(&self) -> u64 {
@@ -175,6 +193,7 @@ impl<S, In, Out> Connection<S, In, Out> {
             write_stall: None,
             seal_out: None,
             seal_in: self.seal_in,
+            payloads: self.payloads.clone(),
             _out: PhantomData,
         };
         let writing = Connection {
@@ -187,6 +206,7 @@ impl<S, In, Out> Connection<S, In, Out> {
             write_stall: self.write_stall,
             seal_out: self.seal_out,
             seal_in: None,
+            payloads: None,
             _out: PhantomData,
         };
         (reading, writing)
@@ -207,6 +227,7 @@ impl<S, In, Out> Connection<S, In, Out> {
             write_stall: writing.write_stall,
             seal_out: writing.seal_out,
             seal_in: reading.seal_in,
+            payloads: reading.payloads,
             _out: PhantomData,
         }
     }
@@ -246,6 +267,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin, In, Out> Connection<S, In, Out> {
             write_stall,
             seal_out,
             seal_in,
+            payloads,
             _out,
         } = self;
         let (r, w) = tokio::io::split(stream);
@@ -260,6 +282,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin, In, Out> Connection<S, In, Out> {
                 write_stall: None,
                 seal_out: None,
                 seal_in: seal_in.take(),
+                payloads: payloads.clone(),
                 _out: PhantomData,
             },
             writing: Connection {
@@ -272,6 +295,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin, In, Out> Connection<S, In, Out> {
                 write_stall: *write_stall,
                 seal_out: seal_out.take(),
                 seal_in: None,
+                payloads: None,
                 _out: PhantomData,
             },
             home: Home {
@@ -323,7 +347,7 @@ where
             if let Some(head) = frame::parse_head::<In>(&self.rbuf, self.max_frame)? {
                 check(&head.msg)?;
                 self.rbuf.advance(head.head_bytes);
-                self.partial = Some(Partial::of(head));
+                self.partial = Some(Partial::of(head, self.payloads.as_ref()));
                 continue;
             }
             if !self.fill().await? {
@@ -456,7 +480,7 @@ where
                             payload: Values::default(),
                         }));
                     }
-                    self.partial = Some(Partial::of(head));
+                    self.partial = Some(Partial::of(head, self.payloads.as_ref()));
                     continue;
                 }
             }

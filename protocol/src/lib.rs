@@ -38,7 +38,7 @@ pub mod values;
 
 pub use auth::Token;
 #[cfg(feature = "io")]
-pub use conn::Connection;
+pub use conn::{Connection, PayloadSource};
 pub use error::{Error, Result};
 pub use message::{
     Capabilities, ChunkId, Cipher, ErrorCode, Frame, FromWorker, JobId, Nonce, Payload, Proof, ToWorker, WorkerStatus,

@@ -287,6 +287,10 @@ impl Session {
         mut stop: watch::Receiver<bool>,
     ) -> (Result<()>, Served, WorkerConn) {
         let (mut conn, writing) = conn.split();
+        // Payloads (a panel, a chunk's part) are read into the memory of
+        // inputs already computed, where the kernel kept one of the size.
+        let spares = self.kernel.clone();
+        conn.set_payload_source(std::sync::Arc::new(move |dtype, len| spares.spare(dtype, len)));
         let mut out = Outbox::new(writing, write);
         // Unbounded, but never longer than MAX_IN_FLIGHT: `admit` refuses
         // work beyond that, and each work item yields one `Done`.

@@ -67,12 +67,13 @@ pub(super) fn compute(
             first,
             last,
             inputs,
-        } => Done::Panel {
-            key,
-            form,
-            c: add_panel(kernel, accs, key, form, depth, first, last, &inputs, work_factor),
-            secs: t0.elapsed().as_secs_f64(),
-        },
+        } => {
+            let c = add_panel(kernel, accs, key, form, depth, first, last, &inputs, work_factor);
+            let secs = t0.elapsed().as_secs_f64();
+            // Its memory, already mapped, takes a later panel.
+            kernel.recycle(inputs);
+            Done::Panel { key, form, c, secs }
+        }
         Work::Drop(_) => Done::Dropped,
     };
     if wait > 0.0 {
