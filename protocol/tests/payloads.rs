@@ -48,13 +48,13 @@ async fn a_payload_is_read_into_the_memory_given_and_right_whatever_it_held() {
     let asked = Arc::new(Mutex::new(Vec::new()));
     let (s, a) = (slot.clone(), asked.clone());
     let source: PayloadSource = Arc::new(move |dtype, n| {
-        a.lock().unwrap().push((dtype, n));
-        s.lock().unwrap().take()
+        a.lock().expect("not poisoned").push((dtype, n));
+        s.lock().expect("not poisoned").take()
     });
     let frame = through(msg, payload.clone(), Some(source)).await;
     assert_eq!(frame.payload, payload);
     assert_eq!(frame.payload.as_bytes().as_ptr() as usize, at, "the memory given");
-    assert_eq!(*asked.lock().unwrap(), vec![(DType::F64, len)]);
+    assert_eq!(*asked.lock().expect("not poisoned"), vec![(DType::F64, len)]);
 }
 
 #[tokio::test]
@@ -63,7 +63,7 @@ async fn memory_of_another_length_or_type_is_not_used() {
     let len = payload.len();
     for wrong in [Values::F64(vec![-7.0; len + 1]), Values::F32(vec![-7.0; len])] {
         let slot = Arc::new(Mutex::new(Some(wrong)));
-        let source: PayloadSource = Arc::new(move |_, _| slot.lock().unwrap().take());
+        let source: PayloadSource = Arc::new(move |_, _| slot.lock().expect("not poisoned").take());
         let frame = through(msg.clone(), payload.clone(), Some(source)).await;
         assert_eq!(frame.payload, payload);
     }
