@@ -105,6 +105,7 @@ pub fn product(
     let (done, c) = wait_run(py, fut, progress, &stored, n * m, "elements of C")?;
     let c = numpy_of(py, c, &[n, m])?;
     let mut report = ProductReport::new(&done.names, &done.plan, &done.measured, dtype);
+    report.master_cpu_secs = done.master_cpu_secs;
     report.waited = done.waited;
     // What this product calibrated, as a platform file for the next one: a
     // file that cannot be written costs the next product a calibration,

@@ -156,6 +156,7 @@ fn write_outputs(
         }
     }
     let mut report = ProductReport::new(&done.names, &done.plan, &done.measured, dtype);
+    report.master_cpu_secs = done.master_cpu_secs;
     report.waited = done.waited;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

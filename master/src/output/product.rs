@@ -25,6 +25,13 @@ pub struct Part {
     /// When its last transfer ends, predicted and measured (seconds).
     pub predicted_end: f64,
     pub measured_end: f64,
+    /// Seconds it spent adding panels (from when each was in, or the one
+    /// before added, to when it said it was added) and its panels spent
+    /// on the way, measured and predicted: where the run's time went.
+    pub compute_secs: f64,
+    pub predicted_compute_secs: f64,
+    pub send_secs: f64,
+    pub predicted_send_secs: f64,
 }
 
 /// The bound any schedule of the partition respects, and the communication.
@@ -78,6 +85,43 @@ pub struct ProductReport {
     /// run on a pool already open).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waited: Option<Waited>,
+    /// Processor seconds the master used during the run, if known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub master_cpu_secs: Option<f64>,
+}
+
+/// Per worker, seconds adding panels and sending them, `[compute, send]`:
+/// measured from the run's transfers, predicted from the plan's timing,
+/// by one rule (a panel is added from when it is in, or the one before it
+/// added, whichever is later).
+fn busy(workers: usize, plan: &ProductPlan, measured: &Measured) -> [Vec<[f64; 2]>; 2] {
+    let mut out = [vec![[0.0; 2]; workers], vec![[0.0; 2]; workers]];
+    let mut add = |which: usize, w: usize, (start, end): (f64, f64), added: Option<f64>, last: &mut Vec<f64>| {
+        let b = &mut out[which][w];
+        b[1] += end - start;
+        if let Some(added) = added {
+            b[0] += added - end.max(last[w]);
+            last[w] = added;
+        }
+    };
+    let mut last = vec![0.0; workers];
+    for t in measured
+        .transfers
+        .iter()
+        .filter(|t| t.panel.is_some() && t.worker < workers)
+    {
+        add(0, t.worker, (t.start, t.end), t.added, &mut last);
+    }
+    let mut last = vec![0.0; workers];
+    for (t, op) in plan.timing.times.iter().zip(&plan.timing.ops) {
+        if let dls_lp::product::Op::Send { piece, .. } = *op {
+            let w = plan.pieces[piece].worker;
+            if w < workers {
+                add(1, w, (t.start, t.end), Some(t.added), &mut last);
+            }
+        }
+    }
+    out
 }
 
 impl ProductReport {
@@ -94,6 +138,7 @@ impl ProductReport {
                 })
                 .fold(0.0, f64::max)
         };
+        let [measured_busy, predicted_busy] = busy(names.len(), plan, measured);
         let workers = plan
             .rects
             .iter()
@@ -108,6 +153,10 @@ impl ProductReport {
                     panels: pieces.iter().map(|p| p.panels.len()).sum(),
                     predicted_end: end_of(r.worker, true),
                     measured_end: end_of(r.worker, false),
+                    compute_secs: measured_busy[r.worker][0],
+                    predicted_compute_secs: predicted_busy[r.worker][0],
+                    send_secs: measured_busy[r.worker][1],
+                    predicted_send_secs: predicted_busy[r.worker][1],
                 }
             })
             .collect();
@@ -142,7 +191,33 @@ impl ProductReport {
             losses: measured.losses.clone(),
             notes: plan.notes.clone(),
             waited: None,
+            master_cpu_secs: None,
         }
+    }
+
+    /// Where the run's time went against the plan, for people: each
+    /// worker's adding and sending, measured over predicted (the range
+    /// over the workers), and the master's processor time.
+    pub fn time_line(&self) -> Option<String> {
+        let range = |f: &dyn Fn(&Part) -> Option<f64>| {
+            let r: Vec<f64> = self.workers.iter().filter_map(f).filter(|x| x.is_finite()).collect();
+            let (lo, hi) = r
+                .iter()
+                .fold((f64::INFINITY, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
+            (!r.is_empty()).then(|| format!("{lo:.2}–{hi:.2}×"))
+        };
+        let ratio = |m: f64, p: f64| (p > 0.0).then(|| m / p);
+        let compute = range(&|p: &Part| ratio(p.compute_secs, p.predicted_compute_secs))?;
+        let send = range(&|p: &Part| ratio(p.send_secs, p.predicted_send_secs))?;
+        let master = self.master_cpu_secs.map_or(String::new(), |c| {
+            format!(
+                "; the master's processor {c:.2} s, {:.2} of a core",
+                c / self.measured_makespan.max(1e-9)
+            )
+        });
+        Some(format!(
+            "time against the plan, worker by worker: adding panels {compute}, sending them {send}{master}"
+        ))
     }
 
     pub fn table(&self) -> String {
@@ -205,6 +280,10 @@ impl ProductReport {
             "master's uplink: {} values (A and B out, C back), {:.2}× the n·k + k·m + n·m = {} any distribution from one master moves\n",
             self.communication.uplink, self.communication.uplink_over_least, self.communication.uplink_least
         ));
+        if let Some(line) = self.time_line() {
+            s.push_str(&line);
+            s.push('\n');
+        }
         if let Some(w) = &self.waited {
             s.push_str(&w.line());
             s.push('\n');
@@ -291,5 +370,67 @@ pub fn trace(names: &[String], plan: &ProductPlan, measured: &Measured) -> Trace
         marks,
         tracks,
         title: Some(format!("one product {n}×{k} · {k}×{m}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dls_core::product::Transfer;
+    use dls_lp::product::{plan_product, ProductRequest, ProductWorker};
+
+    /// A run that is its plan with every time `scale`d.
+    fn as_planned(plan: &ProductPlan, scale: f64) -> Measured {
+        let transfers = (plan.timing.ops.iter().zip(&plan.timing.times))
+            .map(|(op, t)| {
+                let (piece, panel) = match *op {
+                    dls_lp::product::Op::Send { piece, panel } => (piece, Some(panel)),
+                    dls_lp::product::Op::Return { piece } => (piece, None),
+                };
+                Transfer {
+                    worker: plan.pieces[piece].worker,
+                    piece,
+                    panel,
+                    values: 1,
+                    start: scale * t.start,
+                    end: scale * t.end,
+                    added: panel.map(|_| scale * t.added),
+                    predicted: Some((t.start, t.end)),
+                }
+            })
+            .collect();
+        Measured {
+            transfers,
+            losses: Vec::new(),
+            end: scale * plan.makespan(),
+        }
+    }
+
+    #[test]
+    fn where_the_time_went_is_the_plan_s_for_a_run_as_planned_and_scales_with_it() {
+        let w = |send: f64, flop: f64| ProductWorker {
+            send,
+            ret: send,
+            flop,
+            memory: None,
+        };
+        let mut req = ProductRequest::new(96, 64, 80);
+        req.panel_values = 2_000;
+        let plan = plan_product(&[w(1e-6, 2e-9), w(2e-6, 1e-9), w(1e-6, 4e-9)], &req).expect("plans");
+        let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        for scale in [1.0, 2.0] {
+            let mut r = ProductReport::new(&names, &plan, &as_planned(&plan, scale), dls_protocol::DType::F64);
+            for p in &r.workers {
+                assert!(p.predicted_compute_secs > 0.0 && p.predicted_send_secs > 0.0, "{p:?}");
+                let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.max(1.0);
+                assert!(close(p.compute_secs, scale * p.predicted_compute_secs), "{p:?}");
+                assert!(close(p.send_secs, scale * p.predicted_send_secs), "{p:?}");
+            }
+            r.master_cpu_secs = Some(0.5 * r.measured_makespan);
+            let line = r.time_line().expect("every worker has panels");
+            let x = format!("{scale:.2}–{scale:.2}×");
+            assert!(line.contains(&format!("adding panels {x}, sending them {x}")), "{line}");
+            assert!(line.ends_with("0.50 of a core"), "{line}");
+        }
     }
 }

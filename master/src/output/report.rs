@@ -506,6 +506,18 @@ pub fn peak_rss() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// Processor seconds this process has used, user and system, all its
+/// threads (`/proc/self/stat` counts them in ticks of USER_HZ, 100 a
+/// second on Linux); `None` where the system does not say.
+pub fn cpu_secs() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command's name (which may hold spaces): the
+    // state is the line's third, utime its fourteenth, stime fifteenth.
+    let fields: Vec<&str> = s[s.rfind(')')? + 1..].split_whitespace().collect();
+    let tick = |i: usize| fields.get(i)?.parse::<f64>().ok();
+    Some((tick(11)? + tick(12)?) / 100.0)
+}
+
 /// A round planned during a run (recovery or enrolment), its workers named.
 fn round_report(platform: &Platform, at: f64, products: usize, workers: &[usize], predicted: f64) -> ReplanReport {
     ReplanReport {
@@ -513,5 +525,28 @@ fn round_report(platform: &Platform, at: f64, products: usize, workers: &[usize]
         products,
         workers: workers.iter().map(|&w| platform.workers()[w].name.clone()).collect(),
         predicted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_secs;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn processor_time_grows_with_work_and_never_beyond_the_threads_wall_time() {
+        let (c0, t0) = (cpu_secs().expect("Linux says"), Instant::now());
+        // Spin until the count moves by 50 ms (ticks of 10 ms), ten seconds at most.
+        let mut x = 0u64;
+        while cpu_secs().expect("Linux says") - c0 < 0.05 && t0.elapsed() < Duration::from_secs(10) {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        let (used, wall) = (cpu_secs().expect("Linux says") - c0, t0.elapsed().as_secs_f64());
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        assert!(used >= 0.05, "{used} s of processor in {wall} s");
+        assert!(
+            used <= threads * wall + 0.02,
+            "{used} s of processor in {wall} s on {threads} threads"
+        );
     }
 }

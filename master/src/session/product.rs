@@ -77,6 +77,9 @@ pub struct ProductRun {
     pub started: Instant,
     /// What the caller waited for, from connecting on ([`Workers::run_product`]).
     pub waited: Option<Waited>,
+    /// Processor seconds the master used during the run (all its threads:
+    /// reading panels, checking pieces, the port), if the system says.
+    pub master_cpu_secs: Option<f64>,
     /// The calibration made for this product when no platform was given
     /// ([`Workers::run_product`]): what a later product of the same kind
     /// on the same workers can be planned with (`Calibration::to_toml`).
@@ -189,7 +192,9 @@ pub async fn run_product_on(
     let names = pool.names();
     log::product_plan(&names, &plan);
     let started = Instant::now();
+    let cpu = crate::output::report::cpu_secs();
     let measured = shell::execute(pool, &costs, &plan, job, JobId(1), &cfg.options, sink, &mut on_piece).await?;
+    let master_cpu_secs = cpu.zip(crate::output::report::cpu_secs()).map(|(a, b)| b - a);
     for loss in &measured.losses {
         log::product_loss(&names, loss);
     }
@@ -202,6 +207,7 @@ pub async fn run_product_on(
         plan_secs,
         started,
         waited: None,
+        master_cpu_secs,
         calibrated: None,
     })
 }
