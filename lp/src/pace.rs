@@ -81,7 +81,7 @@ pub fn paces(platform: &Platform, uplink: Uplink) -> Option<Vec<Option<Pace>>> {
     }
     let taken: f64 = pace.iter().flatten().map(|p| uplink.share_of(p.secs, true)).sum();
     let mut room = TUNING.margin * (1.0 - taken);
-    if room < TUNING.min_room {
+    if room <= 0.0 {
         return None;
     }
     // The others share the room, so that all of them fit beside the full

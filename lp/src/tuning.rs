@@ -23,8 +23,6 @@ pub struct Tuning {
     pub headroom: f64,
     /// A worker whose steady-state rate is at least this share of its own limit counts as full.
     pub full: f64,
-    /// Less room than this share of the uplink is not worth pacing for.
-    pub min_room: f64,
     /// Sends are paced only behind an uplink at least this many times as fast as the fastest link alone.
     pub min_gain: f64,
     /// The master's socket to a paced worker is held to this many times its pace.
@@ -97,7 +95,6 @@ pub const TUNING: Tuning = Tuning {
     margin: 0.70,
     headroom: 0.85,
     full: 0.98,
-    min_room: 0.03,
     min_gain: 1.2,
     catch_up: 1.3,
     fit_max: 4,
