@@ -324,7 +324,25 @@ impl Screen<'_> {
         let mut left = std::mem::take(&mut *self.given_up.lock().unwrap_or_else(|e| e.into_inner()));
         let count = left.len();
         left.sort_by(|a, b| a.bound.total_cmp(&b.bound).then(a.at.cmp(&b.at)));
-        for c in left {
+        *self.queue.lock().unwrap_or_else(|e| e.into_inner()) = left.into();
+        // On the machine's threads: which of them are planned may depend
+        // on how the threads run, what is chosen does not (a candidate is
+        // left out only where its bound rules it out).
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        std::thread::scope(|s| {
+            for _ in 1..threads {
+                s.spawn(|| self.drain_in_full(req));
+            }
+            self.drain_in_full(req);
+        });
+        count
+    }
+
+    /// Plan in full the candidates left, skipping those their bound rules out.
+    fn drain_in_full(&self, req: &Request) {
+        loop {
+            let next = self.queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+            let Some(c) = next else { return };
             if self.hopeless(c.bound, c.fitted) {
                 continue;
             }
@@ -332,7 +350,6 @@ impl Screen<'_> {
                 self.planned.lock().unwrap_or_else(|e| e.into_inner()).push((c, p));
             }
         }
-        count
     }
 
     /// Whether a candidate (`fitted` or not) whose plan can end no earlier
