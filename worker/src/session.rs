@@ -287,10 +287,16 @@ impl Session {
         mut stop: watch::Receiver<bool>,
     ) -> (Result<()>, Served, WorkerConn) {
         let (mut conn, writing) = conn.split();
-        // Payloads (a panel, a chunk's part) are read into the memory of
-        // inputs already computed, where the kernel kept one of the size.
+        // Payloads of 128 KiB and more (a panel, a chunk's part) are read
+        // into the memory of inputs already computed, where the kernel
+        // kept one large enough; smaller ones the allocator serves from
+        // memory it holds anyway (`dls_common::return_freed_buffers`).
         let spares = self.kernel.clone();
-        conn.set_payload_source(std::sync::Arc::new(move |dtype, len| spares.spare(dtype, len)));
+        conn.set_payload_source(std::sync::Arc::new(move |dtype, len| {
+            (len as u64 * dtype.size() >= 128 << 10)
+                .then(|| spares.spare(dtype, len))
+                .flatten()
+        }));
         let mut out = Outbox::new(writing, write);
         // Unbounded, but never longer than MAX_IN_FLIGHT: `admit` refuses
         // work beyond that, and each work item yields one `Done`.

@@ -120,6 +120,8 @@ impl Session {
         }
         p.values.copy_in(p.filled, &piece).map_err(unexpected)?;
         p.filled += piece.len();
+        // Copied in: its memory serves a later payload.
+        self.kernel.recycle(piece);
         if p.filled < p.values.len() {
             return Ok(());
         }
