@@ -136,14 +136,7 @@ fn screened<T: Send>(
             if slow == *platform {
                 return None;
             }
-            let bound = crate::bound::steady_state(&slow, req.ports).map_or(0.0, |s| s.makespan_bound(req.load));
-            Some(Candidate {
-                at,
-                pace,
-                fitted,
-                slow,
-                bound,
-            })
+            Some(Candidate::new(at, pace, fitted, slow, req))
         })
         .collect();
     candidates.sort_by(|a, b| a.bound.total_cmp(&b.bound).then(a.at.cmp(&b.at)));
@@ -273,6 +266,21 @@ struct Candidate {
     fitted: bool,
     slow: Platform,
     bound: f64,
+}
+
+impl Candidate {
+    /// Candidate `at` of paces `pace` (`fitted` or not), planned on `slow`,
+    /// with that platform's steady-state bound on the request's load.
+    fn new(at: usize, pace: Vec<Option<Pace>>, fitted: bool, slow: Platform, req: &Request) -> Candidate {
+        let bound = crate::bound::steady_state(&slow, req.ports).map_or(0.0, |s| s.makespan_bound(req.load));
+        Candidate {
+            at,
+            pace,
+            fitted,
+            slow,
+            bound,
+        }
+    }
 }
 
 /// The paced candidates still to plan, and what decides whether one may

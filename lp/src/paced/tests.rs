@@ -194,14 +194,7 @@ fn candidates_given_up_that_their_bounds_do_not_rule_out_are_planned_in_full() {
     let all: Vec<Candidate> = (super::paces(&platform, u).into_iter().enumerate())
         .map(|(at, (pace, fitted))| {
             let slow = crate::pace::paced(&platform, &pace);
-            let bound = crate::bound::steady_state(&slow, req.ports).map_or(0.0, |s| s.makespan_bound(req.load));
-            Candidate {
-                at,
-                pace,
-                fitted,
-                slow,
-                bound,
-            }
+            Candidate::new(at, pace, fitted, slow, &req)
         })
         .collect();
     let count = all.len();
