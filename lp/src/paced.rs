@@ -331,6 +331,9 @@ impl Screen<'_> {
     fn plan_given_up(&self, req: &Request) -> usize {
         let mut left = std::mem::take(&mut *self.given_up.lock().unwrap_or_else(|e| e.into_inner()));
         let count = left.len();
+        if count == 0 {
+            return 0;
+        }
         left.sort_by(|a, b| a.bound.total_cmp(&b.bound).then(a.at.cmp(&b.at)));
         *self.queue.lock().unwrap_or_else(|e| e.into_inner()) = left.into();
         // On the machine's threads: which of them are planned may depend
