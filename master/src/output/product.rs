@@ -90,38 +90,32 @@ pub struct ProductReport {
     pub master_cpu_secs: Option<f64>,
 }
 
-/// Per worker, seconds adding panels and sending them, `[compute, send]`:
-/// measured from the run's transfers, predicted from the plan's timing,
-/// by one rule (a panel is added from when it is in, or the one before it
-/// added, whichever is later).
-fn busy(workers: usize, plan: &ProductPlan, measured: &Measured) -> [Vec<[f64; 2]>; 2] {
-    let mut out = [vec![[0.0; 2]; workers], vec![[0.0; 2]; workers]];
-    let mut add = |which: usize, w: usize, (start, end): (f64, f64), added: Option<f64>, last: &mut Vec<f64>| {
-        let b = &mut out[which][w];
-        b[1] += end - start;
+/// Per worker, seconds adding panels and sending them, `[compute, send]`,
+/// from its sends `(worker, start, end, added)` in order: a panel is
+/// added from when it is in, or the one before it added, whichever is
+/// later.
+fn busy(workers: usize, sends: impl Iterator<Item = (usize, f64, f64, Option<f64>)>) -> Vec<[f64; 2]> {
+    let (mut out, mut last) = (vec![[0.0; 2]; workers], vec![0.0; workers]);
+    for (w, start, end, added) in sends.filter(|s| s.0 < workers) {
+        out[w][1] += end - start;
         if let Some(added) = added {
-            b[0] += added - end.max(last[w]);
+            out[w][0] += added - end.max(last[w]);
             last[w] = added;
-        }
-    };
-    let mut last = vec![0.0; workers];
-    for t in measured
-        .transfers
-        .iter()
-        .filter(|t| t.panel.is_some() && t.worker < workers)
-    {
-        add(0, t.worker, (t.start, t.end), t.added, &mut last);
-    }
-    let mut last = vec![0.0; workers];
-    for (t, op) in plan.timing.times.iter().zip(&plan.timing.ops) {
-        if let dls_lp::product::Op::Send { piece, .. } = *op {
-            let w = plan.pieces[piece].worker;
-            if w < workers {
-                add(1, w, (t.start, t.end), Some(t.added), &mut last);
-            }
         }
     }
     out
+}
+
+/// [`busy`] of the run's panels as measured, and as the plan times them.
+fn busy_both(workers: usize, plan: &ProductPlan, measured: &Measured) -> [Vec<[f64; 2]>; 2] {
+    let run = (measured.transfers.iter())
+        .filter(|t| t.panel.is_some())
+        .map(|t| (t.worker, t.start, t.end, t.added));
+    let planned = (plan.timing.times.iter().zip(&plan.timing.ops)).filter_map(|(t, op)| match *op {
+        dls_lp::product::Op::Send { piece, .. } => Some((plan.pieces[piece].worker, t.start, t.end, Some(t.added))),
+        dls_lp::product::Op::Return { .. } => None,
+    });
+    [busy(workers, run), busy(workers, planned)]
 }
 
 impl ProductReport {
@@ -138,7 +132,7 @@ impl ProductReport {
                 })
                 .fold(0.0, f64::max)
         };
-        let [measured_busy, predicted_busy] = busy(names.len(), plan, measured);
+        let [measured_busy, predicted_busy] = busy_both(names.len(), plan, measured);
         let workers = plan
             .rects
             .iter()
