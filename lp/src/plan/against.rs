@@ -1,9 +1,10 @@
 //! What a plan is weighed against: the steady-state bound, and the same
 //! strategy on the equivalent homogeneous platform.
 
-use super::{plan, Plan, Request, Rounding, Strategy};
+use super::{plan, Plan, Request, Strategy};
 use crate::error::Result;
 use crate::platform::Platform;
+use crate::rounding::Rounding;
 use crate::schedule::Ports;
 
 /// The equivalent homogeneous platform (Lastovetsky and Reddy, *On
