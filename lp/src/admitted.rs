@@ -20,7 +20,7 @@
 //! within the time of its lane that the workers already served whose
 //! transfers it does not fit beside leave it: all of the time they do not
 //! use, and of the time they do, what their transfers leave below
-//! `TUNING.fill` at their full rates ([`room`]). The lane shares
+//! `TUNING.fill` at their full rates ([`crate::lane::room`]). The lane shares
 //! `TUNING.cap` fairly between such transfers, slowing the one
 //! served first; counting only what it leaves below `TUNING.fill`
 //! keeps the workers served first at the rates they were given, and is
@@ -41,11 +41,6 @@
 use crate::bound::SteadyState;
 use crate::platform::{Platform, Worker};
 use crate::schedule::Uplink;
-use crate::TUNING;
-
-/// Shares that add up to at most this much above 1 fit (the port's own
-/// slack for rounding).
-const FIT: f64 = 1e-9;
 
 /// A worker's transfer of one unit one way: the lane's seconds it takes
 /// (the slower of its link and the uplink) and its share of the lane.
@@ -58,20 +53,6 @@ struct Way {
 fn way(w: &Worker, uplink: Uplink, send: bool) -> Way {
     let (secs, share) = uplink.unit(if send { w.c } else { w.d }, send);
     Way { secs, share }
-}
-
-/// The rate, as a share of its full rate, that a transfer of `share` may
-/// count on beside one of `other` that keeps its own: all of it if both
-/// fit, else, if the port lets it start ([`crate::lane::admits`]), what
-/// `other` leaves below `TUNING.fill`, or nothing.
-pub fn room(share: f64, other: f64) -> f64 {
-    if share + other <= 1.0 + FIT {
-        1.0
-    } else if crate::lane::admits(other, share) {
-        (TUNING.fill - other).clamp(0.0, share) / share
-    } else {
-        0.0
-    }
 }
 
 /// What one lane offers worker `i` beside the workers served before it.
@@ -102,7 +83,7 @@ impl Lane {
             for &k in lane {
                 // `i`'s sends and returns alike: the slower of them.
                 let rate = (lane.iter())
-                    .map(|&m| room(ways[i][m].share, ways[j][k].share))
+                    .map(|&m| crate::lane::room(ways[i][m].share, ways[j][k].share))
                     .fold(1.0, f64::min);
                 if rate < 1.0 {
                     let busy = alpha[j] * ways[j][k].secs;

@@ -42,6 +42,21 @@ pub fn admits(used: f64, share: f64) -> bool {
     used + share <= 1.0 + SHARE_EPS || used + share.min(TUNING.room) <= TUNING.fill + SHARE_EPS
 }
 
+/// The rate, as a share of its full rate, that a transfer of `share` may
+/// count on beside one of `other` that keeps its own (the steady state
+/// the port admits, [`crate::admitted`], serves workers in turn this
+/// way): all of it if both fit, else, if [`admits`] lets it start, what
+/// `other` leaves below `TUNING.fill`, or nothing.
+pub fn room(share: f64, other: f64) -> f64 {
+    if share + other <= 1.0 + SHARE_EPS {
+        1.0
+    } else if admits(other, share) {
+        (TUNING.fill - other).clamp(0.0, share) / share
+    } else {
+        0.0
+    }
+}
+
 /// The rate of each transfer of `shares` under way at once, as a share of
 /// its full rate: all of it when the shares fit, else max-min fair shares
 /// of `TUNING.cap` (see the module).

@@ -152,22 +152,19 @@ pub fn fitted(platform: &Platform, uplink: Uplink) -> Vec<Vec<Option<Pace>>> {
 /// full-duplex uplink whose sends weigh at least as much as its returns,
 /// at least `TUNING.min_gain` times as fast as the fastest link alone.
 fn sends_fill(platform: &Platform, uplink: Uplink) -> bool {
-    let alone = |w: &Worker| w.c / w.under_load.map_or(1.0, |f| f[0]).max(1.0);
-    let fastest = platform.workers().iter().map(alone).fold(f64::INFINITY, f64::min);
+    let fastest = (platform.workers().iter())
+        .map(|w| w.alone()[0])
+        .fold(f64::INFINITY, f64::min);
     uplink.duplex && uplink.send >= uplink.ret && fastest >= TUNING.min_gain * uplink.send
 }
 
 /// `platform` with each paced worker's `c` its pace (never faster than its
-/// link): what a plan with these paces is made and run on.
+/// link): what a plan with these paces is made on (outside the planner,
+/// [`crate::Plan::costs_on`]).
 pub fn paced(platform: &Platform, pace: &[Option<Pace>]) -> Platform {
     with_c(platform, |i, c| {
         pace.get(i).copied().flatten().map_or(c, |p| c.max(p.secs))
     })
-}
-
-/// `platform` with each paced worker's `c` its link's again.
-pub fn unpaced(platform: &Platform, pace: &[Option<Pace>]) -> Platform {
-    with_c(platform, |i, c| pace.get(i).copied().flatten().map_or(c, |p| p.link))
 }
 
 fn with_c(platform: &Platform, c: impl Fn(usize, f64) -> f64) -> Platform {
@@ -223,7 +220,8 @@ mod tests {
             "{shares}"
         );
         assert!(q.workers()[1].c > p.workers()[1].c);
-        assert_eq!(unpaced(&q, &pace).workers(), p.workers());
+        let rest = |w: &Worker| (w.w, w.d, w.latency, w.under_load);
+        assert!(q.workers().iter().zip(p.workers()).all(|(a, b)| rest(a) == rest(b)));
     }
 
     #[test]

@@ -49,8 +49,8 @@ pub fn pace_verdict(platform: &Platform, ports: Ports, plain: f64, paced: f64, f
 /// `rounds`, the same on the platform with paced sends ([`crate::pace`]:
 /// [`crate::pace::paces`] and each of [`crate::pace::fitted`]): the
 /// earliest of them whose verdict ([`pace_verdict`]) is to pace.
-/// Returns the platform the plan was made on, which is the one to run it
-/// on (a paced worker's `c` is its pace).
+/// The paces are part of the plan ([`Plan::pace`]); `platform` stays the
+/// links' own, and [`Plan::costs_on`] gives the costs it was timed on.
 ///
 /// A paced candidate is planned only if it could be taken: no plan ends
 /// before its platform's steady-state bound, so a candidate whose bound
@@ -58,7 +58,7 @@ pub fn pace_verdict(platform: &Platform, ports: Ports, plain: f64, paced: f64, f
 /// a paced plan that the verdict takes, is not planned ([`Screen`]). The
 /// plain plan and the candidates (most promising bound first) share the
 /// machine's threads: planning is on the path to a run's first send.
-pub fn plan_paced(platform: &Platform, req: &Request) -> Result<(Platform, Plan)> {
+pub fn plan_paced(platform: &Platform, req: &Request) -> Result<Plan> {
     plan_paced_beside(platform, req, || ()).0
 }
 
@@ -74,44 +74,37 @@ pub fn plan_paced_beside<T: Send>(
     platform: &Platform,
     req: &Request,
     beside: impl FnOnce() -> T + Send,
-) -> (Result<(Platform, Plan)>, T) {
+) -> (Result<Plan>, T) {
     let (planned, beside) = screened(platform, req, beside);
     (planned.map(|(p, _)| p), beside)
 }
 
 /// What `dls plan` and `dls.plan` report: the plan ([`plan_paced`], or
-/// [`plan`] where not `pace`), the platform it runs on, and its
+/// [`plan`] where not `pace`) and its
 /// efficiency against the equivalent homogeneous platform of its links
 /// ([`crate::plan::efficiency`]), whose plan is made beside it.
 #[allow(clippy::type_complexity)]
-pub fn plan_weighed(platform: &Platform, req: &Request, pace: bool) -> Result<(Platform, Plan, Option<(f64, f64)>)> {
+pub fn plan_weighed(platform: &Platform, req: &Request, pace: bool) -> Result<(Plan, Option<(f64, f64)>)> {
     let homogeneous = || crate::plan::homogeneous_makespan(platform, req.load, req.strategy, req.ports).ok();
     let (planned, beside) = if pace {
         plan_paced_beside(platform, req, homogeneous)
     } else {
         plain_beside(platform, req, homogeneous)
     };
-    let (on, plan) = planned?;
-    let links = crate::pace::unpaced(&on, &plan.pace);
+    let plan = planned?;
     let efficiency = match beside {
-        Some(h) if links == *platform && plan.strategy == req.strategy && plan.ports == req.ports => {
-            Some((h / plan.makespan_rational(), h))
-        }
-        _ => crate::plan::efficiency(&on, &plan).ok(),
+        Some(h) if plan.strategy == req.strategy && plan.ports == req.ports => Some((h / plan.makespan_rational(), h)),
+        _ => crate::plan::efficiency(platform, &plan).ok(),
     };
-    Ok((on, plan, efficiency))
+    Ok((plan, efficiency))
 }
 
 /// The plain plan on `platform` (no paced candidate), `beside` on a
 /// thread of its own meanwhile.
-fn plain_beside<T: Send>(
-    platform: &Platform,
-    req: &Request,
-    beside: impl FnOnce() -> T + Send,
-) -> (Result<(Platform, Plan)>, T) {
+fn plain_beside<T: Send>(platform: &Platform, req: &Request, beside: impl FnOnce() -> T + Send) -> (Result<Plan>, T) {
     std::thread::scope(|s| {
         let other = s.spawn(beside);
-        let planned = plan(platform, req).map(|p| (platform.clone(), p));
+        let planned = plan(platform, req);
         (planned, other.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
     })
 }
@@ -123,7 +116,7 @@ fn screened<T: Send>(
     platform: &Platform,
     req: &Request,
     beside: impl FnOnce() -> T + Send,
-) -> (Result<((Platform, Plan), [usize; 2])>, T) {
+) -> (Result<(Plan, [usize; 2])>, T) {
     let (Some(u), Strategy::Best | Strategy::Rounds) = (req.ports.uplink(), req.strategy) else {
         let (planned, beside) = plain_beside(platform, req, beside);
         return (planned.map(|p| (p, [0, 0])), beside);
@@ -171,7 +164,7 @@ fn screened<T: Send>(
     // In the candidates' own order, as they were weighed before any was
     // screened out.
     planned.sort_by_key(|(c, _)| c.at);
-    let planned = planned.into_iter().map(|(c, p)| (c.pace, c.fitted, c.slow, p));
+    let planned = planned.into_iter().map(|(c, p)| (c.pace, c.fitted, p));
     let skipped = [screen.skipped.into_inner(), given_up];
     let chosen = plain.and_then(|plain| choose(platform, req, plain, planned));
     (chosen.map(|c| (c, skipped)), beside)
@@ -186,8 +179,8 @@ fn choose(
     platform: &Platform,
     req: &Request,
     mut plain: Plan,
-    planned: impl Iterator<Item = (Vec<Option<Pace>>, bool, Platform, Plan)>,
-) -> Result<(Platform, Plan)> {
+    planned: impl Iterator<Item = (Vec<Option<Pace>>, bool, Plan)>,
+) -> Result<Plan> {
     let planned: Vec<_> = planned.collect();
     let candidate = |fitted: bool, p: &Plan| {
         let kind = if fitted { Kind::Fitted } else { Kind::Paced };
@@ -199,11 +192,11 @@ fn choose(
         platform,
         req.ports,
     ))
-    .chain(planned.iter().map(|(_, fitted, _, p)| candidate(*fitted, p)))
+    .chain(planned.iter().map(|(_, fitted, p)| candidate(*fitted, p)))
     .collect();
     match choice::choose(&weighed) {
         Some(i) if i > 0 => {
-            let Some((pace, _, slow, mut p)) = planned.into_iter().nth(i - 1) else {
+            let Some((pace, _, mut p)) = planned.into_iter().nth(i - 1) else {
                 unreachable!("a candidate chosen is one of those planned")
             };
             let names: Vec<&str> = (pace.iter().zip(platform.workers()))
@@ -216,14 +209,14 @@ fn choose(
                 plain.makespan()
             ));
             p.pace = pace;
-            Ok((slow, p))
+            Ok(p)
         }
         _ => {
             let verdict =
                 |p: &Plan, fitted: bool| pace_verdict(platform, req.ports, plain.makespan(), p.makespan(), fitted);
             let short = (planned.iter())
-                .filter(|(_, fitted, _, p)| verdict(p, *fitted) == PaceVerdict::Unmeasured)
-                .map(|(_, _, _, p)| p.makespan())
+                .filter(|(_, fitted, p)| verdict(p, *fitted) == PaceVerdict::Unmeasured)
+                .map(|(_, _, p)| p.makespan())
                 .min_by(f64::total_cmp);
             if let Some(m) = short {
                 plain.notes.push(format!(
@@ -231,7 +224,7 @@ fn choose(
                     100.0 * TUNING.unmeasured_pace_gain
                 ));
             }
-            Ok((platform.clone(), plain))
+            Ok(plain)
         }
     }
 }
@@ -396,14 +389,14 @@ impl Screen<'_> {
 /// Every paced candidate planned, none screened out: what [`plan_paced`]
 /// must agree with.
 #[cfg(test)]
-fn plan_paced_every(platform: &Platform, req: &Request) -> Result<(Platform, Plan)> {
+fn plan_paced_every(platform: &Platform, req: &Request) -> Result<Plan> {
     let Some(u) = req.ports.uplink() else {
         unreachable!("only behind an uplink")
     };
     let planned: Vec<_> = (paces(platform, u).into_iter())
         .filter_map(|(pace, fitted)| {
             let slow = crate::pace::paced(platform, &pace);
-            plan(&slow, req).ok().map(|p| (pace, fitted, slow, p))
+            plan(&slow, req).ok().map(|p| (pace, fitted, p))
         })
         .collect();
     choose(platform, req, plan(platform, req)?, planned.into_iter())

@@ -49,13 +49,24 @@ pub struct Plan {
     pub sequence: Sequence,
     /// Remarks for the user (bounds that bind, heuristics used, ...).
     pub notes: Vec<String>,
-    /// Paced sends, indexed like the platform (empty: none paced): the
-    /// plan was made on the platform with these workers' `c` their pace
-    /// ([`crate::pace`]), and is run on it.
+    /// Paced sends, indexed like the platform (empty: none paced): what
+    /// the master holds each of these workers' sockets to
+    /// ([`crate::pace`]). The plan was timed with their `c` their pace
+    /// ([`Plan::costs_on`]).
     pub pace: Vec<Option<Pace>>,
 }
 
 impl Plan {
+    /// The costs this plan was timed on: `links` (the platform it was
+    /// planned for) with each paced worker's `c` its pace; `links` itself
+    /// when nothing is paced. What a run predicts and corrects with.
+    pub fn costs_on(&self, links: &Platform) -> Platform {
+        if self.pace.iter().all(Option::is_none) {
+            return links.clone();
+        }
+        crate::pace::paced(links, &self.pace)
+    }
+
     /// The send order restricted to workers with whole units.
     pub fn send_order(&self) -> Vec<usize> {
         self.scenario

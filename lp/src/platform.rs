@@ -72,6 +72,15 @@ impl Worker {
         1.0 / self.return_receiving.unwrap_or(1.0).max(1.0)
     }
 
+    /// This worker's costs `[c, w, d]` alone: without the factors they
+    /// include for a worker receiving, computing and returning at once
+    /// ([`Worker::under_load`]; factors are at least 1, calibration's
+    /// floor, so the costs stay positive and finite).
+    pub fn alone(&self) -> [f64; 3] {
+        let [fc, fw, fd] = self.under_load.unwrap_or([1.0; 3]);
+        [self.c / fc.max(1.0), self.w / fw.max(1.0), self.d / fd.max(1.0)]
+    }
+
     /// The bound on this worker's load as a float (infinite when unbounded).
     pub fn bound(&self) -> f64 {
         self.max_load.map_or(f64::INFINITY, |b| b as f64)

@@ -271,10 +271,9 @@ impl Platform {
             return out;
         }
         for w in &mut out.workers {
-            if let Some([fc, fw, fd]) = w.under_load.take() {
-                // Factors are at least 1 (calibration's floor): the costs
-                // stay positive and finite.
-                (w.c, w.w, w.d) = (w.c / fc.max(1.0), w.w / fw.max(1.0), w.d / fd.max(1.0));
+            if w.under_load.is_some() {
+                [w.c, w.w, w.d] = w.alone();
+                w.under_load = None;
             }
         }
         out

@@ -96,7 +96,7 @@ fn check(measured: &Platform, ports: Ports, strategy: Strategy, load: u64, what:
         ..Request::new(load, strategy)
     };
     let planned = if matches!(ports, Ports::Shared(_)) {
-        plan_paced(platform, &req).map(|(_, p)| p)
+        plan_paced(platform, &req)
     } else {
         plan(platform, &req)
     };

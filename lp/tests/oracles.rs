@@ -429,15 +429,16 @@ fn efficiency_against_the_equivalent_homogeneous_platform() {
     assert_close(t_hom, 1000.0 / rho, 1e-7, "homogeneous makespan = Theorem 2");
     assert_close(e, t_hom / p.makespan_rational(), 1e-12, "efficiency");
     // A paced plan is weighed against the equivalent of its links: worker
-    // b held to 0.5 s a unit (its link takes 0.2) on the platform it runs
-    // on, the same equivalent as the unpaced platform's.
+    // b held to 0.5 s a unit (its link takes 0.2), timed on the paced
+    // costs, and weighed on the links' platform as any other plan.
     use dls_lp::pace::{paced, Pace};
     let pace = vec![None, Some(Pace { secs: 0.5, link: 0.2 }), None];
     let slow = paced(&het, &pace);
     assert_eq!(slow.workers()[1].c, 0.5);
     let mut q = plan(&slow, &Request::new(1000, Strategy::Fifo)).expect("plans");
     q.pace = pace;
-    let (e, t_links) = efficiency(&slow, &q).expect("efficiency");
+    assert_eq!(q.costs_on(&het), slow);
+    let (e, t_links) = efficiency(&het, &q).expect("efficiency");
     assert_close(t_links, t_hom, 1e-12, "the links' equivalent");
     assert_close(e, t_hom / q.makespan_rational(), 1e-12, "paced efficiency");
 }

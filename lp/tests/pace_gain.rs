@@ -62,7 +62,7 @@ fn a_small_gain_is_not_worth_pacing_for() {
     );
     for under_load in [None, Some([1.0; 3])] {
         let p = four(under_load);
-        let (_, pl) = plan_paced(&p, &request(&p)).expect("plans");
+        let pl = plan_paced(&p, &request(&p)).expect("plans");
         assert!(pl.pace.is_empty(), "paced for {gain:.4} ({under_load:?})");
         assert!((pl.makespan() - plain).abs() < 1e-9);
     }
@@ -121,7 +121,7 @@ fn equal_links_just_past_the_admission_rule_are_paced() {
     let req = Request { load, ..request(&p) };
     let plain = plan(&p, &req).expect("plain").makespan();
     assert!(plain >= two_at_a_time, "plain {plain:.3} s under {two_at_a_time:.3} s");
-    let (_, pl) = plan_paced(&p, &req).expect("plans");
+    let pl = plan_paced(&p, &req).expect("plans");
     assert!(
         !pl.pace.is_empty(),
         "not paced: {:.3} s against {plain:.3} s",
@@ -162,7 +162,8 @@ fn equal_links_are_held_so_that_more_of_them_run_at_once() {
             PaceVerdict::Paced,
             "the case needs the room-fitted pacing not to win: {margin_paced:.3} s against {plain:.3} s"
         );
-        let (slow, pl) = plan_paced(&p, &req).expect("plans");
+        let pl = plan_paced(&p, &req).expect("plans");
+        let slow = pl.costs_on(&p);
         assert!(
             !pl.pace.is_empty(),
             "not paced ({under_load:?}): {:.3} s against {plain:.3} s",

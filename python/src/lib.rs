@@ -464,7 +464,7 @@ fn plan(platform: PathBuf, load: u64, strategy: &str, ports: Option<u8>, pace: b
         ..dls_lp::Request::new(load, strategy_of(strategy)?)
     };
     // As `dls plan`: paced sends where they shorten the plan, unless told not to.
-    let (plat, plan, efficiency) =
+    let (plan, efficiency) =
         dls_lp::paced::plan_weighed(&plat, &req, pace).map_err(|e| input(format!("planning {load} units: {e}")))?;
     serde_json::to_string(&dls_master::output::plan_report::PlanJson::new(
         &plat, &plan, efficiency,

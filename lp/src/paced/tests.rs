@@ -50,14 +50,13 @@ fn screening_paced_candidates_changes_no_plan() {
                 ports: Ports::Shared(u),
                 ..Request::new(load, strategy)
             };
-            let ((slow, got), skips) = screened(&platform, &req, || ()).0.expect("plans");
-            let (every_slow, want) = plan_paced_every(&platform, &req).expect("plans");
+            let (got, skips) = screened(&platform, &req, || ()).0.expect("plans");
+            let want = plan_paced_every(&platform, &req).expect("plans");
             let what = format!("seed {seed}, {p} workers, {load} units, {strategy:?}");
             assert_eq!(got.makespan().to_bits(), want.makespan().to_bits(), "{what}");
             assert_eq!(got.pace, want.pace, "{what}");
             assert_eq!(got.notes, want.notes, "{what}");
             assert_eq!(got.loads, want.loads, "{what}");
-            assert_eq!(slow.workers(), every_slow.workers(), "{what}");
             skipped += skips[0];
             given_up += skips[1];
             paced += usize::from(!got.pace.is_empty());
@@ -95,11 +94,10 @@ fn work_beside_the_plan_is_returned_and_changes_no_plan() {
         };
         let beside = || crate::plan::homogeneous_makespan(&platform, 3000, Strategy::Best, ports).expect("plans");
         let (planned, h) = super::plan_paced_beside(&platform, &req, beside);
-        let (slow, got) = planned.expect("plans");
-        let (alone_slow, alone) = super::plan_paced(&platform, &req).expect("plans");
+        let got = planned.expect("plans");
+        let alone = super::plan_paced(&platform, &req).expect("plans");
         assert_eq!(got.makespan().to_bits(), alone.makespan().to_bits(), "{ports:?}");
         assert_eq!(got.pace, alone.pace, "{ports:?}");
-        assert_eq!(slow.workers(), alone_slow.workers(), "{ports:?}");
         let direct = crate::plan::homogeneous_makespan(&platform, 3000, Strategy::Best, ports).expect("plans");
         assert_eq!(h.to_bits(), direct.to_bits(), "{ports:?}");
     }
@@ -175,10 +173,10 @@ fn seven() -> (Platform, Request) {
 #[test]
 fn the_plan_taken_does_not_depend_on_how_the_threads_ran() {
     let (platform, req) = seven();
-    let (_, want) = plan_paced_every(&platform, &req).expect("plans");
+    let want = plan_paced_every(&platform, &req).expect("plans");
     assert!(!want.pace.is_empty(), "the case needs a paced plan taken");
     for run in 0..8 {
-        let ((_, got), _) = screened(&platform, &req, || ()).0.expect("plans");
+        let (got, _) = screened(&platform, &req, || ()).0.expect("plans");
         assert_eq!(got.makespan().to_bits(), want.makespan().to_bits(), "run {run}");
         assert_eq!(got.pace, want.pace, "run {run}");
     }
@@ -213,9 +211,9 @@ fn candidates_given_up_that_their_bounds_do_not_rule_out_are_planned_in_full() {
     let mut planned = screen.planned.into_inner().expect("not poisoned");
     assert!(!planned.is_empty() && planned.len() <= count);
     planned.sort_by_key(|(c, _)| c.at);
-    let planned = planned.into_iter().map(|(c, p)| (c.pace, c.fitted, c.slow, p));
-    let (_, got) = super::choose(&platform, &req, plain, planned).expect("chooses");
-    let (_, want) = plan_paced_every(&platform, &req).expect("plans");
+    let planned = planned.into_iter().map(|(c, p)| (c.pace, c.fitted, p));
+    let got = super::choose(&platform, &req, plain, planned).expect("chooses");
+    let want = plan_paced_every(&platform, &req).expect("plans");
     assert_eq!(got.makespan().to_bits(), want.makespan().to_bits());
     assert_eq!(got.pace, want.pace);
 }

@@ -35,11 +35,10 @@ pub fn equivalent_homogeneous(platform: &Platform) -> Result<Platform> {
 /// plan's (1: as efficient; above 1: the heterogeneous platform, well
 /// scheduled, does better than its homogeneous equivalent). The
 /// equivalent is that of the links themselves, as the bound is
-/// ([`steady_state_bound`]): a paced plan's platform has its paces for
-/// links, which are the plan's choice, not the platform's.
+/// ([`steady_state_bound`]): a paced plan's paces are its choice, not
+/// the platform's.
 pub fn efficiency(platform: &Platform, plan: &Plan) -> Result<(f64, f64)> {
-    let links = crate::pace::unpaced(platform, &plan.pace);
-    let h = homogeneous_makespan(&links, plan.load, plan.strategy, plan.ports)?;
+    let h = homogeneous_makespan(platform, plan.load, plan.strategy, plan.ports)?;
     Ok((h / plan.makespan_rational(), h))
 }
 
@@ -59,9 +58,7 @@ pub fn homogeneous_makespan(platform: &Platform, load: u64, strategy: Strategy, 
 }
 
 /// The steady-state bound on `plan`'s makespan (NaN where there is
-/// none): on its links' own costs, a paced plan's platform having its
-/// paces for links.
+/// none): on the links' own costs (`platform`), whatever the plan's paces.
 pub fn steady_state_bound(platform: &Platform, plan: &Plan) -> f64 {
-    let links = crate::pace::unpaced(platform, &plan.pace);
-    crate::bound::steady_state(&links, plan.ports).map_or(f64::NAN, |s| s.makespan_bound(plan.load))
+    crate::bound::steady_state(platform, plan.ports).map_or(f64::NAN, |s| s.makespan_bound(plan.load))
 }

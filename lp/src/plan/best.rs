@@ -2,7 +2,7 @@
 //! choice between them ([`crate::choice`]).
 
 use super::multi_round::{from_rounds, plan_multi_round};
-use super::one_round::{plan_one_round, Effort};
+use super::one_round::{out_of_reach, plan_one_round, rough, Effort};
 use super::{Plan, Request};
 use crate::choice::{self, Candidate, Kind};
 use crate::error::Result;
@@ -10,7 +10,6 @@ use crate::platform::Platform;
 use crate::rounding::Rounding;
 use crate::rounds;
 use crate::search::{exhaustive_programs, exhaustive_worth};
-use crate::sequence::Sequence;
 use crate::TUNING;
 
 /// `best` for `req` on `platform`, given up (`None`) where the rounds'
@@ -104,22 +103,4 @@ pub(super) fn plan_best(platform: &Platform, req: &Request, hopeless: &dyn Fn(f6
         one.makespan()
     ));
     Ok(Some(from_rounds(platform, req, rounds, notes)))
-}
-
-/// `req` with the report's rounding: a single round's whole units
-/// without [`Rounding::Refined`]'s moves, which time the schedule once for
-/// every pair of workers a unit may move between (on 48 workers behind an
-/// uplink they took half of planning 100,000 products).
-pub(super) fn rough(req: &Request) -> Request {
-    Request {
-        rounding: Rounding::Paper,
-        ..*req
-    }
-}
-
-/// Whether the single round `one` cannot come within `TUNING.one_round_reach`
-/// of `rounds` whatever its whole units: no rounding ends before the
-/// rational schedule of its order.
-pub(super) fn out_of_reach(one: &Plan, rounds: &Sequence) -> bool {
-    one.makespan_rational() > rounds.makespan * TUNING.one_round_reach
 }

@@ -1,7 +1,6 @@
 //! `rounds`: a multi-round sequence as a plan.
 
-use super::best::{out_of_reach, rough};
-use super::one_round::{plan_one_round, Effort};
+use super::one_round::{out_of_reach, plan_one_round, rough, Effort};
 use super::{Plan, Request, Strategy};
 use crate::error::Result;
 use crate::platform::Platform;

@@ -96,15 +96,15 @@ pub fn run(cli: Cli) -> Result<()> {
             };
             // The equivalent homogeneous platform's plan beside the plan
             // itself: the user waits for both.
-            let (paced, plan, efficiency) = dls_lp::paced::plan_weighed(&plat, &req, !no_pace)
+            let (plan, efficiency) = dls_lp::paced::plan_weighed(&plat, &req, !no_pace)
                 .with_context(|| format!("planning {load} units on {}", platform.display()))?;
             if json {
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(&PlanJson::new(&paced, &plan, efficiency))?
+                    serde_json::to_string_pretty(&PlanJson::new(&plat, &plan, efficiency))?
                 );
             } else {
-                print!("{}", plan_report::table(&paced, &plan, efficiency));
+                print!("{}", plan_report::table(&plat, &plan, efficiency));
             }
             Ok(())
         }

@@ -95,15 +95,15 @@ pub enum Planned<'a> {
 }
 
 /// An opened batch: its opening, the plan that carries it (one chunk),
-/// and the planning of the whole batch under way: its platform (paced,
-/// maybe) and plan.
+/// and the planning of the whole batch under way: its platform (the
+/// links' costs) and plan (paced, maybe).
 pub struct Opening {
     pub opening: dls_lp::opening::Opening,
     pub first: Plan,
     pub planning: JoinHandle<Result<(Platform, Plan)>>,
 }
 
-/// What an opened batch ran: the platform its rest was planned on, the
+/// What an opened batch ran: the platform its rest was planned for, the
 /// plan of the whole (the opening first, `dls_lp::opening::split`), and
 /// when its rest was ready (seconds from the start).
 pub struct Opened {
@@ -112,7 +112,9 @@ pub struct Opened {
     pub at: f64,
 }
 
-/// Run `plan` (made for `platform`, indexed like the pool's links). Workers
+/// Run `plan` (made for `platform`, the links' costs, indexed like the
+/// pool's links; the machine predicts with the costs the plan was timed
+/// on, [`Plan::costs_on`]). Workers
 /// that fail are given up on and their products redone over the survivors;
 /// the links go back to the pool whatever happens. The outcome's `c` is
 /// empty: C went to the sink.
@@ -164,8 +166,8 @@ pub async fn execute(
         adapt: opts.adapt,
     };
     let mut machine = match opened {
-        false => BatchMachine::new(platform.clone(), first, cfg),
-        true => BatchMachine::opening(platform.clone(), first, batch.count, cfg),
+        false => BatchMachine::new(first.costs_on(platform), first, cfg),
+        true => BatchMachine::opening(first.costs_on(platform), first, batch.count, cfg),
     }
     .map_err(|e| anyhow!(e))?;
     let watch = Watch {
@@ -338,10 +340,11 @@ impl Shell<'_> {
                     let r = rest.take().expect("a rest being planned");
                     let (platform, plan) = planned.map_err(|e| anyhow!("internal error: planning the batch: {e}"))??;
                     let at = secs(Instant::now());
-                    let (whole, part) = dls_lp::opening::split(&platform, &plan, r.opening, at);
+                    let costs = plan.costs_on(&platform);
+                    let (whole, part) = dls_lp::opening::split(&costs, &plan, r.opening, at);
                     pace_rest(&self.links, self.platform, self.batch.form.in_bytes(1), &r.sockets, &whole).await;
                     log::opened(&platform, &whole, at);
-                    commands = machine.add_rest(platform.clone(), &part, at).map_err(|e| anyhow!("internal error: {e}"))?;
+                    commands = machine.add_rest(costs, &part, at).map_err(|e| anyhow!("internal error: {e}"))?;
                     opened = Some(Opened { platform, plan: whole, at });
                     continue;
                 }

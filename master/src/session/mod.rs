@@ -243,15 +243,17 @@ fn prepare(pool: &Pool, platform: &Platform, batch: &Batch, cfg: &RunConfig) -> 
     Ok((platform, req))
 }
 
-/// The plan of `req` on `platform` (paced if `pace`), and the platform it
-/// runs on; `count` names the batch in an error.
+/// The plan of `req` on `platform` (paced if `pace`), with `platform`:
+/// the links' costs, whatever the plan's paces ([`Plan::costs_on`] gives
+/// those it was timed on); `count` names the batch in an error.
 fn plan_prepared(platform: &Platform, req: &Request, pace: bool, count: usize) -> Result<(Platform, Plan)> {
     let planned = if pace {
         dls_lp::plan_paced(platform, req)
     } else {
-        dls_lp::plan(platform, req).map(|p| (platform.clone(), p))
+        dls_lp::plan(platform, req)
     };
-    planned.map_err(|e| anyhow!("planning {count} products: {e}"))
+    let plan = planned.map_err(|e| anyhow!("planning {count} products: {e}"))?;
+    Ok((platform.clone(), plan))
 }
 
 /// The platform aligned with the pool's links and the plan of `batch` on
