@@ -1,10 +1,9 @@
-//! Freivalds' test held against recomputation: the workers' kernel (faer)
-//! and the naive triple loop are the oracles for what C must be.
+//! Freivalds' test held against recomputation: a blocked kernel (faer,
+//! on which the workers' is built) and the naive triple loop are the
+//! oracles for what C must be.
 
 use super::*;
 use dls_common::matrix as kernel;
-// The worker's own kernel, for results rounded as a run's are.
-use dls_worker::kernel::Kernel;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
 fn random(n: usize, seed: u64) -> Vec<f64> {
@@ -13,10 +12,24 @@ fn random(n: usize, seed: u64) -> Vec<f64> {
     v
 }
 
-/// C as a worker computes it (faer).
+/// C by a blocked kernel (faer), rounded as a worker's is rather than as
+/// the naive loop's.
 fn faer(a: &[f64], b: &[f64], n: usize) -> Vec<f64> {
-    let ab: Vec<f64> = a.iter().chain(b).copied().collect();
-    Kernel::new(1).expect("kernel").multiply_batch(&ab, n, 1)
+    use faer::{linalg::matmul::matmul, Accum, MatMut, MatRef, Par};
+    let mut c = vec![0.0; n * n];
+    let (a, b) = (
+        MatRef::from_row_major_slice(a, n, n),
+        MatRef::from_row_major_slice(b, n, n),
+    );
+    matmul(
+        MatMut::from_row_major_slice_mut(&mut c, n, n),
+        Accum::Replace,
+        a,
+        b,
+        1.0,
+        Par::Seq,
+    );
+    c
 }
 
 /// The `--verify` tolerance: an entry further than this from the naive
