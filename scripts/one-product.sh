@@ -15,6 +15,9 @@
 # (A, B and C of 134 MB each), LINK = 320 (MB/s, every worker's link),
 # SLOWDOWNS = "3 4 6 12" (one worker each), THREADS each worker's
 # compute threads (default: every core). Uses target/release (built if missing).
+# COLD=1: no `dls calibrate` and no platform file: each run calibrates
+# inside itself, as `dls run` without --platform does (the first run is
+# then also the daemons' first work, as a new user's is).
 # Stops by itself: each run is bounded by `timeout`, the workers are
 # killed on exit.
 set -euo pipefail
@@ -59,11 +62,15 @@ source scripts/local-workers.sh
 specs=()
 for s in $SLOWDOWNS; do specs+=("--link-rate $LINK --slowdown $s${THREADS:+ --threads $THREADS}"); done
 start_workers "$DIR" "${specs[@]}"
-timeout 300 target/release/dls calibrate --workers "$WORKERS" --size 384 -o "$DIR/platform.toml" >/dev/null 2>&1
+PLATFORM=()
+if [[ -z "${COLD:-}" ]]; then
+  timeout 300 target/release/dls calibrate --workers "$WORKERS" --size 384 -o "$DIR/platform.toml" >/dev/null 2>&1
+  PLATFORM=(--platform "$DIR/platform.toml")
+fi
 DATA=$((3 * N * N * 8))
 for d in heterogeneous homogeneous; do
   timeout 900 /usr/bin/time -f "%M" -o "$DIR/$d.rss" target/release/dls run --workers "$WORKERS" \
-    --input "$DIR/A.npy" "$DIR/B.npy" --output "$DIR/C.npy" --platform "$DIR/platform.toml" \
+    --input "$DIR/A.npy" "$DIR/B.npy" --output "$DIR/C.npy" "${PLATFORM[@]}" \
     --distribution "$d" --json >"$DIR/$d.json" 2>"$DIR/$d.err" || { cat "$DIR/$d.err" >&2; exit 1; }
   python3 - "$DIR/$d.json" "$(cat "$DIR/$d.rss")" "$DATA" "$d" <<'EOF'
 import json, sys
