@@ -26,7 +26,7 @@
 //! by the one execution rule the runtime follows), [`lp`] (the reference
 //! LP for any pair of orders), [`search`] (the one-round solvers), [`fast`]
 //! (exact O(p)-per-pass FIFO and closed-form LIFO), [`rounding`] (whole
-//! units), [`plan`] (the strategies), [`rounds`] (multi-round sequences),
+//! units), [`plan`](mod@plan) (the strategies), [`rounds`] (multi-round sequences),
 //! [`bound`] (the steady-state bound), [`lane`] (how transfers share a
 //! shared uplink), [`pace`] (paced sends behind a shared uplink),
 //! [`baseline`] (loads chosen elsewhere, with their predicted sequence),

@@ -55,7 +55,7 @@ pub fn pace_verdict(platform: &Platform, ports: Ports, plain: f64, paced: f64, f
 /// A paced candidate is planned only if it could be taken: no plan ends
 /// before its platform's steady-state bound, so a candidate whose bound
 /// is already past what the verdict asks against the plain plan, or past
-/// a paced plan that the verdict takes, is not planned ([`Screen`]). The
+/// a paced plan that the verdict takes, is not planned (`Screen`). The
 /// plain plan and the candidates (most promising bound first) share the
 /// machine's threads: planning is on the path to a run's first send.
 pub fn plan_paced(platform: &Platform, req: &Request) -> Result<Plan> {

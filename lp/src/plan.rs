@@ -1,8 +1,9 @@
 //! Strategies: which scenario to use, its loads, and the integer plan.
 //!
-//! [`strategy`] is what is asked; [`one_round`] and [`multi_round`] make
-//! the candidates; [`best`] weighs them by the one choice
-//! ([`crate::choice`]); [`against`] is what a plan is weighed against.
+//! `plan/strategy.rs` is what is asked; `plan/one_round.rs` and
+//! `plan/multi_round.rs` make the candidates; `plan/best.rs` weighs them
+//! by the one choice ([`crate::choice`]); `plan/against.rs` is what a
+//! plan is weighed against.
 
 use crate::error::Result;
 use crate::pace::Pace;
