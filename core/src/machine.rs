@@ -537,7 +537,8 @@ impl BatchMachine {
     }
 
     /// Start whatever the port has room for: sends first (oldest round
-    /// first), then returns, as many as the port admits.
+    /// first), then returns, as many as the port admits; the grants are
+    /// handed out first.
     fn poll(&mut self, now: f64) -> Vec<Command> {
         let mut out = Vec::new();
         if self.failed.is_some() {
@@ -579,6 +580,10 @@ impl BatchMachine {
             }
             break;
         }
+        // Grants go out before the chunks decided with them: a grant
+        // written after a chunk to the same worker reaches it only once
+        // the whole chunk has (docs/planner.md).
+        out.sort_by_key(|c| !matches!(c, Command::Grant { .. }));
         out
     }
 }

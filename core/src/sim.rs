@@ -428,6 +428,18 @@ impl Sim {
 /// If the machine breaks the protocol's rules that the simulation checks
 /// (a message that does not survive the codec, a return not granted), or
 /// runs a million steps without ending: a bug of the machine.
+/// Whether no grant in `commands` (decided at one instant) comes after a
+/// chunk sent to its worker: on the wire the grant would wait for the
+/// whole chunk.
+fn grants_first(commands: &[Command]) -> bool {
+    commands.iter().enumerate().all(|(i, c)| match c {
+        Command::Grant { worker, .. } => !commands[..i]
+            .iter()
+            .any(|e| matches!(e, Command::Assign { worker: w, .. } if w == worker)),
+        _ => true,
+    })
+}
+
 pub fn simulate(platform: &Platform, truth: &[Worker], plan: &Plan, cfg: Config, faults: &Faults) -> Run {
     let machine = BatchMachine::new(platform.clone(), plan, cfg).expect("machine");
     drive(
@@ -507,6 +519,7 @@ fn drive(
     let mut commands = machine.start(0.0);
     let mut steps = 0;
     loop {
+        debug_assert!(grants_first(&commands), "a grant handed out after a chunk decided with it: {commands:?}");
         for cmd in commands.drain(..) {
             sim.carry_out(cmd, now);
         }
