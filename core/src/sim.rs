@@ -519,7 +519,10 @@ fn drive(
     let mut commands = machine.start(0.0);
     let mut steps = 0;
     loop {
-        debug_assert!(grants_first(&commands), "a grant handed out after a chunk decided with it: {commands:?}");
+        debug_assert!(
+            grants_first(&commands),
+            "a grant handed out after a chunk decided with it: {commands:?}"
+        );
         for cmd in commands.drain(..) {
             sim.carry_out(cmd, now);
         }
