@@ -144,7 +144,7 @@ def npy_batch(env, m, n):
 def demo(env):
     """`dls demo`: the one-round plans within 15% of their prediction, the
     multi-round ones within 45% (their small chunks pay a per-message
-    cost calibration does not see: README); rounds within 1.45x the
+    cost calibration does not see: README); rounds within 1.50x the
     steady-state bound and at most 0.80x fifo's makespan."""
     out, _, wall = env.dls("demo", "--out-dir", env.dir, "--json", timeout=300)
     rows = json.loads(out)
@@ -154,7 +154,7 @@ def demo(env):
     over_bound = rounds["measured"] / rounds["bound"]
     vs_fifo = rounds["measured"] / by["fifo"]["measured"]
     within = all(0.85 <= x <= (1.45 if s in ("rounds", "best") else 1.15) for s, x in ratios.items())
-    ok = within and over_bound <= 1.45 and vs_fifo <= 0.80
+    ok = within and over_bound <= 1.50 and vs_fifo <= 0.80
     return ("meas/pred " + ", ".join(f"{s} {x:.3f}" for s, x in ratios.items())
             + f"; rounds {over_bound:.3f}x the bound, {vs_fifo:.3f}x fifo; {wall:.1f} s wall"), ok
 
@@ -530,8 +530,8 @@ PROMISES = [
             ("docs/experiments/peer-dask/README.md", "warm at most 0.80× Dask's\nbest setting, cold at most 1.0×"),
             "warm <= 0.80x, cold <= 1.0x Dask's best; measured/predicted within 20%", False, peer_dask),
     Promise("demo", "the demo's plans run as predicted; rounds near the bound",
-            ("README.md", "holds the demo to 0.85–1.15 for the\none-round plans"),
-            "meas/pred 0.85-1.15 one round, -1.45 rounds, best; rounds <= 1.45x bound, <= 0.80x fifo", False, demo),
+            ("README.md", "holds\nthe demo to 0.85–1.15 for the one-round plans"),
+            "meas/pred 0.85-1.15 one round, -1.45 rounds, best; rounds <= 1.50x bound, <= 0.80x fifo", False, demo),
     Promise("memory-340", "the streaming batch: 340 products of 512² float64, 2.14 GB",
             ("README.md", "files, master peak RSS 103–143 MB (4.8–6.7% of the data)"), "peak RSS <= 10% of A, B, C", False, stream_memory),
     Promise("calibrate-32", "dls calibrate of 32 loopback workers at n = 256",

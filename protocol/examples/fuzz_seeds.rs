@@ -28,6 +28,7 @@ fn main() -> std::io::Result<()> {
             encrypt: true,
             ciphers: vec![Cipher::Aes256Gcm, Cipher::ChaCha20Poly1305],
             status: false,
+            control: Some(3),
         }),
         Frame::with_payload(
             ToWorker::Assign {
@@ -72,6 +73,7 @@ fn main() -> std::io::Result<()> {
             kernel: "k".into(),
             emulated: false,
             ciphers: vec![Cipher::ChaCha20Poly1305],
+            session: 3,
         })),
         Frame::new(FromWorker::Received { job, chunk }),
         Frame::new(FromWorker::Ready {

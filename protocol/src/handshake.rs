@@ -51,6 +51,31 @@ pub async fn master_sealed<S: AsyncRead + AsyncWrite + Unpin>(
     timeout: Duration,
     encrypt: bool,
 ) -> Result<Capabilities> {
+    master_as(conn, token, max_frame, timeout, encrypt, None).await
+}
+
+/// As [`master_sealed`], for the control line of the worker's `session`
+/// (its welcome's [`Capabilities::session`]): the connection then carries
+/// that session's grants only.
+pub async fn master_control<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut Connection<S, FromWorker, ToWorker>,
+    token: Option<&Token>,
+    timeout: Duration,
+    encrypt: bool,
+    session: u64,
+) -> Result<Capabilities> {
+    let max_frame = crate::frame::HANDSHAKE_MAX_FRAME;
+    master_as(conn, token, max_frame, timeout, encrypt, Some(session)).await
+}
+
+async fn master_as<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut Connection<S, FromWorker, ToWorker>,
+    token: Option<&Token>,
+    max_frame: u64,
+    timeout: Duration,
+    encrypt: bool,
+    control: Option<u64>,
+) -> Result<Capabilities> {
     if encrypt && token.is_none() {
         return Err(Error::Handshake(
             "--encrypt needs a token (the keys are derived from it): give --token-file or DLS_TOKEN".into(),
@@ -65,6 +90,7 @@ pub async fn master_sealed<S: AsyncRead + AsyncWrite + Unpin>(
             encrypt,
             ciphers: ciphers.clone(),
             status: false,
+            control,
         })
         .await?;
         conn.set_max_frame(max_frame);
@@ -150,6 +176,7 @@ pub async fn master_status<S: AsyncRead + AsyncWrite + Unpin>(
             encrypt: false,
             ciphers: Vec::new(),
             status: true,
+            control: None,
         })
         .await?;
         match conn.read_frame().await?.map(|f| f.msg) {
@@ -173,15 +200,16 @@ async fn read_auth<S: AsyncRead + AsyncWrite + Unpin>(
     token: Option<&Token>,
     nm: &crate::message::Nonce,
     nw: &crate::message::Nonce,
-) -> Result<(u64, Option<Vec<Cipher>>, bool)> {
-    let (proof, max_frame, encrypt, status) = match conn.read_frame().await?.map(|f| f.msg) {
+) -> Result<Authed> {
+    let (proof, max_frame, encrypt, status, control) = match conn.read_frame().await?.map(|f| f.msg) {
         Some(ToWorker::Auth {
             proof,
             max_frame,
             encrypt,
             ciphers,
             status,
-        }) => (proof, max_frame, encrypt.then_some(ciphers), status),
+            control,
+        }) => (proof, max_frame, encrypt.then_some(ciphers), status, control),
         Some(other) => {
             return Err(Error::Refused {
                 code: ErrorCode::UnexpectedMessage,
@@ -204,7 +232,20 @@ async fn read_auth<S: AsyncRead + AsyncWrite + Unpin>(
             });
         }
     }
-    Ok((max_frame, encrypt, status))
+    Ok(Authed {
+        max_frame,
+        encrypt,
+        status,
+        control,
+    })
+}
+
+/// What an authenticated master asked for in its `Auth`.
+struct Authed {
+    max_frame: u64,
+    encrypt: Option<Vec<Cipher>>,
+    status: bool,
+    control: Option<u64>,
 }
 
 /// What the worker brings to a handshake.
@@ -229,6 +270,9 @@ pub enum Shaken {
     Session,
     /// An authenticated master had the status and leaves.
     Status,
+    /// An authenticated master opened the control line of the session it
+    /// names: pass its grants to that session.
+    Control(u64),
 }
 
 /// The worker's side. On refusal it sends the master an error frame first.
@@ -284,7 +328,12 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
             proof: token.map(|t| auth::prove(t, Role::Worker, &nw, &nm)),
         })
         .await?;
-        let (max_frame, encrypt, wants_status) = read_auth(conn, token, &nm, &nw).await?;
+        let Authed {
+            max_frame,
+            encrypt,
+            status: wants_status,
+            control,
+        } = read_auth(conn, token, &nm, &nw).await?;
         if wants_status {
             return match status {
                 Some(st) => {
@@ -314,14 +363,17 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
                 }
                 (None, _) => None,
             };
-        admit()?;
+        // A control line joins a session already admitted.
+        if control.is_none() {
+            admit()?;
+        }
         conn.set_max_frame(max_frame.min(frame_cap));
         conn.send(&FromWorker::Welcome(caps.clone())).await?;
         if let Some((t, cipher)) = keys {
             let (send, recv) = seal::sealers(t, &nm, &nw, seal::Side::Worker, cipher);
             conn.seal_with(send, recv);
         }
-        Ok(Shaken::Session)
+        Ok(control.map_or(Shaken::Session, Shaken::Control))
     };
     let res = match tokio::time::timeout(timeout, steps).await {
         Ok(r) => r,

@@ -7,7 +7,7 @@ use crate::values::{DType, Form, Values};
 use serde::{Deserialize, Serialize};
 
 /// Incremented on any incompatible change of the messages or framing.
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// A random value that makes every handshake's proofs unique.
 pub type Nonce = [u8; 32];
@@ -50,6 +50,10 @@ pub struct Capabilities {
     pub emulated: bool,
     /// The ciphers it runs at speed, best first (see `seal::agree`).
     pub ciphers: Vec<Cipher>,
+    /// The session this welcome opens, for a second connection to name as
+    /// its control line (`Auth::control`): grants that must not queue
+    /// behind the chunks on the first. 0: none can be opened.
+    pub session: u64,
 }
 
 /// An AEAD for encrypted connections (`--encrypt`), agreed in the
@@ -96,13 +100,18 @@ pub enum ToWorker {
     /// frame after the welcome is encrypted (`--encrypt`; needs a token)
     /// and with which ciphers the master is fast, best first, and whether
     /// it asks only for the worker's status (answered with `Status`, then
-    /// the connection closes; no session is opened).
+    /// the connection closes; no session is opened), or whether this
+    /// connection is the control line of the session it names (from that
+    /// session's welcome): it then carries that session's grants only,
+    /// which reach the worker without waiting behind a chunk being sent
+    /// on the session's own connection.
     Auth {
         proof: Option<Proof>,
         max_frame: u64,
         encrypt: bool,
         ciphers: Vec<Cipher>,
         status: bool,
+        control: Option<u64>,
     },
     /// `count` products of `form`: payload A_1..A_count then, unless B is
     /// shared, B_1..B_count; row-major, little-endian values of the form's

@@ -16,15 +16,17 @@ fn caps() -> impl Strategy<Value = Capabilities> {
         "[a-z0-9 .]{0,20}",
         any::<bool>(),
         ciphers(),
+        any::<u64>(),
     )
         .prop_map(
-            |(cores, threads, memory_limit, kernel, emulated, ciphers)| Capabilities {
+            |(cores, threads, memory_limit, kernel, emulated, ciphers, session)| Capabilities {
                 cores,
                 threads,
                 memory_limit,
                 kernel,
                 emulated,
                 ciphers,
+                session,
             },
         )
 }
@@ -72,15 +74,17 @@ fn to_worker() -> impl Strategy<Value = Frame<ToWorker>> {
             any::<u64>(),
             any::<bool>(),
             ciphers(),
-            any::<bool>()
+            any::<bool>(),
+            proptest::option::of(any::<u64>())
         )
             .prop_map(
-                |(proof, max_frame, encrypt, ciphers, status)| Frame::new(ToWorker::Auth {
+                |(proof, max_frame, encrypt, ciphers, status, control)| Frame::new(ToWorker::Auth {
                     proof,
                     max_frame,
                     encrypt,
                     ciphers,
-                    status
+                    status,
+                    control
                 })
             ),
         (job.clone(), chunk.clone(), small_form()).prop_flat_map(|(job, chunk, (form, count))| {

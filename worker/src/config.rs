@@ -96,6 +96,8 @@ impl Config {
                 || self.work_factor != 1
                 || self.speed_change.is_some(),
             ciphers: dls_protocol::seal::fast_ciphers(),
+            // Given by the daemon to each connection (`server.rs`).
+            session: 0,
         }
     }
 

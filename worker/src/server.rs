@@ -11,16 +11,17 @@ use crate::config::WorkerConn;
 pub use crate::config::{Config, Reference, SpeedChange, DEFAULT_IDLE_SECS, MAX_IN_FLIGHT};
 use crate::gate::{Entry, Gate, LogLimit, Ticket};
 use crate::kernel;
-use crate::session::Session;
+use crate::session::{AckSlot, ControlLine, Session};
 use crate::throttle::Throttled;
 use dls_protocol::handshake;
 use dls_protocol::{Connection, Error, ErrorCode, FromWorker, ToWorker, WorkerStatus};
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
@@ -43,6 +44,7 @@ pub async fn serve(listener: TcpListener, cfg: Config, shutdown: impl Future<Out
         slot: Arc::new(Semaphore::new(1)),
         logs: Logs::default(),
         activity: Mutex::new(Activity::new()),
+        controls: Mutex::new(HashMap::new()),
     });
     let (cfg, logs) = (shared.cfg.clone(), &shared.logs);
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -145,6 +147,99 @@ async fn refuse_full(stream: TcpStream, cap: usize) {
     let _ = tokio::time::timeout(Duration::from_secs(1), handshake::tell_master(&mut conn, &e)).await;
 }
 
+/// What a control line needs of the session it names.
+#[derive(Clone)]
+struct Line {
+    grants: mpsc::UnboundedSender<ToWorker>,
+    acks: AckSlot,
+}
+
+/// A session's entry among the controls, removed when its connection's
+/// task ends however it ends.
+struct Registered<'a>(&'a Shared, u64);
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.0.controls().remove(&self.1);
+    }
+}
+
+/// Acknowledgements back to the session's own connection when its control
+/// line ends.
+struct AcksBack<'a>(&'a AckSlot);
+
+impl Drop for AcksBack<'_> {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+/// A number no other session of this daemon has had, likely, and not 0.
+fn session_number() -> u64 {
+    let n = dls_protocol::auth::nonce();
+    u64::from_le_bytes(n[..8].try_into().unwrap_or([1; 8])).max(1)
+}
+
+/// Pass the grants read on a control line to the session it names, and
+/// write its acknowledgements there, until either ends or the daemon
+/// stops. A session it does not name here, or a frame other than a grant,
+/// ends it with the error told.
+async fn control_line(
+    mut conn: WorkerConn,
+    session: u64,
+    shared: &Shared,
+    peer: SocketAddr,
+    mut stop: watch::Receiver<bool>,
+) {
+    let Some(Line { grants: tx, acks }) = shared.controls().get(&session).cloned() else {
+        let e = Error::Refused {
+            code: ErrorCode::UnexpectedMessage,
+            message: format!("no session {session} to take a control line here (it ended)"),
+        };
+        handshake::tell_master(&mut conn, &e).await;
+        return;
+    };
+    debug!(%peer, session, "control line opened");
+    let (ack_tx, mut ack_rx) = mpsc::unbounded_channel();
+    *acks.lock().unwrap_or_else(|e| e.into_inner()) = Some(ack_tx);
+    // However the line ends, the session's acknowledgements go back to its
+    // own connection.
+    let _back = AcksBack(&acks);
+    loop {
+        let frame = tokio::select! {
+            f = conn.read_frame() => f,
+            Some(ack) = ack_rx.recv() => {
+                if let Err(e) = conn.send(&ack).await {
+                    debug!(%peer, session, "control line closed: {e}");
+                    return;
+                }
+                continue;
+            }
+            _ = stop.changed() => return,
+        };
+        match frame {
+            Ok(Some(f)) if matches!(f.msg, ToWorker::Grant { .. }) => {
+                if tx.send(f.msg).is_err() {
+                    return;
+                }
+            }
+            Ok(Some(f)) => {
+                let e = Error::Refused {
+                    code: ErrorCode::UnexpectedMessage,
+                    message: format!("a control line carries grants only, not {}", f.msg.name()),
+                };
+                handshake::tell_master(&mut conn, &e).await;
+                return;
+            }
+            Ok(None) => return,
+            Err(e) => {
+                debug!(%peer, session, "control line closed: {e}");
+                return;
+            }
+        }
+    }
+}
+
 /// Resolves only if the slot is taken away (not when it becomes safe).
 async fn evicted(evict: tokio::sync::oneshot::Receiver<()>) {
     if evict.await.is_err() {
@@ -161,6 +256,10 @@ struct Shared {
     slot: Arc<Semaphore>,
     logs: Logs,
     activity: Mutex<Activity>,
+    /// The sessions admitted, by the number their welcome gave the master,
+    /// each with the way to pass it grants from its control line and the
+    /// slot its acknowledgements go through.
+    controls: Mutex<HashMap<u64, Line>>,
 }
 
 /// What the daemon has done, for status requests.
@@ -184,6 +283,10 @@ impl Activity {
 }
 
 impl Shared {
+    fn controls(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Line>> {
+        self.controls.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn activity(&self) -> std::sync::MutexGuard<'_, Activity> {
         self.activity.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -213,7 +316,13 @@ async fn handle(c: Conn, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
     let _ = stream.set_nodelay(true);
     dls_common::keepalive(&stream);
     let mut conn: WorkerConn = Connection::new(Throttled::new(stream, cfg.link_rate).behind(cfg.uplink.clone()));
-    let caps = cfg.capabilities();
+    let mut caps = cfg.capabilities();
+    // The number a control line names this connection's session by (never
+    // 0: that says there is none to name).
+    caps.session = session_number();
+    let (control_tx, control_rx) = mpsc::unbounded_channel();
+    let acks = AckSlot::default();
+    let _registered = Registered(&shared, caps.session);
     // The session slot is taken only once the master is authenticated.
     let mut busy = None;
     let admit = || {
@@ -228,7 +337,14 @@ async fn handle(c: Conn, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
         }
         busy = slot.clone().try_acquire_owned().ok();
         match busy {
-            Some(_) => Ok(()),
+            Some(_) => {
+                let line = Line {
+                    grants: control_tx,
+                    acks: acks.clone(),
+                };
+                shared.controls().insert(caps.session, line);
+                Ok(())
+            }
             None => Err(Error::Refused {
                 code: ErrorCode::Busy,
                 message: "this worker is busy serving another master; try again when that batch is done".into(),
@@ -264,13 +380,23 @@ async fn handle(c: Conn, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
             debug!(%peer, "answered a status request");
             return;
         }
+        Ok(handshake::Shaken::Control(session)) => {
+            if ticket.authenticated() {
+                control_line(conn, session, &shared, peer, stop).await;
+            }
+            return;
+        }
         Ok(handshake::Shaken::Session) => {}
     }
     info!(%peer, "master connected");
     let start = Instant::now();
     shared.activity().current = Some((peer, start));
     let session = Session::new(cfg, shared.kernel.clone(), shared.reference.clone(), busy);
-    let (res, served, mut conn) = session.run(conn, stop).await;
+    let line = ControlLine {
+        grants: control_rx,
+        acks,
+    };
+    let (res, served, mut conn) = session.run(conn, stop, line).await;
     {
         let mut a = shared.activity();
         a.current = None;

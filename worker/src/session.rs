@@ -75,6 +75,18 @@ struct Computed {
 
 // A chunk holds A and B until computed, C until returned.
 
+/// Where a session's `Received` go when its master opened a control line
+/// (`server.rs`): that line's writer; else (`None`, or the line gone) the
+/// session's own connection, where they wait behind results being written.
+pub(crate) type AckSlot = Arc<std::sync::Mutex<Option<mpsc::UnboundedSender<FromWorker>>>>;
+
+/// A session's control line, once its master opens one: the grants read
+/// on it, and where the acknowledgements go.
+pub(crate) struct ControlLine {
+    pub grants: mpsc::UnboundedReceiver<ToWorker>,
+    pub acks: AckSlot,
+}
+
 pub(crate) struct Session {
     cfg: Arc<Config>,
     kernel: Arc<kernel::Kernel>,
@@ -101,6 +113,8 @@ pub(crate) struct Session {
     /// answered: a master that closes its pool and connects again at once
     /// must find the worker free.
     slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// See [`AckSlot`].
+    acks: AckSlot,
 }
 
 /// What a session did for its master, for the log line at its end.
@@ -276,16 +290,38 @@ impl Session {
             cancelled: HashSet::new(),
             served: Served::default(),
             slot,
+            acks: AckSlot::default(),
+        }
+    }
+
+    /// Tell the master a chunk (or a panel) is in: on the control line if
+    /// it has one, else on the connection.
+    fn acknowledge(&self, out: &mut Outbox, msg: FromWorker) {
+        let line = self.acks.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match line {
+            Some(tx) => {
+                if let Err(e) = tx.send(msg) {
+                    out.push(Out::msg(e.0));
+                }
+            }
+            None => out.push(Out::msg(msg)),
         }
     }
 
     /// Serve the master until it leaves, fails or the daemon stops; what it
-    /// was served, whatever happened.
+    /// was served, whatever happened. Grants also come from `control`, the
+    /// session's control line, if the master opens one (`server.rs`).
     pub(crate) async fn run(
         mut self,
         conn: WorkerConn,
         mut stop: watch::Receiver<bool>,
+        control: ControlLine,
     ) -> (Result<()>, Served, WorkerConn) {
+        let ControlLine {
+            grants: mut control,
+            acks,
+        } = control;
+        self.acks = acks;
         let (mut conn, writing) = conn.split();
         // Payloads of 128 KiB and more (a panel, a chunk's part) are read
         // into the memory of inputs already computed, where the kernel
@@ -341,6 +377,7 @@ impl Session {
             let (held, limit, in_flight) = (self.held, self.cfg.memory_limit, &self.in_flight);
             let event = tokio::select! {
                 r = conn.read_frame_checked(|m| admit(m, held, limit, in_flight)) => Event::Frame(r),
+                Some(msg) = control.recv() => Event::Frame(Ok(Some(dls_protocol::Frame::new(msg)))),
                 d = done_rx.recv() => Event::Done(d),
                 w = out.wrote() => Event::Wrote(w),
                 _ = stop.changed() => Event::Stop,

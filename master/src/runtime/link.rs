@@ -8,12 +8,18 @@ use tokio::net::TcpStream;
 
 pub type WorkerConn = Connection<TcpStream, FromWorker, ToWorker>;
 
-/// An authenticated connection to one worker.
+/// An authenticated connection to one worker, and its control line.
 pub struct Link {
     pub name: String,
     pub address: String,
     pub caps: Capabilities,
     pub conn: WorkerConn,
+    /// A second connection for grants alone, where the worker offers one
+    /// and it could be opened: a grant on `conn` waits behind every byte
+    /// of a chunk being sent there (in `dls demo`'s multi-round runs the
+    /// returns granted so took 1.6-2.0x their prediction;
+    /// docs/planner.md).
+    pub control: Option<WorkerConn>,
 }
 
 /// How the master connects: its network waits, and whether every frame is
@@ -108,12 +114,38 @@ async fn connect_once(name: &str, address: &str, token: Option<&Token>, t: Conne
         encrypted = t.encrypt,
         "connected"
     );
+    let control = match caps.session {
+        0 => None,
+        session => match control_line(address, token, t, session).await {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(
+                    worker = name,
+                    "no control line (grants share the connection with chunks): {e:#}"
+                );
+                None
+            }
+        },
+    };
     Ok(Link {
         name: name.to_string(),
         address: address.to_string(),
         caps,
         conn,
+        control,
     })
+}
+
+/// Open the control line of the worker's `session`.
+async fn control_line(address: &str, token: Option<&Token>, t: ConnectOptions, session: u64) -> Result<WorkerConn> {
+    let stream = tokio::time::timeout(t.connect, TcpStream::connect(address))
+        .await
+        .map_err(|_| anyhow!("no answer within {:?}", t.connect))??;
+    let _ = stream.set_nodelay(true);
+    dls_common::keepalive(&stream);
+    let mut conn = Connection::new(stream);
+    handshake::master_control(&mut conn, token, t.handshake, t.encrypt, session).await?;
+    Ok(conn)
 }
 
 /// Ask one worker what it is doing, without opening a session (it answers

@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
+mod order;
+
 /// What the shell tells a link task.
 pub(crate) enum Cmd {
     /// Send these products as one chunk; the worker may stay silent while
@@ -311,6 +313,7 @@ impl LinkTask {
             address,
             caps,
             mut conn,
+            mut control,
         } = link;
         conn.set_write_stall_timeout(Some(watch.liveness));
         let (mut reader, writer) = conn.split();
@@ -322,6 +325,7 @@ impl LinkTask {
         let mut rng = rand::rngs::StdRng::from_os_rng();
         let mut pending: HashMap<ChunkId, Pending> = HashMap::new();
         let mut side = ProductSide::default();
+        let mut order = order::Order::default();
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut ctx = Ctx {
             work: &work,
@@ -333,6 +337,7 @@ impl LinkTask {
             let step = tokio::select! {
                 c = cmds.recv() => Step::Cmd(c),
                 f = reader.read_frame() => Step::Frame(f),
+                f = read_control(&mut control) => Step::Frame(f),
                 wrote = wire.wrote() => Step::Wrote(wrote),
                 _ = ticker.tick() => Step::Tick,
             };
@@ -347,6 +352,7 @@ impl LinkTask {
                         address,
                         caps,
                         conn: Connection::unsplit(reader, writer),
+                        control,
                     };
                 }
                 Step::Cmd(Some(Cmd::Assign(chunk, products, reading))) => {
@@ -379,13 +385,33 @@ impl LinkTask {
                     None
                 }
                 Step::Cmd(Some(Cmd::Grant(chunk))) => {
-                    // Before the pieces of chunks not yet on the wire.
-                    wire.push_urgent(Out::Msg(ToWorker::Grant { job, chunk }));
-                    None
+                    let grant = ToWorker::Grant { job, chunk };
+                    match &mut control {
+                        // Beside whatever goes out on the connection.
+                        Some(line) => match line.send(&grant).await {
+                            Ok(()) => None,
+                            Err(e) => Some(Ev::Failed(format!(
+                                "granting chunk {} on the control line: {e}",
+                                chunk.0
+                            ))),
+                        },
+                        // Before the pieces of chunks not yet on the wire.
+                        None => {
+                            wire.push_urgent(Out::Msg(grant));
+                            None
+                        }
+                    }
                 }
                 Step::Wrote(wrote) => pulse.wrote(wrote),
                 Step::Tick => ctx.on_tick(&reader, &mut wire, &mut pulse),
                 Step::Frame(f) => match on_frame(&ctx, f, &mut pulse) {
+                    Some(Ev::Received(chunk, at)) => order.received(chunk).then_some(Ev::Received(chunk, at)),
+                    Some(Ev::Ready(chunk, secs, at)) => {
+                        if order.ready(chunk) && events.send((idx, Ev::Received(chunk, at))).await.is_err() {
+                            break;
+                        }
+                        Some(Ev::Ready(chunk, secs, at))
+                    }
                     Some(Ev::Results(chunk, c, at)) => match ctx.work {
                         Work::Batch(batch) => Some(checked(batch, pending.remove(&chunk), chunk, c, at).await),
                         Work::Product(job) => Some(piece_checked(job, side.pieces.remove(&chunk), chunk, c, at).await),
@@ -405,7 +431,18 @@ impl LinkTask {
             address,
             caps,
             conn: Connection::unsplit(reader, writer),
+            control,
         }
+    }
+}
+
+/// The next frame on the control line, if there is one (else never).
+async fn read_control(
+    control: &mut Option<crate::runtime::link::WorkerConn>,
+) -> dls_protocol::Result<Option<Frame<FromWorker>>> {
+    match control {
+        Some(line) => line.read_frame().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -15,6 +15,7 @@ pub fn caps() -> Capabilities {
         kernel: "test".into(),
         emulated: false,
         ciphers: dls_protocol::seal::fast_ciphers(),
+        session: 1,
     }
 }
 

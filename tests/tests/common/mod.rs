@@ -129,6 +129,7 @@ pub async fn fake_worker(
         kernel: kernel.into(),
         emulated: false,
         ciphers: Vec::new(),
+        session: 0,
     };
     let side = handshake::WorkerSide {
         token: None,

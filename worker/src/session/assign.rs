@@ -2,7 +2,7 @@
 //! session puts together (the master sends a large chunk in pieces, so
 //! that a grant for another chunk need not wait behind all of it).
 
-use super::{unexpected, Key, Out, Outbox, Session, Work};
+use super::{unexpected, Key, Outbox, Session, Work};
 use dls_protocol::{Error, ErrorCode, Form, FromWorker, Result, Values};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -65,7 +65,7 @@ impl Session {
         shared_b: Option<Arc<Values>>,
     ) {
         let (job, chunk) = key;
-        out.push(Out::msg(FromWorker::Received { job, chunk }));
+        self.acknowledge(out, FromWorker::Received { job, chunk });
         debug!(job = job.0, chunk = chunk.0, %form, count, "received");
         let _ = work.send(Work::Chunk {
             key,

@@ -1,7 +1,7 @@
 //! Pieces of one large product on the daemon: panels along k added into a
 //! piece's C on the compute thread, C held for the grant after the last.
 
-use super::{unexpected, Computed, Flow, Key, Out, Outbox, Session, Work};
+use super::{unexpected, Computed, Flow, Key, Outbox, Session, Work};
 use crate::kernel;
 use dls_protocol::{Form, Frame, FromWorker, Result, ToWorker, Values};
 use std::collections::HashMap;
@@ -48,7 +48,7 @@ impl Session {
             self.pieces.remove(&key);
         }
         self.held += form.in_bytes(1);
-        out.push(Out::msg(FromWorker::Received { job, chunk: piece }));
+        self.acknowledge(out, FromWorker::Received { job, chunk: piece });
         debug!(job = job.0, piece = piece.0, %form, last, "panel received");
         let _ = work.send(Work::Panel {
             key,

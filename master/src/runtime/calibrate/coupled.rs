@@ -87,6 +87,8 @@ async fn once(
     let t0 = Instant::now();
     let mut lent = link.conn.lend();
     let (reader, writer) = (&mut lent.reading, &mut lent.writing);
+    // Where the link has a control line the worker says Received there.
+    let mut control = link.control.as_mut();
     // A permit a chunk in flight; each result back returns one.
     let room = tokio::sync::Semaphore::new(held.max(1) as usize);
     let write = async {
@@ -117,7 +119,13 @@ async fn once(
             computed: vec![f64::NAN; n],
         };
         for _ in 0..3 * n {
-            let msg = answer_of(reader, &name, timeout, "pipeline probe").await?;
+            let msg = match control.as_deref_mut() {
+                Some(line) => tokio::select! {
+                    m = answer_of(reader, &name, timeout, "pipeline probe") => m?,
+                    m = answer_of(line, &name, timeout, "pipeline probe") => m?,
+                },
+                None => answer_of(reader, &name, timeout, "pipeline probe").await?,
+            };
             let now = t0.elapsed().as_secs_f64();
             let (series, chunk) = match msg {
                 FromWorker::Received { job, chunk } if job == JOB => (&mut t.received, chunk),
