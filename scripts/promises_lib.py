@@ -466,19 +466,40 @@ def transfer(env):
 
 # -------------------------------------------------------------- python
 def python_venv():
-    """A Python with numpy and this tree's `dls` package: CI's venv when
-    it is there, else target/promises-venv, made once (`pip install
-    ./python`, which compiles the extension: minutes)."""
-    for venv in ("ci-venv", "promises-venv"):
-        py = os.path.join(ROOT, "target", venv, "bin", "python")
-        if os.access(py, os.X_OK) and subprocess.run([py, "-c", "import dls, numpy"],
-                                                     capture_output=True).returncode == 0:
-            return py
+    """A Python with numpy and this tree's `dls` package: target/promises-
+    venv, whose package is built again (`pip install ./python`, which
+    compiles the extension: minutes) whenever the sources it is made of
+    differ from those it was built from. A package left from an older tree
+    speaks an older protocol: its master is refused by this tree's
+    workers."""
     venv = os.path.join(ROOT, "target", "promises-venv")
-    subprocess.run(["python3", "-m", "venv", venv], check=True)
     py = os.path.join(venv, "bin", "python")
-    script([py, "-m", "pip", "install", "-q", os.path.join(ROOT, "python")], 1800, cannot=True)
+    marker = os.path.join(venv, "built-from")
+    built_from = sources_of_python()
+    try:
+        with open(marker, encoding="utf-8") as f:
+            same = f.read() == built_from
+    except OSError:
+        same = False
+    if same and os.access(py, os.X_OK) and subprocess.run(
+            [py, "-c", "import dls, numpy"], capture_output=True).returncode == 0:
+        return py
+    if not os.access(py, os.X_OK):
+        subprocess.run(["python3", "-m", "venv", venv], check=True)
+    script([py, "-m", "pip", "install", "-q", "--force-reinstall", os.path.join(ROOT, "python")], 1800, cannot=True)
+    with open(marker, "w", encoding="utf-8") as f:
+        f.write(built_from)
     return py
+
+
+def sources_of_python():
+    """What the Python package is built from, as git sees it now: the
+    trees of the crates it links at HEAD and any change not committed."""
+    dirs = ["python", "master", "core", "lp", "protocol", "worker", "common", "Cargo.toml", "Cargo.lock"]
+    trees = subprocess.run(["git", "rev-parse"] + [f"HEAD:{d}" for d in dirs], cwd=ROOT,
+                           capture_output=True, text=True).stdout
+    diff = subprocess.run(["git", "diff", "HEAD", "--"] + dirs, cwd=ROOT, capture_output=True, text=True).stdout
+    return trees + diff
 
 
 def python_overhead(env):
