@@ -56,7 +56,7 @@ pub async fn master_sealed<S: AsyncRead + AsyncWrite + Unpin>(
 
 /// As [`master_sealed`], for the control line of the worker's `session`
 /// (its welcome's [`Capabilities::session`]): the connection then carries
-/// that session's grants only.
+/// that session's grants, and the worker's `Received`s back.
 pub async fn master_control<S: AsyncRead + AsyncWrite + Unpin>(
     conn: &mut Connection<S, FromWorker, ToWorker>,
     token: Option<&Token>,

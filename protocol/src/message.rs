@@ -102,9 +102,9 @@ pub enum ToWorker {
     /// it asks only for the worker's status (answered with `Status`, then
     /// the connection closes; no session is opened), or whether this
     /// connection is the control line of the session it names (from that
-    /// session's welcome): it then carries that session's grants only,
-    /// which reach the worker without waiting behind a chunk being sent
-    /// on the session's own connection.
+    /// session's welcome): it then carries that session's grants, and the
+    /// worker's `Received`s back, which then wait behind no chunk or
+    /// results on the session's own connection.
     Auth {
         proof: Option<Proof>,
         max_frame: u64,

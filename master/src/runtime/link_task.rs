@@ -25,6 +25,8 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 mod order;
+mod pulse;
+use pulse::Pulse;
 
 /// What the shell tells a link task.
 pub(crate) enum Cmd {
@@ -196,42 +198,6 @@ async fn read_inputs(batch: &Batch, products: Arc<[usize]>) -> Result<Arc<ChunkI
     };
     read.map(Arc::new)
         .map_err(|e| format!("reading the batch's inputs: {e}"))
-}
-
-/// Liveness bookkeeping of one link.
-struct Pulse {
-    in_flight: usize,
-    /// Bytes read when last checked, and when they last changed.
-    seen: (u64, Instant),
-    last_beat: Instant,
-    seq: u64,
-    /// The worker may be silent until then (it is reading a chunk).
-    quiet_until: Option<Instant>,
-}
-
-impl Pulse {
-    /// A worker just connected: `bytes` read from it so far.
-    fn new(bytes: u64) -> Pulse {
-        let now = Instant::now();
-        Pulse {
-            in_flight: 0,
-            seen: (bytes, now),
-            last_beat: now,
-            seq: 0,
-            quiet_until: None,
-        }
-    }
-
-    /// A write is over: the worker may stay silent while it reads what
-    /// went out; a failed write ends the link.
-    fn wrote(&mut self, wrote: Wrote) -> Option<Ev> {
-        if let Some(reading) = wrote.reading {
-            // The bytes may still sit in socket buffers: the worker reads
-            // them at its own pace and cannot answer until it has.
-            self.quiet_until = Some(Instant::now() + reading);
-        }
-        wrote.failed.map(Ev::Failed)
-    }
 }
 
 type Reading = ReadingHalf<TcpStream, FromWorker, ToWorker>;
