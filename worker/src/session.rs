@@ -13,6 +13,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tracing::debug;
 
+mod acks;
 mod assign;
 mod compute;
 mod panel;
@@ -75,17 +76,7 @@ struct Computed {
 
 // A chunk holds A and B until computed, C until returned.
 
-/// Where a session's `Received` go when its master opened a control line
-/// (`server.rs`): that line's writer; else (`None`, or the line gone) the
-/// session's own connection, where they wait behind results being written.
-pub(crate) type AckSlot = Arc<std::sync::Mutex<Option<mpsc::UnboundedSender<FromWorker>>>>;
-
-/// A session's control line, once its master opens one: the grants read
-/// on it, and where the acknowledgements go.
-pub(crate) struct ControlLine {
-    pub grants: mpsc::UnboundedReceiver<ToWorker>,
-    pub acks: AckSlot,
-}
+pub(crate) use acks::{AckSlot, ControlLine};
 
 pub(crate) struct Session {
     cfg: Arc<Config>,
@@ -293,21 +284,6 @@ impl Session {
             acks: AckSlot::default(),
         }
     }
-
-    /// Tell the master a chunk (or a panel) is in: on the control line if
-    /// it has one, else on the connection.
-    fn acknowledge(&self, out: &mut Outbox, msg: FromWorker) {
-        let line = self.acks.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        match line {
-            Some(tx) => {
-                if let Err(e) = tx.send(msg) {
-                    out.push(Out::msg(e.0));
-                }
-            }
-            None => out.push(Out::msg(msg)),
-        }
-    }
-
     /// Serve the master until it leaves, fails or the daemon stops; what it
     /// was served, whatever happened. Grants also come from `control`, the
     /// session's control line, if the master opens one (`server.rs`).

@@ -350,24 +350,7 @@ impl LinkTask {
                     ctx.pieces = on;
                     None
                 }
-                Step::Cmd(Some(Cmd::Grant(chunk))) => {
-                    let grant = ToWorker::Grant { job, chunk };
-                    match &mut control {
-                        // Beside whatever goes out on the connection.
-                        Some(line) => match line.send(&grant).await {
-                            Ok(()) => None,
-                            Err(e) => Some(Ev::Failed(format!(
-                                "granting chunk {} on the control line: {e}",
-                                chunk.0
-                            ))),
-                        },
-                        // Before the pieces of chunks not yet on the wire.
-                        None => {
-                            wire.push_urgent(Out::Msg(grant));
-                            None
-                        }
-                    }
-                }
+                Step::Cmd(Some(Cmd::Grant(chunk))) => grant(&mut control, &mut wire, job, chunk).await,
                 Step::Wrote(wrote) => pulse.wrote(wrote),
                 Step::Tick => ctx.on_tick(&reader, &mut wire, &mut pulse),
                 Step::Frame(f) => match on_frame(&ctx, f, &mut pulse) {
@@ -398,6 +381,26 @@ impl LinkTask {
             caps,
             conn: Connection::unsplit(reader, writer),
             control,
+        }
+    }
+}
+
+/// Grant `chunk`'s return: on the control line, beside whatever goes out
+/// on the connection; without one, on the connection before the pieces of
+/// chunks not yet on the wire. A failed write ends the link.
+async fn grant(
+    control: &mut Option<crate::runtime::link::WorkerConn>,
+    wire: &mut Wire,
+    job: JobId,
+    chunk: ChunkId,
+) -> Option<Ev> {
+    let grant = ToWorker::Grant { job, chunk };
+    match control {
+        Some(line) => (line.send(&grant).await.err())
+            .map(|e| Ev::Failed(format!("granting chunk {} on the control line: {e}", chunk.0))),
+        None => {
+            wire.push_urgent(Out::Msg(grant));
+            None
         }
     }
 }
