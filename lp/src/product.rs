@@ -18,6 +18,7 @@ pub mod timeline;
 use crate::error::{Error, Result};
 use crate::rectangles::{self, Rect};
 use crate::TUNING;
+pub use exchange::timing::ExchangeTiming;
 use std::ops::Range;
 pub use timeline::{Op, OpTimes, Port, Timing};
 
@@ -59,6 +60,10 @@ pub struct ProductRequest {
     pub piece_values: u64,
     /// Leave out workers whose links do not pay off.
     pub select: bool,
+    /// Workers may pass panels among themselves ([`exchange`]): the plan
+    /// takes the exchange where every rectangle fits its worker whole
+    /// and the exchange is predicted sooner.
+    pub exchange: bool,
 }
 
 impl ProductRequest {
@@ -73,6 +78,7 @@ impl ProductRequest {
             panel_values: 1 << 19,
             piece_values: u64::MAX,
             select: true,
+            exchange: false,
         }
     }
 }
@@ -112,6 +118,10 @@ pub struct ProductBound {
     pub partition: u64,
     /// `2·k·Σ√(h·w)`: the least any partition of these areas needs.
     pub lower: f64,
+    /// With the exchange, the slowest worker's own link carrying what its
+    /// rectangle needs (`2·k·√a` values at least), from the master or its
+    /// peers; 0 without.
+    pub links: f64,
 }
 
 /// A plan for one product.
@@ -129,13 +139,20 @@ pub struct ProductPlan {
     /// How the port carries the transfers: sends at once, each's share.
     pub port: Port,
     pub timing: Timing,
+    /// The workers pass panels among themselves: the exchange's transfers
+    /// and times, which then stand for `timing` (`pieces` holds one piece
+    /// per rectangle, its panels the exchange's steps).
+    pub exchange: Option<ExchangeTiming>,
     pub bound: ProductBound,
     pub notes: Vec<String>,
 }
 
 impl ProductPlan {
     pub fn makespan(&self) -> f64 {
-        self.timing.makespan
+        match &self.exchange {
+            Some(x) => x.makespan,
+            None => self.timing.makespan,
+        }
     }
 }
 
@@ -219,19 +236,50 @@ pub fn plan_product(workers: &[ProductWorker], req: &ProductRequest) -> Result<P
 /// heterogeneous distribution starts from areas in proportion to speed
 /// (the paper's) and then evens out the predicted finish times, whose
 /// links the speeds do not see: a worker predicted to end late gives area
-/// to those that end early, for a few rounds, keeping the best plan.
+/// to those that end early, for a few rounds, keeping the best plan. With
+/// `req.exchange`, the same for plans with the exchange, whose finish
+/// times the workers' own links decide, and the sooner of the two.
 pub fn plan_on(workers: &[ProductWorker], req: &ProductRequest, subset: &[usize]) -> Result<ProductPlan> {
     check(workers, req)?;
     if subset.is_empty() {
         return Err(Error::BadPartition("no worker to give a rectangle to".into()));
     }
-    let mut areas: Vec<f64> = match req.distribution {
-        Distribution::Heterogeneous => subset.iter().map(|&i| 1.0 / workers[i].flop).collect(),
-        Distribution::Homogeneous => vec![1.0; subset.len()],
+    let direct = balanced(workers, req, subset, false)?;
+    let mut best = direct.ok_or_else(|| Error::BadPartition("no plan with the master's panels".into()))?;
+    if req.exchange {
+        if let Some(x) = balanced(workers, req, subset, true)?.filter(|x| x.makespan() < best.makespan()) {
+            best = x;
+        }
+    }
+    Ok(best)
+}
+
+/// [`plan_on`] for one way of sending: the master's panels, or the
+/// exchange (`None` if a rectangle does not fit its worker whole). The
+/// exchange's bands and port are chosen on the first areas and kept.
+fn balanced(
+    workers: &[ProductWorker],
+    req: &ProductRequest,
+    subset: &[usize],
+    exchange: bool,
+) -> Result<Option<ProductPlan>> {
+    let mut areas: Vec<f64> = match (req.distribution, exchange) {
+        (Distribution::Heterogeneous, false) => subset.iter().map(|&i| 1.0 / workers[i].flop).collect(),
+        (Distribution::Heterogeneous, true) => exchange::plan::areas(workers, req, subset),
+        (Distribution::Homogeneous, _) => vec![1.0; subset.len()],
     };
-    let mut best = plan_areas(workers, req, subset, &areas)?;
+    let mut way = if exchange { Way::Exchange(None) } else { Way::Panels };
+    let Some(mut best) = plan_areas(workers, req, subset, &areas, way)? else {
+        return Ok(None);
+    };
+    if let (Way::Exchange(_), Some(x)) = (way, &best.exchange) {
+        way = Way::Exchange(Some(exchange::plan::Shape {
+            bands: x.bands,
+            port: best.port,
+        }));
+    }
     if req.distribution == Distribution::Homogeneous {
-        return Ok(best);
+        return Ok(Some(best));
     }
     let mut current = best.clone();
     for _ in 0..TUNING.balance_rounds {
@@ -246,18 +294,34 @@ pub fn plan_on(workers: &[ProductWorker], req: &ProductRequest, subset: &[usize]
         }
         let total: f64 = areas.iter().sum();
         areas.iter_mut().for_each(|a| *a /= total);
-        current = plan_areas(workers, req, subset, &areas)?;
+        let Some(next) = plan_areas(workers, req, subset, &areas, way)? else {
+            break;
+        };
+        current = next;
         if current.makespan() < best.makespan() {
             best = current.clone();
         }
     }
-    Ok(best)
+    Ok(Some(best))
 }
 
 /// When each worker of `subset` ends its last transfer under `plan` (0 for
 /// one given nothing).
 fn finish_times(plan: &ProductPlan, subset: &[usize]) -> Vec<f64> {
     let mut end = vec![0.0f64; subset.len()];
+    if let Some(x) = &plan.exchange {
+        // Its last panel added, then its last C and every C returned after
+        // it back to back: the end it holds the whole product to. (The
+        // last return's end alone would make the last to return look
+        // late whatever its area, and the first early.)
+        for (i, r) in x.returns.iter().enumerate() {
+            if let Some(k) = subset.iter().position(|&w| w == r.worker) {
+                let tail: f64 = x.returns[i..].iter().map(|r| r.end - r.start).sum();
+                end[k] = x.added[r.worker].last().copied().unwrap_or(0.0) + tail;
+            }
+        }
+        return end;
+    }
     for (op, t) in plan.timing.ops.iter().zip(&plan.timing.times) {
         let piece = match *op {
             Op::Send { piece, .. } | Op::Return { piece } => piece,
@@ -269,14 +333,34 @@ fn finish_times(plan: &ProductPlan, subset: &[usize]) -> Vec<f64> {
     end
 }
 
+/// How the panels reach the workers.
+#[derive(Debug, Clone, Copy)]
+enum Way {
+    /// The master sends every panel.
+    Panels,
+    /// The workers pass them among themselves, in these bands on this
+    /// port (`None`: the best of a few).
+    Exchange(Option<exchange::plan::Shape>),
+}
+
 /// The plan whose rectangles have `areas` (weights, one per worker of
-/// `subset`).
-fn plan_areas(workers: &[ProductWorker], req: &ProductRequest, subset: &[usize], areas: &[f64]) -> Result<ProductPlan> {
+/// `subset`), sent `way` (`None` if the exchange's rectangles do not fit
+/// their workers whole).
+fn plan_areas(
+    workers: &[ProductWorker],
+    req: &ProductRequest,
+    subset: &[usize],
+    areas: &[f64],
+    way: Way,
+) -> Result<Option<ProductPlan>> {
     let (_, mut rects) = rectangles::tile(areas, req.n, req.m)?;
     for r in &mut rects {
         r.worker = subset[r.worker];
     }
     rects.retain(|r| r.area() > 0);
+    if let Way::Exchange(shape) = way {
+        return Ok(exchange::plan::plan(workers, req, rects, shape));
+    }
     let mut pieces = Vec::new();
     for r in &rects {
         pieces.extend(cut(r, req, workers[r.worker].memory)?);
@@ -290,18 +374,18 @@ fn plan_areas(workers: &[ProductWorker], req: &ProductRequest, subset: &[usize],
             first,
             |best, next| if next.1.makespan < best.1.makespan { next } else { best },
         );
-    let bound = bound(workers, req, &rects, &pieces);
-    Ok(ProductPlan {
+    Ok(Some(ProductPlan {
         request: *req,
         enrolled: rects.iter().map(|r| r.worker).collect(),
+        bound: bound(workers, req, &rects, &pieces),
         rects,
         pieces,
         window: WINDOW,
         port,
         timing,
-        bound,
+        exchange: None,
         notes: Vec::new(),
-    })
+    }))
 }
 
 /// Beside one send at a time, the ways a shared full-duplex uplink may
@@ -310,7 +394,7 @@ fn plan_areas(workers: &[ProductWorker], req: &ProductRequest, subset: &[usize],
 /// send to run at its share rather than its link (`slowest`, the slowest
 /// link's seconds per value): beyond that more sends only split the same
 /// rate finer, and each count tried times the whole order again.
-fn more_sends(req: &ProductRequest, workers: usize, slowest: f64) -> impl Iterator<Item = Port> {
+pub(crate) fn more_sends(req: &ProductRequest, workers: usize, slowest: f64) -> impl Iterator<Item = Port> {
     let most = match req.duplex && req.uplink > 0.0 {
         true => workers.min((slowest / req.uplink).ceil().max(1.0) as usize),
         false => 1,
@@ -322,7 +406,7 @@ fn more_sends(req: &ProductRequest, workers: usize, slowest: f64) -> impl Iterat
 /// Values a worker holds for pieces of `h × w` with panels `kp` deep: the
 /// C it adds into (and, when it has several pieces, the one before,
 /// waiting to return) and `WINDOW` panels.
-fn held(h: usize, w: usize, kp: usize, several: bool) -> u64 {
+pub(crate) fn held(h: usize, w: usize, kp: usize, several: bool) -> u64 {
     (h * w * (1 + usize::from(several))) as u64 + (WINDOW * kp * (h + w)) as u64
 }
 
@@ -403,7 +487,7 @@ pub fn even(start: usize, len: usize, parts: usize) -> Vec<Range<usize>> {
         .collect()
 }
 
-fn bound(workers: &[ProductWorker], req: &ProductRequest, rects: &[Rect], pieces: &[Piece]) -> ProductBound {
+pub(crate) fn bound(workers: &[ProductWorker], req: &ProductRequest, rects: &[Rect], pieces: &[Piece]) -> ProductBound {
     let k = req.k as f64;
     let flops = 2.0 * req.n as f64 * k * req.m as f64;
     let speed: f64 = rects.iter().map(|r| 1.0 / workers[r.worker].flop).sum();
@@ -440,5 +524,6 @@ fn bound(workers: &[ProductWorker], req: &ProductRequest, rects: &[Rect], pieces
         sent,
         partition: rects.iter().map(|r| (req.k * r.half_perimeter()) as u64).sum(),
         lower: rects.iter().map(|r| 2.0 * k * (r.area() as f64).sqrt()).sum(),
+        links: 0.0,
     }
 }

@@ -25,6 +25,9 @@
 use crate::rectangles::Rect;
 use std::ops::Range;
 
+pub mod plan;
+pub mod timing;
+
 /// What a group carries: rows of A or columns of B, for the step's depth.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Part {
