@@ -29,6 +29,7 @@ fn main() -> std::io::Result<()> {
             ciphers: vec![Cipher::Aes256Gcm, Cipher::ChaCha20Poly1305],
             status: false,
             control: Some(3),
+            peer: None,
         }),
         Frame::with_payload(
             ToWorker::Assign {

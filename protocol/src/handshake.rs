@@ -51,7 +51,18 @@ pub async fn master_sealed<S: AsyncRead + AsyncWrite + Unpin>(
     timeout: Duration,
     encrypt: bool,
 ) -> Result<Capabilities> {
-    master_as(conn, token, max_frame, timeout, encrypt, None).await
+    master_as(conn, token, max_frame, timeout, encrypt, Joins::Nothing).await
+}
+
+/// What a connection after the first joins, on the worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Joins {
+    /// Nothing: it opens a session.
+    Nothing,
+    /// The session's control line.
+    Control(u64),
+    /// Another worker passing parts of an exchange on to this session.
+    Peer(u64),
 }
 
 /// As [`master_sealed`], for the control line of the worker's `session`
@@ -65,7 +76,22 @@ pub async fn master_control<S: AsyncRead + AsyncWrite + Unpin>(
     session: u64,
 ) -> Result<Capabilities> {
     let max_frame = crate::frame::HANDSHAKE_MAX_FRAME;
-    master_as(conn, token, max_frame, timeout, encrypt, Some(session)).await
+    master_as(conn, token, max_frame, timeout, encrypt, Joins::Control(session)).await
+}
+
+/// A worker's side, opening a connection to another worker of an
+/// exchange, to pass parts on to that worker's `session` (its entry in
+/// the exchange's `peers`): the same handshake as a master's, with the
+/// same token; frames of up to `max_frame` bytes.
+pub async fn peer<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut Connection<S, FromWorker, ToWorker>,
+    token: Option<&Token>,
+    max_frame: u64,
+    timeout: Duration,
+    encrypt: bool,
+    session: u64,
+) -> Result<Capabilities> {
+    master_as(conn, token, max_frame, timeout, encrypt, Joins::Peer(session)).await
 }
 
 async fn master_as<S: AsyncRead + AsyncWrite + Unpin>(
@@ -74,7 +100,7 @@ async fn master_as<S: AsyncRead + AsyncWrite + Unpin>(
     max_frame: u64,
     timeout: Duration,
     encrypt: bool,
-    control: Option<u64>,
+    joins: Joins,
 ) -> Result<Capabilities> {
     if encrypt && token.is_none() {
         return Err(Error::Handshake(
@@ -90,7 +116,14 @@ async fn master_as<S: AsyncRead + AsyncWrite + Unpin>(
             encrypt,
             ciphers: ciphers.clone(),
             status: false,
-            control,
+            control: match joins {
+                Joins::Control(s) => Some(s),
+                _ => None,
+            },
+            peer: match joins {
+                Joins::Peer(s) => Some(s),
+                _ => None,
+            },
         })
         .await?;
         conn.set_max_frame(max_frame);
@@ -177,6 +210,7 @@ pub async fn master_status<S: AsyncRead + AsyncWrite + Unpin>(
             ciphers: Vec::new(),
             status: true,
             control: None,
+            peer: None,
         })
         .await?;
         match conn.read_frame().await?.map(|f| f.msg) {
@@ -201,7 +235,7 @@ async fn read_auth<S: AsyncRead + AsyncWrite + Unpin>(
     nm: &crate::message::Nonce,
     nw: &crate::message::Nonce,
 ) -> Result<Authed> {
-    let (proof, max_frame, encrypt, status, control) = match conn.read_frame().await?.map(|f| f.msg) {
+    let (proof, max_frame, encrypt, status, control, peer) = match conn.read_frame().await?.map(|f| f.msg) {
         Some(ToWorker::Auth {
             proof,
             max_frame,
@@ -209,7 +243,8 @@ async fn read_auth<S: AsyncRead + AsyncWrite + Unpin>(
             ciphers,
             status,
             control,
-        }) => (proof, max_frame, encrypt.then_some(ciphers), status, control),
+            peer,
+        }) => (proof, max_frame, encrypt.then_some(ciphers), status, control, peer),
         Some(other) => {
             return Err(Error::Refused {
                 code: ErrorCode::UnexpectedMessage,
@@ -232,11 +267,22 @@ async fn read_auth<S: AsyncRead + AsyncWrite + Unpin>(
             });
         }
     }
+    let joins = match (control, peer) {
+        (None, None) => Joins::Nothing,
+        (Some(s), None) => Joins::Control(s),
+        (None, Some(s)) => Joins::Peer(s),
+        (Some(_), Some(_)) => {
+            return Err(Error::Refused {
+                code: ErrorCode::UnexpectedMessage,
+                message: "a connection is a control line or a peer's, not both".into(),
+            })
+        }
+    };
     Ok(Authed {
         max_frame,
         encrypt,
         status,
-        control,
+        joins,
     })
 }
 
@@ -245,7 +291,7 @@ struct Authed {
     max_frame: u64,
     encrypt: Option<Vec<Cipher>>,
     status: bool,
-    control: Option<u64>,
+    joins: Joins,
 }
 
 /// What the worker brings to a handshake.
@@ -273,6 +319,9 @@ pub enum Shaken {
     /// An authenticated master opened the control line of the session it
     /// names: pass its grants to that session.
     Control(u64),
+    /// Another worker (holding the token) opened a connection to pass
+    /// parts of an exchange on to the session it names.
+    Peer(u64),
 }
 
 /// The worker's side. On refusal it sends the master an error frame first.
@@ -332,7 +381,7 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
             max_frame,
             encrypt,
             status: wants_status,
-            control,
+            joins,
         } = read_auth(conn, token, &nm, &nw).await?;
         if wants_status {
             return match status {
@@ -363,8 +412,8 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
                 }
                 (None, _) => None,
             };
-        // A control line joins a session already admitted.
-        if control.is_none() {
+        // A control line, or a peer's, joins a session already admitted.
+        if joins == Joins::Nothing {
             admit()?;
         }
         conn.set_max_frame(max_frame.min(frame_cap));
@@ -373,7 +422,11 @@ pub async fn worker<S: AsyncRead + AsyncWrite + Unpin>(
             let (send, recv) = seal::sealers(t, &nm, &nw, seal::Side::Worker, cipher);
             conn.seal_with(send, recv);
         }
-        Ok(control.map_or(Shaken::Session, Shaken::Control))
+        Ok(match joins {
+            Joins::Nothing => Shaken::Session,
+            Joins::Control(s) => Shaken::Control(s),
+            Joins::Peer(s) => Shaken::Peer(s),
+        })
     };
     let res = match tokio::time::timeout(timeout, steps).await {
         Ok(r) => r,

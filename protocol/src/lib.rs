@@ -41,8 +41,8 @@ pub use auth::Token;
 pub use conn::{Connection, PayloadSource};
 pub use error::{Error, Result};
 pub use message::{
-    Capabilities, ChunkId, Cipher, ErrorCode, Frame, FromWorker, JobId, Nonce, Payload, Proof, ToWorker, WorkerStatus,
-    PROTOCOL_VERSION,
+    Capabilities, ChunkId, Cipher, ErrorCode, Frame, FromWorker, JobId, Nonce, Payload, PeerAddr, Proof, SharePart,
+    Span, ToWorker, WorkerStatus, PROTOCOL_VERSION,
 };
 #[cfg(feature = "io")]
 pub use outbox::Outbox;

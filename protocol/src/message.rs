@@ -7,7 +7,7 @@ use crate::values::{DType, Form, Values};
 use serde::{Deserialize, Serialize};
 
 /// Incremented on any incompatible change of the messages or framing.
-pub const PROTOCOL_VERSION: u32 = 7;
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// A random value that makes every handshake's proofs unique.
 pub type Nonce = [u8; 32];
@@ -87,6 +87,34 @@ impl Capabilities {
     }
 }
 
+/// Consecutive rows or columns: `start`, `start + len`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Span {
+    pub start: u32,
+    pub len: u32,
+}
+
+impl Span {
+    pub fn end(&self) -> u32 {
+        self.start.saturating_add(self.len)
+    }
+}
+
+/// What a `Share` carries: A's rows or B's columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SharePart {
+    Rows(Span),
+    Cols(Span),
+}
+
+/// Another worker of the exchange: where it listens, and the session of
+/// its own with the master that a connection to it names (`Auth::peer`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerAddr {
+    pub addr: String,
+    pub session: u64,
+}
+
 /// Master to worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ToWorker {
@@ -112,6 +140,10 @@ pub enum ToWorker {
         ciphers: Vec<Cipher>,
         status: bool,
         control: Option<u64>,
+        /// This connection comes from another worker of the session it
+        /// names (the `peers` of an `Exchange`): it carries that worker's
+        /// `Share`s passed on, nothing else.
+        peer: Option<u64>,
     },
     /// `count` products of `form`: payload A_1..A_count then, unless B is
     /// shared, B_1..B_count; row-major, little-endian values of the form's
@@ -171,6 +203,37 @@ pub enum ToWorker {
     },
     /// The master is done with this worker.
     Bye,
+    /// This worker's part in the exchange of one large product's panels
+    /// (job `job`): its rectangle of C (A's rows `rows`, B's columns
+    /// `cols`), its columns cut into `bands` (piece ids and widths, left
+    /// to right), each band computed over `steps` (depths along k, the
+    /// same for every band) and returned after its last; A's rows of the
+    /// first band's panels are kept for the others. Its panel of stage t
+    /// (band t / steps, step t % steps) arrives as `Share`s: row parts
+    /// (first band only) and the band's columns. `peers`: the workers it
+    /// may be asked to pass parts on to.
+    Exchange {
+        job: JobId,
+        dtype: DType,
+        rows: Span,
+        cols: Span,
+        bands: Vec<(ChunkId, u32)>,
+        steps: Vec<u32>,
+        peers: Vec<PeerAddr>,
+    },
+    /// A part of a stage's panels: payload `len` values, A's rows `span`
+    /// (row-major, the step's depth wide) or B's columns `span` (the
+    /// step's depth rows of the span's width), for this worker and then,
+    /// in order, for the `forward` peers (indices into the exchange's
+    /// `peers`), to whom it passes the same part on with no `forward`.
+    Share {
+        job: JobId,
+        stage: u32,
+        part: SharePart,
+        dtype: DType,
+        len: u64,
+        forward: Vec<u32>,
+    },
     /// A piece of the inputs of a chunk of `count` products of `form`
     /// (what one `Assign` would carry): payload the next `len` values of
     /// them, in `Assign`'s order. The first piece of a chunk opens it (and
@@ -238,6 +301,13 @@ pub enum FromWorker {
     Bye,
     /// Answer to an `Auth` that asked for the status only.
     Status(WorkerStatus),
+    /// Parts of job `job` could not be passed on to peer `peer` (an index
+    /// into its exchange's `peers`): the master must send them itself.
+    PeerFailed {
+        job: JobId,
+        peer: u32,
+        message: String,
+    },
 }
 
 impl ToWorker {
@@ -257,6 +327,8 @@ impl ToWorker {
             ToWorker::ComputeProbe { .. } => "ComputeProbe",
             ToWorker::Bye => "Bye",
             ToWorker::Part { .. } => "Part",
+            ToWorker::Exchange { .. } => "Exchange",
+            ToWorker::Share { .. } => "Share",
         }
     }
 }
@@ -277,6 +349,7 @@ impl FromWorker {
             FromWorker::Error { .. } => "Error",
             FromWorker::Bye => "Bye",
             FromWorker::Status(_) => "Status",
+            FromWorker::PeerFailed { .. } => "PeerFailed",
         }
     }
 }
@@ -316,6 +389,7 @@ impl Payload for ToWorker {
             ToWorker::ShareB { form, .. } => Ok((form.dtype, checked(form.shape.b_len(), 1, "a shared B")?)),
             ToWorker::Panel { form, .. } => Ok((form.dtype, checked(form.in_len(1), 1, "a panel")?)),
             ToWorker::Echo { len } => Ok((DType::F64, len)),
+            ToWorker::Share { dtype, len, .. } => Ok((dtype, len)),
             ToWorker::Part { form, count, len, .. } => {
                 // A piece never holds more than its chunk.
                 if len > checked(form.in_len(1), count, "a chunk")? {

@@ -75,16 +75,18 @@ fn to_worker() -> impl Strategy<Value = Frame<ToWorker>> {
             any::<bool>(),
             ciphers(),
             any::<bool>(),
+            proptest::option::of(any::<u64>()),
             proptest::option::of(any::<u64>())
         )
             .prop_map(
-                |(proof, max_frame, encrypt, ciphers, status, control)| Frame::new(ToWorker::Auth {
+                |(proof, max_frame, encrypt, ciphers, status, control, peer)| Frame::new(ToWorker::Auth {
                     proof,
                     max_frame,
                     encrypt,
                     ciphers,
                     status,
-                    control
+                    control,
+                    peer
                 })
             ),
         (job.clone(), chunk.clone(), small_form()).prop_flat_map(|(job, chunk, (form, count))| {
@@ -146,7 +148,60 @@ fn to_worker() -> impl Strategy<Value = Frame<ToWorker>> {
                 )
             })
         }),
+        (
+            any::<u64>(),
+            any::<bool>(),
+            span(),
+            span(),
+            proptest::collection::vec((any::<u64>(), any::<u32>()), 0..4),
+            proptest::collection::vec(any::<u32>(), 0..4),
+            proptest::collection::vec((".{0,20}", any::<u64>()), 0..3),
+        )
+            .prop_map(|(job, f32, rows, cols, bands, steps, peers)| {
+                Frame::new(ToWorker::Exchange {
+                    job: JobId(job),
+                    dtype: if f32 { DType::F32 } else { DType::F64 },
+                    rows,
+                    cols,
+                    bands: bands.into_iter().map(|(c, w)| (ChunkId(c), w)).collect(),
+                    steps,
+                    peers: peers
+                        .into_iter()
+                        .map(|(addr, session)| PeerAddr { addr, session })
+                        .collect(),
+                })
+            }),
+        (
+            any::<u64>(),
+            any::<u32>(),
+            any::<bool>(),
+            span(),
+            any::<bool>(),
+            0u64..40,
+            proptest::collection::vec(any::<u32>(), 0..4),
+        )
+            .prop_flat_map(|(job, stage, rows, at, f32, len, forward)| {
+                let dtype = if f32 { DType::F32 } else { DType::F64 };
+                let part = if rows { SharePart::Rows(at) } else { SharePart::Cols(at) };
+                values(dtype, len).prop_map(move |p| {
+                    Frame::with_payload(
+                        ToWorker::Share {
+                            job: JobId(job),
+                            stage,
+                            part,
+                            dtype,
+                            len,
+                            forward: forward.clone(),
+                        },
+                        p,
+                    )
+                })
+            }),
     ]
+}
+
+fn span() -> impl Strategy<Value = Span> {
+    (any::<u32>(), any::<u32>()).prop_map(|(start, len)| Span { start, len })
 }
 
 fn error_code() -> impl Strategy<Value = ErrorCode> {
@@ -198,6 +253,11 @@ fn from_worker() -> impl Strategy<Value = Frame<FromWorker>> {
         any::<u64>().prop_map(|seq| Frame::new(FromWorker::HeartbeatAck { seq })),
         (error_code(), ".{0,40}").prop_map(|(code, message)| Frame::new(FromWorker::Error { code, message })),
         Just(Frame::new(FromWorker::Bye)),
+        (any::<u64>(), any::<u32>(), ".{0,40}").prop_map(|(job, peer, message)| Frame::new(FromWorker::PeerFailed {
+            job: JobId(job),
+            peer,
+            message
+        })),
     ]
 }
 

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod config;
 pub mod gate;
 pub mod kernel;
+mod relay;
 pub mod server;
 mod session;
 pub mod throttle;

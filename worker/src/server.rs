@@ -14,7 +14,7 @@ use crate::kernel;
 use crate::session::{AckSlot, ControlLine, Session};
 use crate::throttle::Throttled;
 use dls_protocol::handshake;
-use dls_protocol::{Connection, Error, ErrorCode, FromWorker, ToWorker, WorkerStatus};
+use dls_protocol::{Connection, Error, ErrorCode, Frame, FromWorker, ToWorker, WorkerStatus};
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -152,6 +152,7 @@ async fn refuse_full(stream: TcpStream, cap: usize) {
 struct Line {
     grants: mpsc::UnboundedSender<ToWorker>,
     acks: AckSlot,
+    parts: mpsc::UnboundedSender<Frame<ToWorker>>,
 }
 
 /// A session's entry among the controls, removed when its connection's
@@ -191,7 +192,7 @@ async fn control_line(
     peer: SocketAddr,
     mut stop: watch::Receiver<bool>,
 ) {
-    let Some(Line { grants: tx, acks }) = shared.controls().get(&session).cloned() else {
+    let Some(Line { grants: tx, acks, .. }) = shared.controls().get(&session).cloned() else {
         let e = Error::Refused {
             code: ErrorCode::UnexpectedMessage,
             message: format!("no session {session} to take a control line here (it ended)"),
@@ -234,6 +235,57 @@ async fn control_line(
             Ok(None) => return,
             Err(e) => {
                 debug!(%peer, session, "control line closed: {e}");
+                return;
+            }
+        }
+    }
+}
+
+/// Pass the parts another worker passes on to the session it names,
+/// until it closes, the session ends or the daemon stops. Its stream
+/// leaves the emulated uplink (workers reach each other beside it). A
+/// session it does not name here, or a frame other than a part with
+/// nothing more to pass on, ends it with the error told.
+async fn peer_line(
+    mut conn: WorkerConn,
+    session: u64,
+    shared: &Shared,
+    peer: SocketAddr,
+    mut stop: watch::Receiver<bool>,
+) {
+    conn.get_mut().leave_uplink();
+    let parts = shared.controls().get(&session).map(|l| l.parts.clone());
+    let Some(tx) = parts else {
+        let e = Error::Refused {
+            code: ErrorCode::UnexpectedMessage,
+            message: format!("no session {session} to take parts for here (it ended)"),
+        };
+        handshake::tell_master(&mut conn, &e).await;
+        return;
+    };
+    debug!(%peer, session, "peer line opened");
+    loop {
+        let frame = tokio::select! {
+            f = conn.read_frame() => f,
+            _ = stop.changed() => return,
+        };
+        match frame {
+            Ok(Some(f)) if matches!(&f.msg, ToWorker::Share { forward, .. } if forward.is_empty()) => {
+                if tx.send(f).is_err() {
+                    return;
+                }
+            }
+            Ok(Some(f)) => {
+                let e = Error::Refused {
+                    code: ErrorCode::UnexpectedMessage,
+                    message: format!("a peer line carries parts passed on only, not {}", f.msg.name()),
+                };
+                handshake::tell_master(&mut conn, &e).await;
+                return;
+            }
+            Ok(None) => return,
+            Err(e) => {
+                debug!(%peer, session, "peer line closed: {e}");
                 return;
             }
         }
@@ -321,6 +373,7 @@ async fn handle(c: Conn, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
     // 0: that says there is none to name).
     caps.session = session_number();
     let (control_tx, control_rx) = mpsc::unbounded_channel();
+    let (parts_tx, parts_rx) = mpsc::unbounded_channel();
     let acks = AckSlot::default();
     let _registered = Registered(&shared, caps.session);
     // The session slot is taken only once the master is authenticated.
@@ -341,6 +394,7 @@ async fn handle(c: Conn, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
                 let line = Line {
                     grants: control_tx,
                     acks: acks.clone(),
+                    parts: parts_tx,
                 };
                 shared.controls().insert(caps.session, line);
                 Ok(())
@@ -386,6 +440,12 @@ async fn handle(c: Conn, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
             }
             return;
         }
+        Ok(handshake::Shaken::Peer(session)) => {
+            if ticket.authenticated() {
+                peer_line(conn, session, &shared, peer, stop).await;
+            }
+            return;
+        }
         Ok(handshake::Shaken::Session) => {}
     }
     info!(%peer, "master connected");
@@ -395,6 +455,7 @@ async fn handle(c: Conn, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
     let line = ControlLine {
         grants: control_rx,
         acks,
+        parts: parts_rx,
     };
     let (res, served, mut conn) = session.run(conn, stop, line).await;
     {

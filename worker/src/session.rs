@@ -16,6 +16,7 @@ use tracing::debug;
 mod acks;
 mod assign;
 mod compute;
+mod exchange;
 mod panel;
 use compute::compute;
 
@@ -106,6 +107,14 @@ pub(crate) struct Session {
     slot: Option<tokio::sync::OwnedSemaphorePermit>,
     /// See [`AckSlot`].
     acks: AckSlot,
+    /// Each job's exchange of panels among workers.
+    exchanges: HashMap<JobId, exchange::Assembly>,
+    /// Passes parts on to peers, once one is to be.
+    relay: Option<crate::relay::Relay>,
+    /// Where the relay tells of parts it could not pass on, and whether
+    /// the master encrypts (the peers' connections do then too).
+    relay_failed: mpsc::UnboundedSender<crate::relay::Failed>,
+    encrypt: bool,
 }
 
 /// What a session did for its master, for the log line at its end.
@@ -119,6 +128,9 @@ pub(crate) struct Served {
 
 enum Event {
     Frame(Result<Option<Frame<ToWorker>>>),
+    /// A part a peer passed on.
+    Peer(Frame<ToWorker>),
+    PeerFailed(crate::relay::Failed),
     Done(Option<Done>),
     Wrote(Wrote),
     Stop,
@@ -282,7 +294,20 @@ impl Session {
             served: Served::default(),
             slot,
             acks: AckSlot::default(),
+            exchanges: HashMap::new(),
+            relay: None,
+            relay_failed: mpsc::unbounded_channel().0,
+            encrypt: false,
         }
+    }
+
+    /// Pass a part on to a peer, starting the relay at the first.
+    fn relay(&mut self, f: crate::relay::Forward) {
+        let (cfg, encrypt, failed) = (self.cfg.clone(), self.encrypt, self.relay_failed.clone());
+        let relay = self
+            .relay
+            .get_or_insert_with(|| crate::relay::Relay::start(cfg, encrypt, failed));
+        relay.send(f);
     }
     /// Serve the master until it leaves, fails or the daemon stops; what it
     /// was served, whatever happened. Grants also come from `control`, the
@@ -296,8 +321,12 @@ impl Session {
         let ControlLine {
             grants: mut control,
             acks,
+            mut parts,
         } = control;
         self.acks = acks;
+        self.encrypt = conn.is_sealed();
+        let (failed_tx, mut failed_rx) = mpsc::unbounded_channel();
+        self.relay_failed = failed_tx;
         let (mut conn, writing) = conn.split();
         // Payloads of 128 KiB and more (a panel, a chunk's part) are read
         // into the memory of inputs already computed, where the kernel
@@ -354,6 +383,8 @@ impl Session {
             let event = tokio::select! {
                 r = conn.read_frame_checked(|m| admit(m, held, limit, in_flight)) => Event::Frame(r),
                 Some(msg) = control.recv() => Event::Frame(Ok(Some(dls_protocol::Frame::new(msg)))),
+                Some(f) = parts.recv() => Event::Peer(f),
+                Some(f) = failed_rx.recv() => Event::PeerFailed(f),
                 d = done_rx.recv() => Event::Done(d),
                 w = out.wrote() => Event::Wrote(w),
                 _ = stop.changed() => Event::Stop,
@@ -373,6 +404,15 @@ impl Session {
                     continue;
                 }
                 Event::Frame(Ok(Some(frame))) => self.on_frame(&mut out, frame, &work_tx),
+                Event::Peer(frame) => self.on_share(&mut out, frame, &work_tx),
+                Event::PeerFailed(f) => {
+                    out.push(Out::msg(FromWorker::PeerFailed {
+                        job: f.job,
+                        peer: f.peer,
+                        message: f.message,
+                    }));
+                    Ok(Flow::Continue)
+                }
                 Event::Frame(Ok(None)) => Ok(Flow::Stop),
                 Event::Frame(Err(e)) => Err(e),
                 Event::Done(Some(done)) => self.on_done(&mut out, done),
@@ -440,6 +480,8 @@ impl Session {
                 ..
             } => self.on_part(out, work, (job, chunk), (form, count), frame.payload)?,
             ToWorker::Panel { .. } => return self.on_panel(out, frame, work),
+            ToWorker::Share { .. } => return self.on_share(out, frame, work),
+            msg @ ToWorker::Exchange { .. } => return self.on_exchange(msg),
             ToWorker::ShareB { job, form } => {
                 if self.shared_b.contains_key(&job) || !form.shared_b {
                     return Err(unexpected(format!("a second shared B for job {}", job.0)));
@@ -472,6 +514,7 @@ impl Session {
                 }
                 self.drop_pieces(job, work);
                 self.drop_partial(job);
+                self.drop_exchange(job);
                 if let Some((form, _)) = self.shared_b.remove(&job) {
                     // Chunks still computing hold their own reference to it.
                     self.held = self.held.saturating_sub(form.b_bytes());

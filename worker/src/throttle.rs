@@ -190,6 +190,12 @@ impl<S> Throttled<S> {
         self
     }
 
+    /// Take the stream out from behind the uplink (a peer's connection
+    /// turns out not to cross it).
+    pub fn leave_uplink(&mut self) {
+        self.uplink = None;
+    }
+
     fn paced(&self) -> bool {
         self.rate.is_some() || self.uplink.is_some()
     }

@@ -1,8 +1,9 @@
 //! A session's control line, seen from the session: the grants it reads
-//! there (`server.rs` passes them in) and where its `Received`s go.
+//! there (`server.rs` passes them in) and where its `Received`s go; and
+//! the parts its peers pass on, on connections of their own.
 
 use super::{Out, Outbox, Session};
-use dls_protocol::{FromWorker, ToWorker};
+use dls_protocol::{Frame, FromWorker, ToWorker};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -16,6 +17,8 @@ pub(crate) type AckSlot = Arc<std::sync::Mutex<Option<mpsc::UnboundedSender<From
 pub(crate) struct ControlLine {
     pub grants: mpsc::UnboundedReceiver<ToWorker>,
     pub acks: AckSlot,
+    /// `Share`s read on peers' connections (`server.rs`).
+    pub parts: mpsc::UnboundedReceiver<Frame<ToWorker>>,
 }
 
 impl Session {

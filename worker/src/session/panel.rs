@@ -28,7 +28,23 @@ impl Session {
         else {
             return Err(unexpected(format!("{} taken for a panel", frame.msg.name())));
         };
-        let key = (job, piece);
+        self.take_panel(out, work, (job, piece), form, depth, last, frame.payload)
+    }
+
+    /// A panel whole (sent so, or put together from an exchange's parts):
+    /// counted, acknowledged, and handed to the compute thread.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn take_panel(
+        &mut self,
+        out: &mut Outbox,
+        work: &mpsc::UnboundedSender<Work>,
+        key: Key,
+        form: Form,
+        depth: u32,
+        last: bool,
+        inputs: Values,
+    ) -> Result<Flow> {
+        let (job, piece) = key;
         let first = !self.pieces.contains_key(&key);
         if first {
             if !self.in_flight.insert(key) || form.shared_b {
@@ -56,7 +72,7 @@ impl Session {
             depth,
             first,
             last,
-            inputs: frame.payload,
+            inputs,
         });
         Ok(Flow::Continue)
     }
