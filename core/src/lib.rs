@@ -32,6 +32,7 @@
 
 pub mod adapt;
 pub mod chunk;
+pub mod exchange;
 pub mod machine;
 pub mod on_demand;
 pub mod port;
